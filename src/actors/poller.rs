@@ -1,0 +1,303 @@
+//! The poller of one address space: it reads the space's userfaultfd, resolves first touches,
+//! and is the space's lane: the one place where the tracer's layout changes and the space's
+//! fault resolutions are put in order before they go to the sequencer.
+//!
+//! The ordering rule (argued in docs/ordering.md): the tracer sends a change to this inbox
+//! *before* it resumes the thread that made it, so any fault that depends on the change is
+//! raised after the message is in the inbox. After each `read()` of the descriptor, the poller
+//! therefore drains its inbox before it resolves what it read, and a resolution (the kernel's own
+//! moment for "now resident") is forwarded after every change that preceded it.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_channel::{Receiver, Sender};
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
+use userfaultfd::EventBuffer;
+
+use super::sequencer::{SequencerHandle, Stamped};
+use crate::event::{Event, MapKind, PageState, SpaceId};
+use crate::kernel::procfs::{self, Pagemap};
+use crate::kernel::uffd::{AddressSpaceUffd, Resolution, UffdMessage};
+
+/// What the tracer tells a space's lane.
+#[derive(Debug)]
+pub enum LaneMessage {
+    /// An event the tracer saw while the thread that caused it was stopped.
+    Observed(Stamped),
+    /// `madvise` dropped pages: which ones are gone is read from the page tables inside the lane,
+    /// after every resolution that came before (a concurrent touch may have refilled some).
+    Discard {
+        pid: i32,
+        tid: i32,
+        range: Range<u64>,
+        advice: &'static str,
+        at: Instant,
+    },
+    /// Where the main thread's stack is: it grows down through faults, not through syscalls.
+    Stack { pid: i32, range: Range<u64> },
+}
+
+/// The tracer's end of a lane. Dropping the last one ends the poller.
+#[derive(Clone, Debug)]
+pub struct PollerHandle {
+    tx: Sender<LaneMessage>,
+}
+
+impl PollerHandle {
+    /// Called from the tracer thread; blocks while the lane is full (the tracee waits).
+    pub fn send(&self, message: LaneMessage) {
+        let _ = self.tx.send_blocking(message);
+    }
+
+    pub fn observed(&self, event: Event) {
+        self.send(LaneMessage::Observed(Stamped::now(event)));
+    }
+}
+
+struct SharedUffd(Arc<AddressSpaceUffd>);
+
+impl AsRawFd for SharedUffd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+/// Counts of what the descriptor said, for the debug log.
+#[derive(Debug, Default)]
+struct Counters {
+    resolved: u64,
+    refused: u64,
+    layout_events: u64,
+}
+
+pub struct Poller {
+    space: SpaceId,
+    uffd: Option<Arc<AddressSpaceUffd>>,
+    pagemap: Arc<Pagemap>,
+    inbox: Receiver<LaneMessage>,
+    out: SequencerHandle,
+    page_size: u64,
+    /// Which process each thread of this space belongs to.
+    tids: HashMap<i32, i32>,
+    stack: Option<(i32, Range<u64>)>,
+    counters: Counters,
+}
+
+impl Poller {
+    pub fn new(
+        space: SpaceId,
+        uffd: Option<Arc<AddressSpaceUffd>>,
+        pagemap: Arc<Pagemap>,
+        out: SequencerHandle,
+        page_size: u64,
+        capacity: usize,
+    ) -> (Self, PollerHandle) {
+        let (tx, inbox) = async_channel::bounded(capacity);
+        let poller = Self {
+            space,
+            uffd,
+            pagemap,
+            inbox,
+            out,
+            page_size,
+            tids: HashMap::new(),
+            stack: None,
+            counters: Counters::default(),
+        };
+        (poller, PollerHandle { tx })
+    }
+
+    pub async fn run(mut self) {
+        let fd = match &self.uffd {
+            Some(uffd) => {
+                // SAFETY: the Arc inside keeps the descriptor open for as long as the AsyncFd
+                // lives, and nothing closes or replaces it meanwhile.
+                let registered = unsafe {
+                    AsyncFd::register_with_interest(SharedUffd(uffd.clone()), Interest::READABLE)
+                };
+                match registered {
+                    Ok(fd) => Some(fd),
+                    Err(e) => {
+                        tracing::error!(space = self.space, "cannot poll the userfaultfd: {e}");
+                        None
+                    }
+                }
+            }
+            None => None,
+        };
+        let inbox = self.inbox.clone();
+        let mut buf = EventBuffer::new(64);
+        let mut read = Vec::new();
+        loop {
+            let readable = async {
+                match &fd {
+                    Some(fd) => fd.readable().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                message = inbox.recv() => match message {
+                    Ok(message) => self.handle(message).await,
+                    // The space has no process left: nothing more can fault in it.
+                    Err(_) => break,
+                },
+                guard = readable => {
+                    let Ok(mut guard) = guard else { break };
+                    read.clear();
+                    let uffd = self.uffd.as_ref().expect("polled without a descriptor");
+                    if let Err(e) = uffd.read_pending(&mut buf, &mut read) {
+                        tracing::warn!(space = self.space, "reading the userfaultfd: {e}");
+                        guard.clear_ready();
+                        continue;
+                    }
+                    if read.is_empty() {
+                        guard.clear_ready();
+                        continue;
+                    }
+                    drop(guard);
+                    while let Ok(message) = inbox.try_recv() {
+                        self.handle(message).await;
+                    }
+                    for message in read.drain(..).collect::<Vec<_>>() {
+                        self.on_uffd(message).await;
+                    }
+                }
+            }
+        }
+        tracing::debug!(space = self.space, counters = ?self.counters, "poller done");
+    }
+
+    async fn handle(&mut self, message: LaneMessage) {
+        match message {
+            LaneMessage::Observed(stamped) => {
+                self.learn_threads(&stamped.event);
+                self.out.send(stamped).await;
+            }
+            LaneMessage::Discard {
+                pid,
+                tid,
+                range,
+                advice,
+                at,
+            } => {
+                // Pages present now were touched again after the drop, and their resolution has
+                // already gone out: only the runs that are absent are discarded.
+                let present = self.pagemap.present_runs(range.clone()).unwrap_or_default();
+                for (run, present) in procfs::split_by_presence(range, &present) {
+                    if !present {
+                        let event = Event::Discard {
+                            pid,
+                            tid,
+                            space: self.space,
+                            start: run.start,
+                            end: run.end,
+                            advice: advice.to_string(),
+                        };
+                        self.out.send(Stamped { at, event }).await;
+                    }
+                }
+            }
+            LaneMessage::Stack { pid, range } => self.stack = Some((pid, range)),
+        }
+    }
+
+    fn learn_threads(&mut self, event: &Event) {
+        match *event {
+            Event::Exec { pid, .. } => {
+                self.tids.insert(pid, pid);
+            }
+            Event::Thread { pid, child, .. } => {
+                self.tids.insert(child, pid);
+            }
+            Event::Fork { child, .. } => {
+                self.tids.insert(child, child);
+            }
+            Event::Map { pid, tid, .. } => {
+                self.tids.insert(tid, pid);
+            }
+            Event::ThreadExit { tid, .. } => {
+                self.tids.remove(&tid);
+            }
+            _ => {}
+        }
+    }
+
+    fn pid_of(&mut self, tid: i32) -> i32 {
+        if let Some(&pid) = self.tids.get(&tid) {
+            return pid;
+        }
+        let pid = procfs::tgid(tid).unwrap_or(tid);
+        self.tids.insert(tid, pid);
+        pid
+    }
+
+    async fn on_uffd(&mut self, message: UffdMessage) {
+        let UffdMessage::Fault { addr, write, tid } = message else {
+            // The tracer reports these changes at the syscall's exit, with what the event lacks
+            // (mremap flags, madvise advice). Reading them is what lets the changing thread go on.
+            self.counters.layout_events += 1;
+            tracing::trace!(space = self.space, ?message, "layout event");
+            return;
+        };
+        let uffd = self.uffd.as_ref().expect("fault read without a descriptor");
+        match uffd.resolve(addr, write) {
+            Resolution::Resolved => {
+                let at = Instant::now();
+                self.counters.resolved += 1;
+                let pid = self.pid_of(tid);
+                self.grow_stack(addr, at).await;
+                let event = Event::Resident {
+                    pid,
+                    tid,
+                    space: self.space,
+                    start: addr,
+                    end: addr + self.page_size,
+                    write,
+                    faults: 1,
+                };
+                self.out.send(Stamped { at, event }).await;
+            }
+            Resolution::Refused(errno) => {
+                self.counters.refused += 1;
+                tracing::trace!(space = self.space, addr, errno, "resolution refused");
+            }
+            Resolution::Gone => {}
+        }
+    }
+
+    /// A resolved fault just below the main stack means the kernel grew it: report the growth as a
+    /// mapping before the page that caused it.
+    async fn grow_stack(&mut self, addr: u64, at: Instant) {
+        let Some((pid, stack)) = self.stack.clone() else {
+            return;
+        };
+        if addr >= stack.start || addr + (1 << 30) < stack.start {
+            return;
+        }
+        let grown = procfs::read_maps(pid).ok().and_then(|maps| {
+            maps.into_iter()
+                .find(|m| m.path == "[stack]" && m.start <= addr && m.end >= stack.start)
+        });
+        let Some(entry) = grown else { return };
+        self.stack = Some((pid, entry.start..stack.end));
+        let event = Event::Map {
+            pid,
+            tid: pid,
+            space: self.space,
+            start: entry.start,
+            end: stack.start,
+            prot: entry.prot.clone(),
+            kind: MapKind::Stack,
+            path: None,
+            tracked: true,
+            state: Some(PageState::NotResident),
+        };
+        self.out.send(Stamped { at, event }).await;
+    }
+}

@@ -1,0 +1,331 @@
+//! The state actor: applies each line to the replay model (a `RangeMap` per address space),
+//! writes it out, and at the end writes the summary, on the stream and for a person on stderr.
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+use std::time::Duration;
+
+use async_channel::{Receiver, Sender};
+use humansize::{BINARY, format_size};
+
+use crate::event::{Event, Line, ProcessSummary, RunTotals, SpaceId};
+use crate::model::Replay;
+
+#[derive(Clone, Debug)]
+pub struct StateHandle {
+    tx: Sender<Line>,
+}
+
+impl StateHandle {
+    pub async fn send(&self, line: Line) {
+        let _ = self.tx.send(line).await;
+    }
+}
+
+/// What a process did, for the summary.
+#[derive(Clone, Debug, Default)]
+struct ProcessStats {
+    argv: Vec<String>,
+    started_ns: u64,
+    ended_ns: Option<u64>,
+    faults: u64,
+    maps: u64,
+    unmaps: u64,
+    resident_bytes: u64,
+    peak_resident_bytes: u64,
+    status: Option<i32>,
+    signal: Option<String>,
+}
+
+/// Where the stream goes. A closed pipe ends the writing, said once on stderr, not the trace.
+struct Output {
+    writer: Option<io::BufWriter<Box<dyn Write + Send>>>,
+    dirty: bool,
+}
+
+impl Output {
+    fn write_line(&mut self, line: &Line) {
+        let Some(w) = self.writer.as_mut() else {
+            return;
+        };
+        let result = serde_json::to_writer(&mut *w, line)
+            .map_err(io::Error::from)
+            .and_then(|()| w.write_all(b"\n"));
+        self.dirty = true;
+        if let Err(e) = result {
+            self.fail(e);
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Some(w) = self.writer.as_mut() {
+            if let Err(e) = w.flush() {
+                self.fail(e);
+            }
+        }
+        self.dirty = false;
+    }
+
+    fn fail(&mut self, e: io::Error) {
+        eprintln!("mevi-actors: the event stream can no longer be written ({e}); tracing goes on");
+        self.writer = None;
+    }
+}
+
+/// The end of a run, as the state actor saw it.
+#[derive(Clone, Debug)]
+pub struct RunReport {
+    pub model: Replay,
+    pub processes: Vec<ProcessSummary>,
+    pub totals: RunTotals,
+}
+
+pub struct StateActor {
+    inbox: Receiver<Line>,
+    model: Replay,
+    output: Output,
+    processes: BTreeMap<i32, ProcessStats>,
+    totals: RunTotals,
+    last_t_ns: u64,
+    next_seq: u64,
+    human_summary: bool,
+}
+
+impl StateActor {
+    pub fn new(
+        capacity: usize,
+        writer: Box<dyn Write + Send>,
+        human_summary: bool,
+    ) -> (Self, StateHandle) {
+        let (tx, inbox) = async_channel::bounded(capacity);
+        let actor = Self {
+            inbox,
+            model: Replay::new(),
+            output: Output {
+                writer: Some(io::BufWriter::with_capacity(1 << 16, writer)),
+                dirty: false,
+            },
+            processes: BTreeMap::new(),
+            totals: RunTotals::default(),
+            last_t_ns: 0,
+            next_seq: 0,
+            human_summary,
+        };
+        (actor, StateHandle { tx })
+    }
+
+    pub async fn run(mut self) -> RunReport {
+        // The contract: flushed at least every 100 ms, so `| jq` sees events live.
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                line = self.inbox.recv() => match line {
+                    Ok(line) => self.on_line(line),
+                    Err(_) => break,
+                },
+                _ = tick.tick() => if self.output.dirty { self.output.flush() },
+            }
+        }
+        self.finish()
+    }
+
+    fn on_line(&mut self, mut line: Line) {
+        self.last_t_ns = line.t_ns;
+        self.next_seq = line.seq + 1;
+        self.count(&mut line);
+        self.model.apply_line(&line);
+        self.output.write_line(&line);
+    }
+
+    fn space_resident(&self, space: SpaceId) -> (u64, u64) {
+        self.model
+            .spaces
+            .get(&space)
+            .map(|s| (s.resident_bytes, s.peak_resident_bytes))
+            .unwrap_or_default()
+    }
+
+    /// Keeps the per-process figures, and fills in an `exit`'s resident figures, which only the
+    /// replayed state knows.
+    fn count(&mut self, line: &mut Line) {
+        let t = line.t_ns;
+        match &mut line.event {
+            Event::Exec {
+                pid, argv, space, ..
+            } => {
+                let space = *space;
+                let p = self.processes.entry(*pid).or_insert_with(|| ProcessStats {
+                    started_ns: t,
+                    ..Default::default()
+                });
+                p.argv = argv.clone();
+                self.totals.spaces += 1;
+                let _ = space;
+            }
+            Event::Fork {
+                child, space, kind, ..
+            } => {
+                let argv = self
+                    .model
+                    .process_space
+                    .iter()
+                    .find(|(_, s)| **s == *space)
+                    .and_then(|(pid, _)| self.processes.get(pid))
+                    .map(|p| p.argv.clone())
+                    .unwrap_or_default();
+                self.processes.insert(
+                    *child,
+                    ProcessStats {
+                        argv,
+                        started_ns: t,
+                        ..Default::default()
+                    },
+                );
+                if *kind == crate::event::ForkKind::Fork {
+                    self.totals.spaces += 1;
+                }
+            }
+            Event::Map { pid, .. } | Event::Brk { pid, .. } => {
+                self.processes.entry(*pid).or_default().maps += 1;
+                self.totals.maps += 1;
+            }
+            Event::Unmap { pid, .. } => {
+                self.processes.entry(*pid).or_default().unmaps += 1;
+                self.totals.unmaps += 1;
+            }
+            Event::Resident { pid, faults, .. } => {
+                self.processes.entry(*pid).or_default().faults += *faults;
+                self.totals.faults += *faults;
+                self.totals.resident_events += 1;
+            }
+            Event::Exit {
+                pid,
+                space,
+                status,
+                signal,
+                resident_bytes,
+                peak_resident_bytes,
+                ..
+            } => {
+                let (now, peak) = self.space_resident(*space);
+                *resident_bytes = now;
+                *peak_resident_bytes = peak;
+                let p = self.processes.entry(*pid).or_default();
+                p.ended_ns = Some(t);
+                p.resident_bytes = now;
+                p.peak_resident_bytes = p.peak_resident_bytes.max(peak);
+                p.status = *status;
+                p.signal = signal.clone();
+            }
+            _ => {}
+        }
+        // A process leaving a space by exec keeps the peak it had there.
+        if let Event::Exec { pid, .. } = &line.event {
+            if let Some(&old) = self.model.process_space.get(pid) {
+                let (_, peak) = self.space_resident(old);
+                let p = self.processes.entry(*pid).or_default();
+                p.peak_resident_bytes = p.peak_resident_bytes.max(peak);
+            }
+        }
+    }
+
+    fn finish(mut self) -> RunReport {
+        // Processes still in a space (never reaped: the tracer stopped early) count as they are.
+        for (pid, space) in self.model.process_space.clone() {
+            let (now, peak) = self.space_resident(space);
+            let p = self.processes.entry(pid).or_default();
+            p.resident_bytes = now;
+            p.peak_resident_bytes = p.peak_resident_bytes.max(peak);
+        }
+        let end = self.last_t_ns;
+        let processes: Vec<ProcessSummary> = self
+            .processes
+            .iter()
+            .map(|(&pid, p)| ProcessSummary {
+                pid,
+                argv: p.argv.clone(),
+                resident_bytes: p.resident_bytes,
+                peak_resident_bytes: p.peak_resident_bytes,
+                faults: p.faults,
+                maps: p.maps,
+                unmaps: p.unmaps,
+                lifetime_ns: p.ended_ns.unwrap_or(end).saturating_sub(p.started_ns),
+                status: p.status,
+                signal: p.signal.clone(),
+            })
+            .collect();
+        self.totals.processes = processes.len() as u64;
+        self.totals.peak_resident_bytes = self
+            .model
+            .spaces
+            .values()
+            .map(|s| s.peak_resident_bytes)
+            .max()
+            .unwrap_or(0);
+        self.totals.lines = self.next_seq + 1;
+        let summary = Line {
+            seq: self.next_seq,
+            t_ns: self.last_t_ns,
+            event: Event::Summary {
+                processes: processes.clone(),
+                totals: self.totals.clone(),
+            },
+        };
+        self.output.write_line(&summary);
+        self.output.flush();
+        if self.human_summary {
+            eprint!("{}", human_summary(&processes, &self.totals));
+        }
+        RunReport {
+            model: self.model,
+            processes,
+            totals: self.totals,
+        }
+    }
+}
+
+/// The closing table on stderr.
+pub fn human_summary(processes: &[ProcessSummary], totals: &RunTotals) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "mevi-actors: {} process(es), {} address space(s), {} first touches, peak resident {}",
+        totals.processes,
+        totals.spaces,
+        totals.faults,
+        format_size(totals.peak_resident_bytes, BINARY)
+    );
+    let _ = writeln!(
+        s,
+        "{:>8} {:>11} {:>11} {:>9} {:>6} {:>6} {:>9}  {:<8} argv",
+        "pid", "peak", "final", "faults", "maps", "unmaps", "lifetime", "end"
+    );
+    for p in processes {
+        let end = match (&p.status, &p.signal) {
+            (_, Some(sig)) => sig.clone(),
+            (Some(code), None) => format!("exit {code}"),
+            (None, None) => "-".into(),
+        };
+        let mut argv = p.argv.join(" ");
+        if argv.len() > 60 {
+            argv.truncate(57);
+            argv.push_str("...");
+        }
+        let _ = writeln!(
+            s,
+            "{:>8} {:>11} {:>11} {:>9} {:>6} {:>6} {:>8.3}s  {:<8} {}",
+            p.pid,
+            format_size(p.peak_resident_bytes, BINARY),
+            format_size(p.resident_bytes, BINARY),
+            p.faults,
+            p.maps,
+            p.unmaps,
+            p.lifetime_ns as f64 / 1e9,
+            end,
+            argv
+        );
+    }
+    s
+}

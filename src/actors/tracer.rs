@@ -1,0 +1,773 @@
+//! The tracer: one dedicated OS thread that makes every ptrace call of the trace.
+//!
+//! It starts the program seized, with a seccomp filter so that only memory-layout syscalls stop,
+//! follows every clone, fork, vfork, exec and exit, gives each new address space a userfaultfd
+//! (injected into the tracee) and a poller, and reports what it sees to the space's lane while the
+//! thread that caused it is still stopped. It never waits on a poller or on the stream: the only
+//! thing it blocks on besides `waitpid` is a full lane (backpressure).
+
+use std::collections::{HashMap, HashSet};
+use std::ffi::OsString;
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+use nix::errno::Errno;
+use nix::sys::ptrace;
+use nix::sys::signal::Signal;
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
+
+use super::poller::{LaneMessage, Poller, PollerHandle};
+use super::sequencer::{SequencerHandle, Stamped};
+use crate::event::{Event, ForkKind, MapKind, PageState, SpaceId, prot_string, signal_name};
+use crate::kernel::inject::{self, InjectError, Injection, SyscallSite};
+use crate::kernel::procfs::{self, Pagemap};
+use crate::kernel::spawn::{self, Prepared};
+use crate::kernel::uffd::AddressSpaceUffd;
+
+pub struct TracerConfig {
+    pub program: PathBuf,
+    pub argv: Vec<OsString>,
+    pub stdout_to_stderr: bool,
+    /// False with `--no-faults`: no userfaultfd, mappings only.
+    pub faults: bool,
+    pub page_size: u64,
+    pub lane_capacity: usize,
+}
+
+/// How the traced program ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProgramEnd {
+    Exited(i32),
+    Signaled(i32),
+}
+
+impl ProgramEnd {
+    /// The exit status a shell would report.
+    pub fn shell_status(self) -> i32 {
+        match self {
+            ProgramEnd::Exited(code) => code,
+            ProgramEnd::Signaled(sig) => 128 + sig,
+        }
+    }
+}
+
+/// A syscall seen at its seccomp stop, waiting for its exit.
+#[derive(Clone, Copy, Debug)]
+struct SyscallEntry {
+    nr: i64,
+    args: [u64; 6],
+}
+
+#[derive(Debug)]
+struct Thread {
+    /// The thread group.
+    pid: i32,
+    entry: Option<SyscallEntry>,
+    /// A new child whose attach stop has not been seen yet.
+    awaiting_attach: bool,
+    /// For a fork child: the space it must be given at its attach stop, and the parent's
+    /// program break (the child's mm is a copy, brk included).
+    new_space: Option<(SpaceId, u64)>,
+}
+
+#[derive(Debug)]
+struct Process {
+    /// None before the first exec of the traced program.
+    space: Option<SpaceId>,
+}
+
+struct Space {
+    lane: PollerHandle,
+    uffd: Option<Arc<AddressSpaceUffd>>,
+    pagemap: Arc<Pagemap>,
+    /// The program break as the last brk returned it (the heap is per mm, not per thread).
+    brk: u64,
+    /// Processes living in this space (more than one after vfork or clone(CLONE_VM)).
+    members: usize,
+}
+
+/// Where a new space comes from.
+enum Origin {
+    Exec { former_tid: i32 },
+    Fork { parent_brk: u64 },
+}
+
+pub struct Tracer {
+    config: TracerConfig,
+    runtime: tokio::runtime::Handle,
+    sequencer: SequencerHandle,
+    root_pid: Arc<AtomicI32>,
+    threads: HashMap<i32, Thread>,
+    processes: HashMap<i32, Process>,
+    spaces: HashMap<SpaceId, Space>,
+    next_space: SpaceId,
+    site: SyscallSite,
+    /// Attach stops of children whose parent's fork/clone event has not been seen yet.
+    early_attach: HashSet<i32>,
+    root: i32,
+    root_end: Option<ProgramEnd>,
+}
+
+impl Tracer {
+    pub fn new(
+        config: TracerConfig,
+        runtime: tokio::runtime::Handle,
+        sequencer: SequencerHandle,
+        root_pid: Arc<AtomicI32>,
+    ) -> Self {
+        Self {
+            config,
+            runtime,
+            sequencer,
+            root_pid,
+            threads: HashMap::new(),
+            processes: HashMap::new(),
+            spaces: HashMap::new(),
+            next_space: 0,
+            site: SyscallSite::default(),
+            early_attach: HashSet::new(),
+            root: 0,
+            root_end: None,
+        }
+    }
+
+    /// Runs the whole trace; returns when no traced task is left.
+    pub fn run(mut self) -> io::Result<ProgramEnd> {
+        let filter = spawn::seccomp_filter()?;
+        let prepared = Prepared::new(
+            &self.config.program,
+            &self.config.argv,
+            self.config.stdout_to_stderr,
+            Some(filter),
+        )?;
+        let child = spawn::spawn_seized(&prepared)?;
+        self.root = child.as_raw();
+        self.root_pid.store(self.root, Ordering::SeqCst);
+        self.threads.insert(
+            self.root,
+            Thread {
+                pid: self.root,
+                entry: None,
+                awaiting_attach: false,
+                new_space: None,
+            },
+        );
+        self.processes.insert(self.root, Process { space: None });
+        loop {
+            match waitpid(None::<Pid>, Some(WaitPidFlag::__WALL)) {
+                Ok(status) => self.on_status(status),
+                Err(Errno::ECHILD) => break,
+                Err(Errno::EINTR) => continue,
+                Err(e) => return Err(io::Error::other(format!("waitpid: {e}"))),
+            }
+        }
+        Ok(self.root_end.unwrap_or(ProgramEnd::Exited(1)))
+    }
+
+    fn on_status(&mut self, status: WaitStatus) {
+        match status {
+            WaitStatus::PtraceEvent(pid, sig, event) => {
+                let tid = pid.as_raw();
+                match event {
+                    libc::PTRACE_EVENT_SECCOMP => self.on_seccomp_stop(tid),
+                    libc::PTRACE_EVENT_FORK
+                    | libc::PTRACE_EVENT_VFORK
+                    | libc::PTRACE_EVENT_CLONE => self.on_new_child(tid, event),
+                    libc::PTRACE_EVENT_EXEC => self.on_exec(tid),
+                    libc::PTRACE_EVENT_STOP => self.on_event_stop(tid, sig),
+                    // EXIT (the mm is still whole here) and VFORK_DONE need nothing yet.
+                    _ => resume(tid, None),
+                }
+            }
+            WaitStatus::PtraceSyscall(pid) => {
+                self.on_syscall_exit(pid.as_raw());
+                resume(pid.as_raw(), None);
+            }
+            WaitStatus::Stopped(pid, sig) => {
+                let tid = pid.as_raw();
+                if !self.threads.contains_key(&tid) {
+                    // Not ours yet: a child whose parent's event is still to come.
+                    self.early_attach.insert(tid);
+                    return;
+                }
+                // Signal-delivery-stop: deliver it.
+                resume(tid, Some(sig));
+            }
+            WaitStatus::Exited(pid, code) => self.on_death(pid.as_raw(), ProgramEnd::Exited(code)),
+            WaitStatus::Signaled(pid, sig, _) => {
+                self.on_death(pid.as_raw(), ProgramEnd::Signaled(sig as i32))
+            }
+            WaitStatus::Continued(_) | WaitStatus::StillAlive => {}
+        }
+    }
+
+    fn on_event_stop(&mut self, tid: i32, sig: Signal) {
+        let Some(thread) = self.threads.get_mut(&tid) else {
+            self.early_attach.insert(tid);
+            return;
+        };
+        if thread.awaiting_attach {
+            thread.awaiting_attach = false;
+            self.on_attached(tid);
+            return;
+        }
+        let pre_exec = self
+            .processes
+            .get(&thread.pid)
+            .is_some_and(|p| p.space.is_none());
+        let group_stop = matches!(
+            sig,
+            Signal::SIGSTOP | Signal::SIGTSTP | Signal::SIGTTIN | Signal::SIGTTOU
+        );
+        if group_stop && !pre_exec {
+            // Keep job control working: stay stopped until SIGCONT, as without a tracer.
+            // SAFETY: PTRACE_LISTEN takes no pointers.
+            unsafe { libc::ptrace(libc::PTRACE_LISTEN, tid, 0, 0) };
+        } else {
+            resume(tid, None);
+        }
+    }
+
+    fn on_seccomp_stop(&mut self, tid: i32) {
+        let entry = ptrace::syscall_info(Pid::from_raw(tid))
+            .ok()
+            .filter(|info| info.op == libc::PTRACE_SYSCALL_INFO_SECCOMP)
+            .map(|info| {
+                // SAFETY: op == SECCOMP says the seccomp member of the union is the one filled.
+                let s = unsafe { info.u.seccomp };
+                SyscallEntry {
+                    nr: s.nr as i64,
+                    args: s.args,
+                }
+            });
+        if let Some(thread) = self.threads.get_mut(&tid) {
+            thread.entry = entry;
+        }
+        // Run the syscall and stop again at its exit.
+        if let Err(e) = ptrace::syscall(Pid::from_raw(tid), None) {
+            tracing::debug!(tid, "PTRACE_SYSCALL: {e}");
+        }
+    }
+
+    fn space_of(&self, tid: i32) -> Option<(i32, SpaceId)> {
+        let pid = self.threads.get(&tid)?.pid;
+        Some((pid, self.processes.get(&pid)?.space?))
+    }
+
+    fn on_syscall_exit(&mut self, tid: i32) {
+        let Some(entry) = self.threads.get_mut(&tid).and_then(|t| t.entry.take()) else {
+            return;
+        };
+        let Ok(info) = ptrace::syscall_info(Pid::from_raw(tid)) else {
+            return;
+        };
+        if info.op != libc::PTRACE_SYSCALL_INFO_EXIT {
+            return;
+        }
+        // SAFETY: op == EXIT says the exit member of the union is the one filled.
+        let exit = unsafe { info.u.exit };
+        if exit.is_error != 0 {
+            return;
+        }
+        let Some((pid, space_id)) = self.space_of(tid) else {
+            return;
+        };
+        let rval = exit.sval as u64;
+        let page_size = self.config.page_size;
+        let page_up = |n: u64| n.div_ceil(page_size) * page_size;
+        let a = entry.args;
+        match entry.nr {
+            libc::SYS_mmap => self.on_mmap(pid, tid, space_id, rval, page_up(a[1]), a),
+            libc::SYS_munmap => {
+                let space = &self.spaces[&space_id];
+                space.lane.observed(Event::Unmap {
+                    pid,
+                    tid,
+                    space: space_id,
+                    start: a[0],
+                    end: a[0] + page_up(a[1]),
+                });
+            }
+            libc::SYS_mremap => {
+                let (old_len, new_len) = (page_up(a[1]), page_up(a[2]));
+                let space = &self.spaces[&space_id];
+                if let Some(uffd) = &space.uffd {
+                    // The moved or grown mapping keeps its registration (EVENT_REMAP); this only
+                    // matters where the kernel made a new VMA, and fails harmlessly elsewhere.
+                    let _ = uffd.register(rval, rval + new_len);
+                }
+                space.lane.observed(Event::Remap {
+                    pid,
+                    tid,
+                    space: space_id,
+                    old_start: a[0],
+                    old_end: a[0] + old_len,
+                    new_start: rval,
+                    new_end: rval + new_len,
+                    dontunmap: a[3] & libc::MREMAP_DONTUNMAP as u64 != 0,
+                });
+            }
+            libc::SYS_brk => self.on_brk(pid, tid, space_id, rval),
+            libc::SYS_madvise => {
+                let advice = match a[2] as i32 {
+                    libc::MADV_DONTNEED => "dontneed",
+                    libc::MADV_REMOVE => "remove",
+                    24 /* MADV_DONTNEED_LOCKED */ => "dontneed_locked",
+                    // MADV_FREE and the rest leave pages present until reclaim (or never drop).
+                    _ => return,
+                };
+                let range = a[0]..a[0] + page_up(a[1]);
+                self.spaces[&space_id].lane.send(LaneMessage::Discard {
+                    pid,
+                    tid,
+                    range,
+                    advice,
+                    at: std::time::Instant::now(),
+                });
+            }
+            _ => {}
+        }
+    }
+
+    fn on_mmap(
+        &mut self,
+        pid: i32,
+        tid: i32,
+        space_id: SpaceId,
+        start: u64,
+        len: u64,
+        a: [u64; 6],
+    ) {
+        let (prot, flags, fd) = (a[2], a[3] as i32, a[4] as i32);
+        let end = start + len;
+        let anon = flags & libc::MAP_ANONYMOUS != 0;
+        // The mapping type is the low two bits, compared whole: MAP_SHARED_VALIDATE (3) shares
+        // a bit with MAP_PRIVATE (2).
+        let map_type = flags & libc::MAP_SHARED_VALIDATE;
+        let shared = map_type == libc::MAP_SHARED || map_type == libc::MAP_SHARED_VALIDATE;
+        let kind = match (anon, shared) {
+            (true, false) if flags & (libc::MAP_STACK | libc::MAP_GROWSDOWN) != 0 => MapKind::Stack,
+            (true, false) => MapKind::Anon,
+            (true, true) => MapKind::Shmem,
+            (false, _) => MapKind::File,
+        };
+        let path = (!anon).then(|| procfs::fd_path(pid, fd)).flatten();
+        let kind = match (&kind, &path) {
+            (MapKind::File, Some(p))
+                if shared && (p.starts_with("/memfd:") || p.starts_with("/dev/shm/")) =>
+            {
+                MapKind::Shmem
+            }
+            _ => kind,
+        };
+        let space = &self.spaces[&space_id];
+        let trackable = anon && !shared && flags & libc::MAP_HUGETLB == 0;
+        let tracked = trackable
+            && space
+                .uffd
+                .as_ref()
+                .is_some_and(|u| match u.register(start, end) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        tracing::debug!(start, end, "not tracked: {e}");
+                        false
+                    }
+                });
+        let prot = prot_string(prot);
+        send_map_runs(
+            space,
+            pid,
+            tid,
+            space_id,
+            start..end,
+            &prot,
+            kind,
+            path,
+            tracked,
+        );
+    }
+
+    fn on_brk(&mut self, pid: i32, tid: i32, space_id: SpaceId, new_brk: u64) {
+        let page_size = self.config.page_size;
+        let page_up = |n: u64| n.div_ceil(page_size) * page_size;
+        let space = self
+            .spaces
+            .get_mut(&space_id)
+            .expect("space of a live thread");
+        let (old, new) = (page_up(space.brk), page_up(new_brk));
+        space.brk = new_brk;
+        if old == new {
+            return;
+        }
+        let tracked = new < old
+            || space
+                .uffd
+                .as_ref()
+                .is_some_and(|u| u.register(old, new).is_ok());
+        space.lane.observed(Event::Brk {
+            pid,
+            tid,
+            space: space_id,
+            old,
+            new,
+            tracked,
+        });
+    }
+
+    fn on_new_child(&mut self, parent_tid: i32, event: i32) {
+        let parent = Pid::from_raw(parent_tid);
+        let child = match ptrace::getevent(parent) {
+            Ok(c) => c as i32,
+            Err(_) => return resume(parent_tid, None),
+        };
+        let Some((pid, space_id)) = self.space_of(parent_tid) else {
+            return resume(parent_tid, None);
+        };
+        let is_thread = procfs::tgid(child) == Some(pid);
+        let mut new_space = None;
+        if is_thread {
+            self.spaces[&space_id].lane.observed(Event::Thread {
+                pid,
+                tid: parent_tid,
+                child,
+                space: space_id,
+            });
+        } else {
+            let shares_mm = event == libc::PTRACE_EVENT_VFORK
+                || inject::same_address_space(parent_tid, child).unwrap_or(false);
+            let (kind, child_space) = if shares_mm {
+                let kind = if event == libc::PTRACE_EVENT_VFORK {
+                    ForkKind::Vfork
+                } else {
+                    ForkKind::CloneVm
+                };
+                self.spaces.get_mut(&space_id).expect("live space").members += 1;
+                (kind, space_id)
+            } else {
+                let id = self.allocate_space();
+                new_space = Some((id, self.spaces[&space_id].brk));
+                (ForkKind::Fork, id)
+            };
+            self.processes.insert(
+                child,
+                Process {
+                    space: shares_mm.then_some(space_id),
+                },
+            );
+            self.spaces[&space_id].lane.observed(Event::Fork {
+                pid,
+                tid: parent_tid,
+                child,
+                kind,
+                space: space_id,
+                child_space,
+            });
+        }
+        self.threads.insert(
+            child,
+            Thread {
+                pid: if is_thread { pid } else { child },
+                entry: None,
+                awaiting_attach: true,
+                new_space,
+            },
+        );
+        resume(parent_tid, None);
+        if self.early_attach.remove(&child) {
+            self.threads
+                .get_mut(&child)
+                .expect("just inserted")
+                .awaiting_attach = false;
+            self.on_attached(child);
+        }
+    }
+
+    /// A new child's first stop: it has run no code of its own yet.
+    fn on_attached(&mut self, tid: i32) {
+        let Some((new_space, parent_brk)) =
+            self.threads.get_mut(&tid).and_then(|t| t.new_space.take())
+        else {
+            return resume(tid, None);
+        };
+        match self.create_space(tid, new_space, Origin::Fork { parent_brk }) {
+            Ok(()) => {
+                self.processes.insert(
+                    tid,
+                    Process {
+                        space: Some(new_space),
+                    },
+                );
+                resume(tid, None);
+            }
+            Err(InjectError::Died(status)) => self.on_status(status),
+            Err(InjectError::Io(e)) => {
+                tracing::warn!(tid, "cannot follow the memory of fork child: {e}");
+                resume(tid, None);
+            }
+        }
+    }
+
+    fn on_exec(&mut self, tid: i32) {
+        let former_tid = ptrace::getevent(Pid::from_raw(tid))
+            .map(|t| t as i32)
+            .unwrap_or(tid);
+        let pid = tid;
+        // Every other thread of the process is gone; the execing one now has the leader's id.
+        self.threads.retain(|&t, th| th.pid != pid || t == tid);
+        self.threads.remove(&former_tid);
+        self.threads.insert(
+            tid,
+            Thread {
+                pid,
+                entry: None,
+                awaiting_attach: false,
+                new_space: None,
+            },
+        );
+        let old_space = self.processes.get(&pid).and_then(|p| p.space);
+        let new_space = self.allocate_space();
+        // Registers can only be borrowed at execve's exit stop: at this event stop the kernel has
+        // yet to write execve's return value over them.
+        if let Err(e) = ptrace::syscall(Pid::from_raw(tid), None) {
+            tracing::debug!(tid, "PTRACE_SYSCALL after exec: {e}");
+            return;
+        }
+        match waitpid(Pid::from_raw(tid), Some(WaitPidFlag::__WALL)) {
+            Ok(WaitStatus::PtraceSyscall(_)) => {}
+            Ok(other) => return self.on_status(other),
+            Err(_) => return,
+        }
+        let result = self.create_space(tid, new_space, Origin::Exec { former_tid });
+        if let Some(old) = old_space {
+            self.leave_space(old);
+        }
+        self.processes.insert(
+            pid,
+            Process {
+                space: Some(new_space),
+            },
+        );
+        match result {
+            Ok(()) => resume(tid, None),
+            Err(InjectError::Died(status)) => self.on_status(status),
+            Err(InjectError::Io(e)) => {
+                tracing::warn!(tid, "cannot follow the memory of {pid} after exec: {e}");
+                resume(tid, None);
+            }
+        }
+    }
+
+    fn allocate_space(&mut self) -> SpaceId {
+        let id = self.next_space;
+        self.next_space += 1;
+        id
+    }
+
+    /// Gives a stopped process (at exec's exit or a fork child's attach stop) its own space:
+    /// a userfaultfd, a poller, and the mappings it has, with their present pages.
+    fn create_space(&mut self, tid: i32, id: SpaceId, origin: Origin) -> Result<(), InjectError> {
+        let page_size = self.config.page_size;
+        let uffd = if self.config.faults {
+            match self.inject_uffd(tid) {
+                Ok(u) => Some(Arc::new(u)),
+                Err(InjectError::Io(e)) => {
+                    tracing::warn!(tid, "no userfaultfd for space {id}: {e}; mappings only");
+                    None
+                }
+                Err(died) => return Err(died),
+            }
+        } else {
+            None
+        };
+        let pagemap = Arc::new(Pagemap::open(tid, page_size)?);
+        let (poller, lane) = Poller::new(
+            id,
+            uffd.clone(),
+            pagemap.clone(),
+            self.sequencer.clone(),
+            page_size,
+            self.config.lane_capacity,
+        );
+        self.runtime.spawn(poller.run());
+        let maps = procfs::read_maps(tid)?;
+        let brk = match origin {
+            Origin::Exec { former_tid } => {
+                lane.send(LaneMessage::Observed(Stamped::now(Event::Exec {
+                    pid: tid,
+                    tid: former_tid,
+                    space: id,
+                    path: procfs::exe(tid),
+                    argv: procfs::cmdline(tid),
+                })));
+                maps.iter()
+                    .find(|e| e.path == "[heap]")
+                    .map(|e| e.end)
+                    .or_else(|| procfs::start_brk(tid))
+                    .unwrap_or(0)
+            }
+            Origin::Fork { parent_brk } => parent_brk,
+        };
+        let space = Space {
+            lane,
+            uffd,
+            pagemap,
+            brk,
+            members: 1,
+        };
+        for entry in &maps {
+            let tracked = entry.is_private_anon()
+                && space
+                    .uffd
+                    .as_ref()
+                    .is_some_and(|u| u.register(entry.start, entry.end).is_ok());
+            send_map_runs(
+                &space,
+                tid,
+                tid,
+                id,
+                entry.start..entry.end,
+                &entry.prot,
+                entry.kind(),
+                entry.stream_path(),
+                tracked,
+            );
+            if entry.path == "[stack]" && tracked {
+                space.lane.send(LaneMessage::Stack {
+                    pid: tid,
+                    range: entry.start..entry.end,
+                });
+            }
+        }
+        self.spaces.insert(id, space);
+        Ok(())
+    }
+
+    /// Creates a userfaultfd inside the tracee (so that it is bound to the tracee's mm), takes a
+    /// copy, and closes the tracee's: if we die, the kernel releases everything.
+    fn inject_uffd(&mut self, tid: i32) -> Result<AddressSpaceUffd, InjectError> {
+        let site = self.site.address(tid)?;
+        let mut injection = Injection::begin(Pid::from_raw(tid), site)?;
+        let flags = (libc::O_CLOEXEC | libc::O_NONBLOCK) as u64;
+        let fd = injection.syscall(libc::SYS_userfaultfd, &[flags]);
+        let fd = match fd {
+            Ok(fd) if fd >= 0 => fd,
+            Ok(err) => {
+                injection.finish()?;
+                return Err(InjectError::Io(io::Error::from_raw_os_error(-err as i32)));
+            }
+            Err(e) => return Err(e),
+        };
+        let ours = inject::take_fd(tid, fd as i32);
+        let closed = injection.syscall(libc::SYS_close, &[fd as u64]);
+        injection.finish()?;
+        closed?;
+        Ok(AddressSpaceUffd::handshake(ours?, self.config.page_size)?)
+    }
+
+    fn leave_space(&mut self, id: SpaceId) {
+        if let Some(space) = self.spaces.get_mut(&id) {
+            space.members -= 1;
+            if space.members == 0 {
+                // Dropping the lane handle ends the poller once it has forwarded everything.
+                self.spaces.remove(&id);
+            }
+        }
+    }
+
+    fn on_death(&mut self, tid: i32, end: ProgramEnd) {
+        self.early_attach.remove(&tid);
+        let Some(thread) = self.threads.remove(&tid) else {
+            return;
+        };
+        let pid = thread.pid;
+        let space = self.processes.get(&pid).and_then(|p| p.space);
+        if tid != pid {
+            if let Some(space) = space {
+                self.spaces[&space]
+                    .lane
+                    .observed(Event::ThreadExit { pid, tid, space });
+            }
+            return;
+        }
+        if tid == self.root {
+            self.root_end = Some(end);
+        }
+        self.processes.remove(&pid);
+        let Some(space_id) = space else {
+            return;
+        };
+        let (status, signal) = match end {
+            ProgramEnd::Exited(code) => (Some(code), None),
+            ProgramEnd::Signaled(sig) => (None, Some(signal_name(sig))),
+        };
+        self.spaces[&space_id].lane.observed(Event::Exit {
+            pid,
+            tid,
+            space: space_id,
+            status,
+            signal,
+            resident_bytes: 0,
+            peak_resident_bytes: 0,
+        });
+        self.leave_space(space_id);
+    }
+}
+
+/// Sends a new mapping to its lane, split into runs of one page state each (pages can already be
+/// present: `MAP_POPULATE`, locked memory, or a space seen for the first time).
+#[allow(clippy::too_many_arguments)]
+fn send_map_runs(
+    space: &Space,
+    pid: i32,
+    tid: i32,
+    space_id: SpaceId,
+    range: std::ops::Range<u64>,
+    prot: &str,
+    kind: MapKind,
+    path: Option<String>,
+    tracked: bool,
+) {
+    let runs = if tracked {
+        let present = space
+            .pagemap
+            .present_runs(range.clone())
+            .unwrap_or_default();
+        procfs::split_by_presence(range, &present)
+            .into_iter()
+            .map(|(r, present)| {
+                let state = if present {
+                    PageState::Resident
+                } else {
+                    PageState::NotResident
+                };
+                (r, Some(state))
+            })
+            .collect()
+    } else {
+        vec![(range, None)]
+    };
+    for (r, state) in runs {
+        space.lane.observed(Event::Map {
+            pid,
+            tid,
+            space: space_id,
+            start: r.start,
+            end: r.end,
+            prot: prot.to_string(),
+            kind,
+            path: path.clone(),
+            tracked,
+            state,
+        });
+    }
+}
+
+/// Restarts a stopped tracee; it may have died meanwhile (ESRCH), which its exit status reports.
+fn resume(tid: i32, sig: Option<Signal>) {
+    if let Err(e) = ptrace::cont(Pid::from_raw(tid), sig) {
+        tracing::debug!(tid, "PTRACE_CONT: {e}");
+    }
+}

@@ -1,0 +1,146 @@
+//! The command line: `run`, `demo`, `replay`.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use mevi_actors::model::Replay;
+use mevi_actors::run::{RunOptions, run};
+
+#[derive(Parser)]
+#[command(
+    name = "mevi-actors",
+    version,
+    about = "Trace every change to the address spaces of a Linux process tree as JSON lines",
+    long_about = "Trace every change to the address spaces of a program and of every process and \
+                  thread it creates: mappings made, moved, dropped or discarded, heap growth, and \
+                  every first touch of an anonymous page. One JSON object per line (schema 1, see \
+                  docs/schema.md); a human summary goes to stderr at the end; the exit status is \
+                  the program's (128+N if it was killed by signal N)."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run PROGRAM under the tracer.
+    ///
+    /// The event stream goes to stdout, and the program's own stdout is sent to stderr so that
+    /// nothing it prints can mix into the stream. With -o FILE the stream goes to FILE and the
+    /// program keeps its stdout.
+    Run {
+        /// Write the event stream to FILE instead of stdout (the program keeps its stdout).
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Trace mappings only; do not follow first touches (no userfaultfd needed).
+        #[arg(long)]
+        no_faults: bool,
+        /// Do not print the human summary on stderr.
+        #[arg(long)]
+        no_summary: bool,
+        /// The program and its arguments.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        program: Vec<OsString>,
+    },
+    /// Trace a small built-in multithreaded workload: the first thing to try.
+    Demo {
+        /// Write the event stream to FILE instead of stdout.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Rebuild every address space from a written stream and print its page states.
+    Replay {
+        /// A stream written by `run` (`-` for stdin).
+        file: PathBuf,
+    },
+    /// The workload `demo` traces (runs inside the tracer).
+    #[command(name = "__demo-workload", hide = true)]
+    DemoWorkload,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("MEVI_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let status = match Cli::parse().command {
+        Command::Run {
+            output,
+            no_faults,
+            no_summary,
+            program,
+        } => {
+            run(RunOptions {
+                argv: program,
+                output,
+                faults: !no_faults,
+                summary: !no_summary,
+            })
+            .status
+        }
+        Command::Demo { output } => {
+            let exe = match std::env::current_exe() {
+                Ok(exe) => exe,
+                Err(e) => {
+                    eprintln!("mevi-actors: cannot find my own executable: {e}");
+                    return ExitCode::from(1);
+                }
+            };
+            run(RunOptions {
+                argv: vec![exe.into(), "__demo-workload".into()],
+                output,
+                faults: true,
+                summary: true,
+            })
+            .status
+        }
+        Command::Replay { file } => replay(&file),
+        Command::DemoWorkload => mevi_actors::demo::workload(),
+    };
+    ExitCode::from(status.clamp(0, 255) as u8)
+}
+
+fn replay(file: &PathBuf) -> i32 {
+    let text = if file.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin())
+    } else {
+        std::fs::read_to_string(file)
+    };
+    let text = match text {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("mevi-actors: {}: {e}", file.display());
+            return 1;
+        }
+    };
+    let replay = match Replay::from_jsonl(&text) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("mevi-actors: {}: {e}", file.display());
+            return 1;
+        }
+    };
+    println!(
+        "{:>6} {:>14} {:>14} {:>14}",
+        "space", "tracked", "resident", "peak"
+    );
+    for (id, space) in &replay.spaces {
+        println!(
+            "{:>6} {:>14} {:>14} {:>14}",
+            id,
+            space.tracked_bytes(),
+            space.resident_bytes,
+            space.peak_resident_bytes
+        );
+    }
+    for problem in &replay.problems {
+        eprintln!("mevi-actors: stream problem: {problem}");
+    }
+    if replay.problems.is_empty() { 0 } else { 1 }
+}

@@ -1,0 +1,236 @@
+//! The event stream, schema 1: one [`Line`] per JSON object. `docs/schema.md` is the user-facing
+//! description of every type here; change both together.
+
+use serde::{Deserialize, Serialize};
+
+pub const SCHEMA: u32 = 1;
+
+/// Names one address space (one kernel mm) for the whole trace; never reused.
+pub type SpaceId = u64;
+
+/// One line of the stream: the sequence number, the time, and what happened.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Line {
+    pub seq: u64,
+    pub t_ns: u64,
+    #[serde(flatten)]
+    pub event: Event,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ForkKind {
+    Fork,
+    Vfork,
+    CloneVm,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MapKind {
+    Anon,
+    Heap,
+    Stack,
+    Shmem,
+    File,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PageState {
+    NotResident,
+    Resident,
+}
+
+/// Per-process line of the closing `summary` event.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ProcessSummary {
+    pub pid: i32,
+    pub argv: Vec<String>,
+    pub resident_bytes: u64,
+    pub peak_resident_bytes: u64,
+    pub faults: u64,
+    pub maps: u64,
+    pub unmaps: u64,
+    pub lifetime_ns: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunTotals {
+    pub processes: u64,
+    pub spaces: u64,
+    pub faults: u64,
+    pub resident_events: u64,
+    pub maps: u64,
+    pub unmaps: u64,
+    pub peak_resident_bytes: u64,
+    pub lines: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "ev", rename_all = "snake_case")]
+pub enum Event {
+    Start {
+        schema: u32,
+        version: String,
+        argv: Vec<String>,
+        page_size: u64,
+        /// False with `--no-faults`: mappings are traced, first touches are not.
+        faults: bool,
+    },
+    Exec {
+        pid: i32,
+        tid: i32,
+        space: SpaceId,
+        path: String,
+        argv: Vec<String>,
+    },
+    Fork {
+        pid: i32,
+        tid: i32,
+        child: i32,
+        kind: ForkKind,
+        space: SpaceId,
+        child_space: SpaceId,
+    },
+    Thread {
+        pid: i32,
+        tid: i32,
+        child: i32,
+        space: SpaceId,
+    },
+    ThreadExit {
+        pid: i32,
+        tid: i32,
+        space: SpaceId,
+    },
+    Map {
+        pid: i32,
+        tid: i32,
+        space: SpaceId,
+        start: u64,
+        end: u64,
+        prot: String,
+        kind: MapKind,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        path: Option<String>,
+        tracked: bool,
+        /// Only for tracked ranges.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        state: Option<PageState>,
+    },
+    Unmap {
+        pid: i32,
+        tid: i32,
+        space: SpaceId,
+        start: u64,
+        end: u64,
+    },
+    Remap {
+        pid: i32,
+        tid: i32,
+        space: SpaceId,
+        old_start: u64,
+        old_end: u64,
+        new_start: u64,
+        new_end: u64,
+        dontunmap: bool,
+    },
+    Brk {
+        pid: i32,
+        tid: i32,
+        space: SpaceId,
+        old: u64,
+        new: u64,
+        tracked: bool,
+    },
+    Discard {
+        pid: i32,
+        tid: i32,
+        space: SpaceId,
+        start: u64,
+        end: u64,
+        advice: String,
+    },
+    Resident {
+        pid: i32,
+        tid: i32,
+        space: SpaceId,
+        start: u64,
+        end: u64,
+        write: bool,
+        faults: u64,
+    },
+    Exit {
+        pid: i32,
+        tid: i32,
+        space: SpaceId,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<String>,
+        /// Filled in by the state actor from the space's replayed state.
+        resident_bytes: u64,
+        peak_resident_bytes: u64,
+    },
+    Summary {
+        processes: Vec<ProcessSummary>,
+        totals: RunTotals,
+    },
+}
+
+impl Event {
+    /// The address space this event belongs to, if any.
+    pub fn space(&self) -> Option<SpaceId> {
+        match self {
+            Event::Exec { space, .. }
+            | Event::Fork { space, .. }
+            | Event::Thread { space, .. }
+            | Event::ThreadExit { space, .. }
+            | Event::Map { space, .. }
+            | Event::Unmap { space, .. }
+            | Event::Remap { space, .. }
+            | Event::Brk { space, .. }
+            | Event::Discard { space, .. }
+            | Event::Resident { space, .. }
+            | Event::Exit { space, .. } => Some(*space),
+            Event::Start { .. } | Event::Summary { .. } => None,
+        }
+    }
+
+    /// The space this event brings into existence in the stream, if it does.
+    pub fn creates_space(&self) -> Option<SpaceId> {
+        match self {
+            Event::Exec { space, .. } => Some(*space),
+            Event::Fork {
+                kind: ForkKind::Fork,
+                child_space,
+                ..
+            } => Some(*child_space),
+            _ => None,
+        }
+    }
+}
+
+/// `"rw-"` from `PROT_*` bits.
+pub fn prot_string(prot: u64) -> String {
+    let bit = |b: i32, c: char| if prot & b as u64 != 0 { c } else { '-' };
+    [
+        bit(libc::PROT_READ, 'r'),
+        bit(libc::PROT_WRITE, 'w'),
+        bit(libc::PROT_EXEC, 'x'),
+    ]
+    .iter()
+    .collect()
+}
+
+/// The conventional name of a signal (`"SIGSEGV"`), or its number.
+pub fn signal_name(sig: i32) -> String {
+    nix::sys::signal::Signal::try_from(sig)
+        .map(|s| s.as_str().to_string())
+        .unwrap_or_else(|_| format!("SIG{sig}"))
+}

@@ -1,0 +1,218 @@
+//! Running a system call inside a stopped tracee, and fetching its file descriptors.
+//!
+//! The tracee's instruction pointer is moved to a `syscall` instruction inside its vDSO (so none
+//! of its memory is written), its registers carry our call, and two `PTRACE_SYSCALL` steps run
+//! it; then registers and signal mask are put back as they were. All signals are blocked while
+//! it runs, so no handler can run on borrowed registers. Only the tracer thread calls this.
+
+use std::io;
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+
+use nix::errno::Errno;
+use nix::sys::ptrace;
+use nix::sys::signal::Signal;
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
+
+use super::procfs;
+
+/// Why an injection did not complete.
+#[derive(Debug)]
+pub enum InjectError {
+    /// The tracee died or left a stop we can use; the status is for the caller's main loop.
+    Died(WaitStatus),
+    /// ptrace or /proc refused.
+    Io(io::Error),
+}
+
+impl From<Errno> for InjectError {
+    fn from(e: Errno) -> Self {
+        InjectError::Io(io::Error::from(e))
+    }
+}
+
+impl From<io::Error> for InjectError {
+    fn from(e: io::Error) -> Self {
+        InjectError::Io(e)
+    }
+}
+
+/// Where the vDSO's `syscall` instruction is, as an offset from the vDSO start. The vDSO image is
+/// the kernel's and the same in every process, so one search serves the whole trace.
+#[derive(Default)]
+pub struct SyscallSite {
+    offset: Option<u64>,
+}
+
+impl SyscallSite {
+    /// The address of a `syscall` instruction (bytes 0f 05) in `pid`'s vDSO.
+    pub fn address(&mut self, pid: i32) -> io::Result<u64> {
+        let maps = procfs::read_maps(pid)?;
+        let vdso = maps
+            .iter()
+            .find(|m| m.path == "[vdso]")
+            .ok_or_else(|| io::Error::other("the tracee has no vDSO to borrow a syscall from"))?;
+        if let Some(off) = self.offset {
+            return Ok(vdso.start + off);
+        }
+        let mut image = vec![0u8; (vdso.end - vdso.start) as usize];
+        let mem = std::fs::File::open(format!("/proc/{pid}/mem"))?;
+        std::os::unix::fs::FileExt::read_exact_at(&mem, &mut image, vdso.start)?;
+        let off = image
+            .windows(2)
+            .position(|w| w == [0x0f, 0x05])
+            .ok_or_else(|| io::Error::other("no syscall instruction in the vDSO"))?
+            as u64;
+        self.offset = Some(off);
+        Ok(vdso.start + off)
+    }
+}
+
+/// A tracee whose registers and signal mask we have borrowed; `finish` gives them back.
+pub struct Injection {
+    tid: Pid,
+    saved: libc::user_regs_struct,
+    saved_mask: u64,
+    site: u64,
+    /// Signals that stopped the tracee while it ran our calls; re-raised on `finish`.
+    deferred: Vec<Signal>,
+}
+
+const PTRACE_GETSIGMASK: libc::c_uint = 0x420a;
+const PTRACE_SETSIGMASK: libc::c_uint = 0x420b;
+
+fn sigmask(tid: Pid) -> io::Result<u64> {
+    let mut mask: u64 = 0;
+    // SAFETY: the kernel writes 8 bytes (sizeof(sigset_t) as the kernel sees it) into `mask`.
+    let r = unsafe {
+        libc::ptrace(
+            PTRACE_GETSIGMASK,
+            tid.as_raw(),
+            8usize,
+            &mut mask as *mut u64,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(mask)
+}
+
+fn set_sigmask(tid: Pid, mask: u64) -> io::Result<()> {
+    // SAFETY: the kernel reads 8 bytes from `mask`.
+    let r = unsafe { libc::ptrace(PTRACE_SETSIGMASK, tid.as_raw(), 8usize, &mask as *const u64) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+impl Injection {
+    /// Borrows a tracee that is in a ptrace-stop (syscall-exit, event or attach stop).
+    pub fn begin(tid: Pid, site: u64) -> Result<Self, InjectError> {
+        let saved = ptrace::getregs(tid)?;
+        let saved_mask = sigmask(tid)?;
+        // SIGKILL and SIGSTOP cannot be blocked; the kernel ignores those bits.
+        set_sigmask(tid, !0u64)?;
+        Ok(Self {
+            tid,
+            saved,
+            saved_mask,
+            site,
+            deferred: Vec::new(),
+        })
+    }
+
+    /// Runs `nr(args)` in the tracee and returns its raw result (negative errno on failure).
+    pub fn syscall(&mut self, nr: i64, args: &[u64]) -> Result<i64, InjectError> {
+        let mut regs = self.saved;
+        regs.rip = self.site;
+        regs.rax = nr as u64;
+        // -1: we are not inside a syscall, so the kernel must not try to restart one on resume.
+        regs.orig_rax = u64::MAX;
+        let slots = [
+            &mut regs.rdi,
+            &mut regs.rsi,
+            &mut regs.rdx,
+            &mut regs.r10,
+            &mut regs.r8,
+            &mut regs.r9,
+        ];
+        for (slot, arg) in slots.into_iter().zip(args) {
+            *slot = *arg;
+        }
+        ptrace::setregs(self.tid, regs)?;
+        self.step_to_syscall_stop()?; // entry
+        self.step_to_syscall_stop()?; // exit
+        let regs = ptrace::getregs(self.tid)?;
+        Ok(regs.rax as i64)
+    }
+
+    fn step_to_syscall_stop(&mut self) -> Result<(), InjectError> {
+        ptrace::syscall(self.tid, None)?;
+        loop {
+            let status = waitpid(self.tid, Some(WaitPidFlag::__WALL))?;
+            match status {
+                WaitStatus::PtraceSyscall(_) => return Ok(()),
+                // SIGSTOP cannot be blocked; keep it for later and go on.
+                WaitStatus::Stopped(_, sig) => {
+                    self.deferred.push(sig);
+                    ptrace::syscall(self.tid, None)?;
+                }
+                // A group-stop or interrupt: step on, the tracee must finish our call first.
+                WaitStatus::PtraceEvent(_, _, ev) if ev == libc::PTRACE_EVENT_STOP => {
+                    ptrace::syscall(self.tid, None)?;
+                }
+                other => return Err(InjectError::Died(other)),
+            }
+        }
+    }
+
+    /// Puts registers and signal mask back, and re-raises signals deferred meanwhile.
+    pub fn finish(self) -> Result<(), InjectError> {
+        ptrace::setregs(self.tid, self.saved)?;
+        set_sigmask(self.tid, self.saved_mask)?;
+        for sig in self.deferred {
+            // SAFETY: tgkill with a live tgid/tid pair and a valid signal.
+            unsafe {
+                libc::syscall(
+                    libc::SYS_tgkill,
+                    self.tid.as_raw(),
+                    self.tid.as_raw(),
+                    sig as i32,
+                )
+            };
+        }
+        Ok(())
+    }
+}
+
+/// Copies file descriptor `fd` of process `pid` into ours (`pidfd_getfd`, Linux 5.6).
+pub fn take_fd(pid: i32, fd: i32) -> io::Result<OwnedFd> {
+    // SAFETY: plain syscalls with integer arguments; each returned fd is owned by us at once.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if pidfd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: see above.
+    let pidfd = unsafe { OwnedFd::from_raw_fd(pidfd as RawFd) };
+    use std::os::fd::AsRawFd;
+    // SAFETY: see above.
+    let ours = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+    if ours < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: see above.
+    Ok(unsafe { OwnedFd::from_raw_fd(ours as RawFd) })
+}
+
+/// Whether two tasks share one address space (`kcmp(KCMP_VM)`); both must be stopped.
+pub fn same_address_space(a: i32, b: i32) -> io::Result<bool> {
+    const KCMP_VM: i32 = 1;
+    // SAFETY: kcmp with integer arguments only.
+    let r = unsafe { libc::syscall(libc::SYS_kcmp, a, b, KCMP_VM, 0, 0) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(r == 0)
+}

@@ -1,0 +1,328 @@
+//! What `/proc` says about a process: its mappings, its page tables (pagemap), its argv.
+
+use std::fs::File;
+use std::io;
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
+
+use crate::event::MapKind;
+
+/// One line of `/proc/PID/maps`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MapsEntry {
+    pub start: u64,
+    pub end: u64,
+    /// `"rw-"`: read, write, exec.
+    pub prot: String,
+    pub shared: bool,
+    pub inode: u64,
+    /// Empty for anonymous memory; `[heap]`, `[stack]`, `[vdso]` or a file path otherwise.
+    pub path: String,
+}
+
+impl MapsEntry {
+    /// How the stream names this mapping.
+    pub fn kind(&self) -> MapKind {
+        match self.path.as_str() {
+            "[heap]" => MapKind::Heap,
+            "[stack]" => MapKind::Stack,
+            _ if self.shared && (self.inode == 0 || self.path.starts_with("/dev/zero")) => {
+                MapKind::Shmem
+            }
+            _ if self.shared
+                && (self.path.starts_with("/memfd:")
+                    || self.path.starts_with("/dev/shm/")
+                    || self.path.starts_with("/SYSV")) =>
+            {
+                MapKind::Shmem
+            }
+            "" => MapKind::Anon,
+            _ => MapKind::File,
+        }
+    }
+
+    /// Private anonymous memory (with heap and stacks): what userfaultfd can follow for us.
+    pub fn is_private_anon(&self) -> bool {
+        !self.shared && self.inode == 0 && matches!(self.path.as_str(), "" | "[heap]" | "[stack]")
+    }
+
+    /// The path the stream reports for it, if it has one.
+    pub fn stream_path(&self) -> Option<String> {
+        (!self.path.is_empty() && !matches!(self.path.as_str(), "[heap]" | "[stack]"))
+            .then(|| self.path.clone())
+    }
+}
+
+pub fn parse_maps(text: &str) -> Vec<MapsEntry> {
+    text.lines().filter_map(parse_maps_line).collect()
+}
+
+fn parse_maps_line(line: &str) -> Option<MapsEntry> {
+    let mut fields = line.splitn(6, ' ');
+    let range = fields.next()?;
+    let perms = fields.next()?;
+    let _offset = fields.next()?;
+    let _dev = fields.next()?;
+    let inode = fields.next()?.parse().ok()?;
+    let path = fields.next().unwrap_or("").trim_start().to_string();
+    let (start, end) = range.split_once('-')?;
+    let perms = perms.as_bytes();
+    Some(MapsEntry {
+        start: u64::from_str_radix(start, 16).ok()?,
+        end: u64::from_str_radix(end, 16).ok()?,
+        prot: String::from_utf8_lossy(&perms[..3]).into_owned(),
+        shared: perms.get(3) == Some(&b's'),
+        inode,
+        path,
+    })
+}
+
+pub fn read_maps(pid: i32) -> io::Result<Vec<MapsEntry>> {
+    Ok(parse_maps(&std::fs::read_to_string(format!(
+        "/proc/{pid}/maps"
+    ))?))
+}
+
+/// argv from `/proc/PID/cmdline`.
+pub fn cmdline(pid: i32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            b.split(|&c| c == 0)
+                .filter(|s| !s.is_empty())
+                .map(|s| String::from_utf8_lossy(s).into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub fn exe(pid: i32) -> String {
+    std::fs::read_link(format!("/proc/{pid}/exe"))
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// The thread group of a thread, from `/proc/TID/status`.
+pub fn tgid(tid: i32) -> Option<i32> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Where the heap starts (`start_brk`, field 47 of `/proc/PID/stat`).
+pub fn start_brk(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split(' ').nth(47 - 3).and_then(|v| v.parse().ok())
+}
+
+/// The path behind a file descriptor of a process.
+pub fn fd_path(pid: i32, fd: i32) -> Option<String> {
+    std::fs::read_link(format!("/proc/{pid}/fd/{fd}"))
+        .ok()
+        .map(|p| p.to_string_lossy().into_owned())
+}
+
+/// `struct pm_scan_arg` of `<linux/fs.h>` (Linux 6.7); the build host's headers predate it.
+#[repr(C)]
+#[derive(Default)]
+struct PmScanArg {
+    size: u64,
+    flags: u64,
+    start: u64,
+    end: u64,
+    walk_end: u64,
+    vec: u64,
+    vec_len: u64,
+    max_pages: u64,
+    category_inverted: u64,
+    category_mask: u64,
+    category_anyof_mask: u64,
+    return_mask: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+struct PageRegion {
+    start: u64,
+    end: u64,
+    categories: u64,
+}
+
+const PAGE_IS_PRESENT: u64 = 1 << 3;
+nix::ioctl_readwrite!(pagemap_scan, b'f', 16, PmScanArg);
+
+/// An open `/proc/PID/pagemap`. It pins the mm it was opened on, so it keeps answering for that
+/// address space (and only that one) across the opener's exec or exit; once the mm is gone it
+/// reports nothing present.
+#[derive(Debug)]
+pub struct Pagemap {
+    file: File,
+    page_size: u64,
+    scan: std::sync::atomic::AtomicBool,
+}
+
+impl Pagemap {
+    pub fn open(pid: i32, page_size: u64) -> io::Result<Self> {
+        Ok(Self {
+            file: File::open(format!("/proc/{pid}/pagemap"))?,
+            page_size,
+            scan: std::sync::atomic::AtomicBool::new(true),
+        })
+    }
+
+    /// The runs of present pages inside `range` (page-aligned), in address order.
+    pub fn present_runs(&self, range: Range<u64>) -> io::Result<Vec<Range<u64>>> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if range.is_empty() {
+            return Ok(Vec::new());
+        }
+        if self.scan.load(Relaxed) {
+            match self.scan_present(range.clone()) {
+                Ok(runs) => return Ok(runs),
+                // ENOTTY/EINVAL: a kernel without PAGEMAP_SCAN; read the entries instead.
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTTY | libc::EINVAL)) => {
+                    self.scan.store(false, Relaxed)
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        self.read_present(range)
+    }
+
+    fn scan_present(&self, range: Range<u64>) -> io::Result<Vec<Range<u64>>> {
+        let mut runs: Vec<Range<u64>> = Vec::new();
+        let mut regions = vec![PageRegion::default(); 512];
+        let mut start = range.start;
+        while start < range.end {
+            let mut arg = PmScanArg {
+                size: std::mem::size_of::<PmScanArg>() as u64,
+                start,
+                end: range.end,
+                vec: regions.as_mut_ptr() as u64,
+                vec_len: regions.len() as u64,
+                category_anyof_mask: PAGE_IS_PRESENT,
+                return_mask: PAGE_IS_PRESENT,
+                ..Default::default()
+            };
+            // SAFETY: `arg` describes `regions`, a live buffer of `vec_len` page_region structs
+            // that the kernel fills; it writes nothing else of ours.
+            let n = unsafe { pagemap_scan(self.file.as_raw_fd(), &mut arg) }
+                .map_err(io::Error::from)? as usize;
+            for r in &regions[..n.min(regions.len())] {
+                match runs.last_mut() {
+                    Some(last) if last.end == r.start => last.end = r.end,
+                    _ => runs.push(r.start..r.end),
+                }
+            }
+            if arg.walk_end <= start {
+                break;
+            }
+            start = arg.walk_end;
+        }
+        Ok(runs)
+    }
+
+    fn read_present(&self, range: Range<u64>) -> io::Result<Vec<Range<u64>>> {
+        let mut runs: Vec<Range<u64>> = Vec::new();
+        let pages = (range.end - range.start) / self.page_size;
+        let mut buf = vec![0u8; 8 * 4096];
+        let mut done = 0u64;
+        while done < pages {
+            let chunk = (pages - done).min(4096);
+            let offset = (range.start / self.page_size + done) * 8;
+            let bytes = &mut buf[..chunk as usize * 8];
+            let n = self.file.read_at(bytes, offset)?;
+            if n == 0 {
+                break;
+            }
+            for (i, entry) in bytes[..n].chunks_exact(8).enumerate() {
+                let entry = u64::from_ne_bytes(entry.try_into().unwrap());
+                if entry & (1 << 63) != 0 {
+                    let page = range.start + (done + i as u64) * self.page_size;
+                    match runs.last_mut() {
+                        Some(last) if last.end == page => last.end = page + self.page_size,
+                        _ => runs.push(page..page + self.page_size),
+                    }
+                }
+            }
+            done += (n / 8) as u64;
+        }
+        Ok(runs)
+    }
+}
+
+/// Splits `range` into runs of one state each, given the present runs inside it.
+pub fn split_by_presence(range: Range<u64>, present: &[Range<u64>]) -> Vec<(Range<u64>, bool)> {
+    let mut out = Vec::new();
+    let mut at = range.start;
+    for p in present {
+        let (s, e) = (p.start.max(range.start), p.end.min(range.end));
+        if s >= e {
+            continue;
+        }
+        if at < s {
+            out.push((at..s, false));
+        }
+        out.push((s..e, true));
+        at = e;
+    }
+    if at < range.end {
+        out.push((at..range.end, false));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_lines_parse_with_and_without_paths() {
+        let text = "55d0c0a00000-55d0c0a21000 rw-p 00000000 00:00 0                          [heap]\n\
+                    7f0000000000-7f0000001000 r-xp 00001000 fd:01 1234   /usr/lib/libc.so.6\n\
+                    7f0000002000-7f0000003000 rw-s 00000000 00:01 5      /dev/zero (deleted)\n\
+                    7f0000004000-7f0000005000 ---p 00000000 00:00 0 \n";
+        let m = parse_maps(text);
+        assert_eq!(m.len(), 4);
+        assert_eq!(m[0].kind(), MapKind::Heap);
+        assert!(m[0].is_private_anon());
+        assert_eq!(m[1].kind(), MapKind::File);
+        assert_eq!(m[1].path, "/usr/lib/libc.so.6");
+        assert_eq!(m[2].kind(), MapKind::Shmem);
+        assert!(!m[2].is_private_anon());
+        assert_eq!(m[3].kind(), MapKind::Anon);
+        assert_eq!(m[3].prot, "---");
+    }
+
+    #[test]
+    fn our_own_pagemap_sees_a_touched_page() {
+        let ps = 4096u64;
+        let mut v = vec![0u8; 16 * 4096];
+        let base = (v.as_mut_ptr() as u64).div_ceil(ps) * ps;
+        // SAFETY: base..base+ps lies inside `v`.
+        unsafe { std::ptr::write_volatile(base as *mut u8, 1) };
+        let pm = Pagemap::open(std::process::id() as i32, ps).unwrap();
+        let runs = pm.present_runs(base..base + ps).unwrap();
+        assert_eq!(runs, vec![base..base + ps]);
+        assert_eq!(pm.read_present(base..base + ps).unwrap(), runs);
+    }
+
+    #[test]
+    fn split_covers_the_range() {
+        let s = split_by_presence(0..10, &[2..4, 6..7]);
+        assert_eq!(
+            s,
+            vec![
+                (0..2, false),
+                (2..4, true),
+                (4..6, false),
+                (6..7, true),
+                (7..10, false)
+            ]
+        );
+    }
+}

@@ -1,0 +1,234 @@
+//! Starting the traced program: finding it, refusing what cannot be traced with the right exit
+//! status, and starting it seized by ptrace with a seccomp filter that stops only the syscalls
+//! that change memory layout.
+
+use std::collections::BTreeMap;
+use std::ffi::{CString, OsStr, OsString};
+use std::io::{self, Read};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use nix::sys::ptrace::{self, Options};
+use nix::sys::signal::{Signal, kill};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::{ForkResult, Pid, fork};
+use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, TargetArch};
+
+/// A refusal to start, with the exit status a shell would give.
+#[derive(Debug)]
+pub struct SpawnError {
+    pub status: i32,
+    pub message: String,
+}
+
+impl std::fmt::Display for SpawnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// The syscalls that stop at a seccomp stop; every other one runs untouched. Process lifecycle
+/// (clone, fork, exec, exit) is followed through ptrace events, which need no syscall stop.
+pub const TRACED_SYSCALLS: &[i64] = &[
+    libc::SYS_mmap,
+    libc::SYS_munmap,
+    libc::SYS_mremap,
+    libc::SYS_madvise,
+    libc::SYS_brk,
+];
+
+pub fn seccomp_filter() -> io::Result<BpfProgram> {
+    let rules: BTreeMap<i64, Vec<seccompiler::SeccompRule>> =
+        TRACED_SYSCALLS.iter().map(|&nr| (nr, Vec::new())).collect();
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Trace(0),
+        TargetArch::x86_64,
+    )
+    .map_err(|e| io::Error::other(format!("building the seccomp filter: {e}")))?;
+    BpfProgram::try_from(filter)
+        .map_err(|e| io::Error::other(format!("compiling the seccomp filter: {e}")))
+}
+
+/// Finds `program` as a shell would and checks that it can be traced.
+pub fn resolve(program: &OsStr) -> Result<PathBuf, SpawnError> {
+    let shown = program.to_string_lossy();
+    let path = if program.as_bytes().contains(&b'/') {
+        PathBuf::from(program)
+    } else {
+        let search = std::env::var_os("PATH").unwrap_or_else(|| OsString::from("/usr/bin:/bin"));
+        std::env::split_paths(&search)
+            .map(|dir| dir.join(program))
+            .find(|p| p.is_file() && is_executable(p))
+            .or_else(|| {
+                std::env::split_paths(&search)
+                    .map(|dir| dir.join(program))
+                    .find(|p| p.is_file())
+            })
+            .ok_or_else(|| SpawnError {
+                status: 127,
+                message: format!("mevi-actors: {shown}: command not found"),
+            })?
+    };
+    let meta = std::fs::metadata(&path).map_err(|e| SpawnError {
+        status: if e.kind() == io::ErrorKind::NotFound {
+            127
+        } else {
+            126
+        },
+        message: format!("mevi-actors: {}: {}", path.display(), short(&e)),
+    })?;
+    if meta.is_dir() {
+        return Err(SpawnError {
+            status: 126,
+            message: format!("mevi-actors: {}: is a directory", path.display()),
+        });
+    }
+    if !is_executable(&path) {
+        return Err(SpawnError {
+            status: 126,
+            message: format!("mevi-actors: {}: permission denied", path.display()),
+        });
+    }
+    let mut head = [0u8; 5];
+    let n = std::fs::File::open(&path)
+        .and_then(|mut f| f.read(&mut head))
+        .map_err(|e| SpawnError {
+            status: 126,
+            message: format!("mevi-actors: {}: {}", path.display(), short(&e)),
+        })?;
+    if n == 5 && &head[..4] == b"\x7fELF" && head[4] == 1 {
+        return Err(SpawnError {
+            status: 126,
+            message: format!(
+                "mevi-actors: {}: is a 32-bit program; only 64-bit x86_64 programs can be traced",
+                path.display()
+            ),
+        });
+    }
+    Ok(path)
+}
+
+fn is_executable(p: &Path) -> bool {
+    std::fs::metadata(p)
+        .map(|m| m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+        && nix::unistd::access(p, nix::unistd::AccessFlags::X_OK).is_ok()
+}
+
+fn short(e: &io::Error) -> String {
+    let s = e.to_string();
+    s.split(" (os error").next().unwrap_or(&s).to_lowercase()
+}
+
+/// Everything the child needs, prepared before `fork` (after it, only async-signal-safe calls).
+pub struct Prepared {
+    path: CString,
+    argv: Vec<CString>,
+    env: Vec<CString>,
+    stdout_to_stderr: bool,
+    filter: Option<BpfProgram>,
+}
+
+impl Prepared {
+    pub fn new(
+        path: &Path,
+        argv: &[OsString],
+        stdout_to_stderr: bool,
+        filter: Option<BpfProgram>,
+    ) -> io::Result<Self> {
+        let cstr =
+            |s: &[u8]| CString::new(s).map_err(|_| io::Error::other("argument holds a NUL byte"));
+        Ok(Self {
+            path: cstr(path.as_os_str().as_bytes())?,
+            argv: argv
+                .iter()
+                .map(|a| cstr(a.as_bytes()))
+                .collect::<io::Result<_>>()?,
+            env: std::env::vars_os()
+                .map(|(k, v)| {
+                    let mut kv = k.as_bytes().to_vec();
+                    kv.push(b'=');
+                    kv.extend_from_slice(v.as_bytes());
+                    cstr(&kv)
+                })
+                .collect::<io::Result<_>>()?,
+            stdout_to_stderr,
+            filter,
+        })
+    }
+}
+
+pub const TRACE_OPTIONS: Options = Options::PTRACE_O_TRACESYSGOOD
+    .union(Options::PTRACE_O_TRACEFORK)
+    .union(Options::PTRACE_O_TRACEVFORK)
+    .union(Options::PTRACE_O_TRACECLONE)
+    .union(Options::PTRACE_O_TRACEEXEC)
+    .union(Options::PTRACE_O_TRACEEXIT)
+    .union(Options::PTRACE_O_TRACEVFORKDONE)
+    .union(Options::PTRACE_O_TRACESECCOMP)
+    .union(Options::PTRACE_O_EXITKILL);
+
+/// Forks the child, seizes it while it waits stopped, and lets it go on to install the filter
+/// and exec. Must be called on the thread that will make every later ptrace call.
+pub fn spawn_seized(p: &Prepared) -> io::Result<Pid> {
+    let mut argv: Vec<*const libc::c_char> = p.argv.iter().map(|a| a.as_ptr()).collect();
+    argv.push(std::ptr::null());
+    let mut env: Vec<*const libc::c_char> = p.env.iter().map(|a| a.as_ptr()).collect();
+    env.push(std::ptr::null());
+    let fprog = p.filter.as_ref().map(|f| libc::sock_fprog {
+        len: f.len() as u16,
+        filter: f.as_ptr() as *mut libc::sock_filter,
+    });
+
+    // SAFETY: the child only makes async-signal-safe calls (dup2, signal, raise, prctl, execve,
+    // write, _exit) on memory prepared above, which fork copies.
+    match unsafe { fork() }.map_err(io::Error::from)? {
+        ForkResult::Child => unsafe {
+            if p.stdout_to_stderr {
+                libc::dup2(2, 1);
+            }
+            // Rust ignores SIGPIPE; programs expect the default.
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            libc::raise(libc::SIGSTOP);
+            if let Some(fprog) = &fprog {
+                let install = || {
+                    libc::prctl(
+                        libc::PR_SET_SECCOMP,
+                        libc::SECCOMP_MODE_FILTER,
+                        fprog as *const libc::sock_fprog,
+                    )
+                };
+                // Without CAP_SYS_ADMIN a filter needs no_new_privs (which stops setuid).
+                if install() != 0 {
+                    libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+                    if install() != 0 {
+                        let msg = b"mevi-actors: cannot install the seccomp filter\n";
+                        libc::write(2, msg.as_ptr().cast(), msg.len());
+                        libc::_exit(126);
+                    }
+                }
+            }
+            libc::execve(p.path.as_ptr(), argv.as_ptr(), env.as_ptr());
+            let msg = b"mevi-actors: exec failed\n";
+            libc::write(2, msg.as_ptr().cast(), msg.len());
+            libc::_exit(127);
+        },
+        ForkResult::Parent { child } => {
+            loop {
+                match waitpid(child, Some(WaitPidFlag::WUNTRACED))? {
+                    WaitStatus::Stopped(_, Signal::SIGSTOP) => break,
+                    WaitStatus::Exited(..) | WaitStatus::Signaled(..) => {
+                        return Err(io::Error::other("the child died before it could be traced"));
+                    }
+                    _ => continue,
+                }
+            }
+            ptrace::seize(child, TRACE_OPTIONS)?;
+            kill(child, Signal::SIGCONT)?;
+            Ok(child)
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! `mevi-actors run`: wires the actors together for one traced program and returns its status.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Instant;
+
+use crate::actors::sequencer::Sequencer;
+use crate::actors::state::{RunReport, StateActor};
+use crate::actors::tracer::{Tracer, TracerConfig};
+use crate::event::{Event, SCHEMA};
+use crate::kernel::{spawn, uffd};
+
+/// Inbox sizes. Large enough to absorb bursts, small enough that a stalled reader of the stream
+/// stalls the program within a few thousand events instead of buffering without bound.
+const LANE_CAPACITY: usize = 1024;
+const SEQUENCER_CAPACITY: usize = 4096;
+const STATE_CAPACITY: usize = 4096;
+
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// The program and its arguments.
+    pub argv: Vec<OsString>,
+    /// Write the stream here instead of stdout (the program then keeps its stdout).
+    pub output: Option<PathBuf>,
+    /// Follow first touches through userfaultfd (false: mappings only).
+    pub faults: bool,
+    /// Print the human summary on stderr at the end.
+    pub summary: bool,
+}
+
+/// What a run ended with.
+pub struct RunOutcome {
+    /// The exit status to leave with: the program's, as a shell reports it.
+    pub status: i32,
+    pub report: Option<RunReport>,
+}
+
+/// Traces one program to the end. Errors that stop the trace from starting are printed as one
+/// line on stderr and returned as the status a shell would give.
+pub fn run(options: RunOptions) -> RunOutcome {
+    let fail = |status: i32, message: String| {
+        eprintln!("{message}");
+        RunOutcome {
+            status,
+            report: None,
+        }
+    };
+    let Some(program) = options.argv.first() else {
+        return fail(2, "mevi-actors: no program to run".into());
+    };
+    let path = match spawn::resolve(program) {
+        Ok(path) => path,
+        Err(e) => return fail(e.status, e.message),
+    };
+    if options.faults {
+        if let Err(e) = uffd::permitted() {
+            return fail(
+                1,
+                format!(
+                    "mevi-actors: userfaultfd is not permitted here ({e}); run as root, or set \
+                     `sysctl vm.unprivileged_userfaultfd=1`, or pass --no-faults to trace mappings only"
+                ),
+            );
+        }
+    }
+    let writer: Box<dyn Write + Send> = match &options.output {
+        Some(file) => match std::fs::File::create(file) {
+            Ok(f) => Box::new(f),
+            Err(e) => return fail(1, format!("mevi-actors: {}: {e}", file.display())),
+        },
+        // Our own copy of stdout: the program's stdout goes to stderr, and the stream is ours.
+        None => match nix::unistd::dup(std::io::stdout()) {
+            Ok(fd) => Box::new(std::fs::File::from(fd)),
+            Err(e) => return fail(1, format!("mevi-actors: stdout: {e}")),
+        },
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("mevi-actors-io")
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(1, format!("mevi-actors: starting the runtime: {e}")),
+    };
+
+    // SAFETY: sysconf has no preconditions.
+    let page_size = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+        n if n > 0 => n as u64,
+        _ => 4096,
+    };
+    let started = Instant::now();
+    let (state, state_handle) = StateActor::new(STATE_CAPACITY, writer, options.summary);
+    let (sequencer, sequencer_handle) = Sequencer::new(SEQUENCER_CAPACITY, state_handle, started);
+    let start = Event::Start {
+        schema: SCHEMA,
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        argv: options
+            .argv
+            .iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect(),
+        page_size,
+        faults: options.faults,
+    };
+    let state_task = runtime.spawn(state.run());
+    runtime.spawn(sequencer.run(start));
+    let root_pid = Arc::new(AtomicI32::new(0));
+    runtime.spawn(pass_signals_on(root_pid.clone()));
+
+    let config = TracerConfig {
+        program: path,
+        argv: options.argv.clone(),
+        stdout_to_stderr: options.output.is_none(),
+        faults: options.faults,
+        page_size,
+        lane_capacity: LANE_CAPACITY,
+    };
+    let tracer = Tracer::new(config, runtime.handle().clone(), sequencer_handle, root_pid);
+    let traced = std::thread::Builder::new()
+        .name("mevi-actors-tracer".into())
+        .spawn(move || tracer.run())
+        .map_err(|e| format!("mevi-actors: starting the tracer thread: {e}"))
+        .and_then(|t| {
+            t.join()
+                .map_err(|_| "mevi-actors: the tracer thread panicked".to_string())
+        });
+    let report = runtime.block_on(state_task).ok();
+    runtime.shutdown_background();
+    let status = match traced {
+        Ok(Ok(end)) => end.shell_status(),
+        Ok(Err(e)) => return fail(1, format!("mevi-actors: {e}")),
+        Err(message) => return fail(1, message),
+    };
+    RunOutcome { status, report }
+}
+
+/// Ctrl-C and Ctrl-\ reach the program from the terminal (it is in our process group), so we only
+/// survive them; SIGTERM and SIGHUP are sent to us alone, so we pass them on.
+async fn pass_signals_on(root_pid: Arc<AtomicI32>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut quit), Ok(mut term), Ok(mut hup)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::quit()),
+        signal(SignalKind::terminate()),
+        signal(SignalKind::hangup()),
+    ) else {
+        return;
+    };
+    loop {
+        let sig = tokio::select! {
+            _ = int.recv() => None,
+            _ = quit.recv() => None,
+            _ = term.recv() => Some(nix::sys::signal::Signal::SIGTERM),
+            _ = hup.recv() => Some(nix::sys::signal::Signal::SIGHUP),
+        };
+        let pid = root_pid.load(Ordering::SeqCst);
+        if let (Some(sig), true) = (sig, pid > 0) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
+        }
+    }
+}
