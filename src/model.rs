@@ -116,10 +116,10 @@ impl AddressSpace {
             last = Some(m);
         }
         // A grown tail belongs to the mapping that was at the old end.
-        if new.end - new.start > old_len {
-            if let Some(m) = last {
-                self.mappings.insert(new.start + old_len..new.end, m);
-            }
+        if new.end - new.start > old_len
+            && let Some(m) = last
+        {
+            self.mappings.insert(new.start + old_len..new.end, m);
         }
         for r in resident {
             self.add_resident(shift(r.start)..shift(r.end));
@@ -169,12 +169,12 @@ impl Replay {
             };
             self.spaces.insert(space, copy);
         }
-        if let Some(space) = event.space() {
-            if !self.spaces.contains_key(&space) {
-                self.problems
-                    .push(format!("event for unknown space {space}: {event:?}"));
-                self.spaces.insert(space, AddressSpace::default());
-            }
+        if let Some(space) = event.space()
+            && !self.spaces.contains_key(&space)
+        {
+            self.problems
+                .push(format!("event for unknown space {space}: {event:?}"));
+            self.spaces.insert(space, AddressSpace::default());
         }
         match event {
             Event::Exec { pid, space, .. } => {

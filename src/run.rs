@@ -55,16 +55,16 @@ pub fn run(options: RunOptions) -> RunOutcome {
         Ok(path) => path,
         Err(e) => return fail(e.status, e.message),
     };
-    if options.faults {
-        if let Err(e) = uffd::permitted() {
-            return fail(
-                1,
-                format!(
-                    "mevi-actors: userfaultfd is not permitted here ({e}); run as root, or set \
-                     `sysctl vm.unprivileged_userfaultfd=1`, or pass --no-faults to trace mappings only"
-                ),
-            );
-        }
+    if options.faults
+        && let Err(e) = uffd::permitted()
+    {
+        return fail(
+            1,
+            format!(
+                "mevi-actors: userfaultfd is not permitted here ({e}); run as root, or set \
+                 `sysctl vm.unprivileged_userfaultfd=1`, or pass --no-faults to trace mappings only"
+            ),
+        );
     }
     let writer: Box<dyn Write + Send> = match &options.output {
         Some(file) => match std::fs::File::create(file) {

@@ -164,7 +164,7 @@ impl Poller {
                     while let Ok(message) = inbox.try_recv() {
                         self.handle(message).await;
                     }
-                    for message in read.drain(..).collect::<Vec<_>>() {
+                    for message in std::mem::take(&mut read) {
                         self.on_uffd(message).await;
                     }
                 }
@@ -251,7 +251,7 @@ impl Poller {
                 let at = Instant::now();
                 self.counters.resolved += 1;
                 let pid = self.pid_of(tid);
-                self.grow_stack(addr, at).await;
+                self.grow_stack(addr, tid, at).await;
                 let event = Event::Resident {
                     pid,
                     tid,
@@ -273,7 +273,7 @@ impl Poller {
 
     /// A resolved fault just below the main stack means the kernel grew it: report the growth as a
     /// mapping before the page that caused it.
-    async fn grow_stack(&mut self, addr: u64, at: Instant) {
+    async fn grow_stack(&mut self, addr: u64, tid: i32, at: Instant) {
         let Some((pid, stack)) = self.stack.clone() else {
             return;
         };
@@ -288,7 +288,7 @@ impl Poller {
         self.stack = Some((pid, entry.start..stack.end));
         let event = Event::Map {
             pid,
-            tid: pid,
+            tid,
             space: self.space,
             start: entry.start,
             end: stack.start,

@@ -92,11 +92,12 @@ impl Sequencer {
         while let Some(stamped) = ready.pop_front() {
             let event = &stamped.event;
             let creates = event.creates_space();
-            if let Some(space) = event.space() {
-                if !self.born.contains(&space) && creates != Some(space) {
-                    self.held.entry(space).or_default().push(stamped);
-                    continue;
-                }
+            if let Some(space) = event.space()
+                && !self.born.contains(&space)
+                && creates != Some(space)
+            {
+                self.held.entry(space).or_default().push(stamped);
+                continue;
             }
             self.emit(stamped).await;
             if let Some(space) = creates {

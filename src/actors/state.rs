@@ -58,10 +58,10 @@ impl Output {
     }
 
     fn flush(&mut self) {
-        if let Some(w) = self.writer.as_mut() {
-            if let Err(e) = w.flush() {
-                self.fail(e);
-            }
+        if let Some(w) = self.writer.as_mut()
+            && let Err(e) = w.flush()
+        {
+            self.fail(e);
         }
         self.dirty = false;
     }
@@ -151,17 +151,20 @@ impl StateActor {
     fn count(&mut self, line: &mut Line) {
         let t = line.t_ns;
         match &mut line.event {
-            Event::Exec {
-                pid, argv, space, ..
-            } => {
-                let space = *space;
+            Event::Exec { pid, argv, .. } => {
+                // The model still has the process in the space it leaves: keep the peak it had.
+                let old_peak = self
+                    .model
+                    .process_space
+                    .get(pid)
+                    .map_or(0, |&old| self.space_resident(old).1);
                 let p = self.processes.entry(*pid).or_insert_with(|| ProcessStats {
                     started_ns: t,
                     ..Default::default()
                 });
                 p.argv = argv.clone();
+                p.peak_resident_bytes = p.peak_resident_bytes.max(old_peak);
                 self.totals.spaces += 1;
-                let _ = space;
             }
             Event::Fork {
                 child, space, kind, ..
@@ -219,14 +222,6 @@ impl StateActor {
                 p.signal = signal.clone();
             }
             _ => {}
-        }
-        // A process leaving a space by exec keeps the peak it had there.
-        if let Event::Exec { pid, .. } = &line.event {
-            if let Some(&old) = self.model.process_space.get(pid) {
-                let (_, peak) = self.space_resident(old);
-                let p = self.processes.entry(*pid).or_default();
-                p.peak_resident_bytes = p.peak_resident_bytes.max(peak);
-            }
         }
     }
 

@@ -89,6 +89,10 @@ struct Space {
     members: usize,
 }
 
+/// The end of the x86_64 user address space (47-bit, 4-level paging; the kernel places nothing
+/// above it unless a program asks for 5-level addresses with a hint).
+const USER_SPACE_END: u64 = 0x7fff_ffff_f000;
+
 /// Where a new space comes from.
 enum Origin {
     Exec { former_tid: i32 },
@@ -252,9 +256,11 @@ impl Tracer {
         }
     }
 
+    /// The process and live space of a thread; `spaces[&id]` is safe with the id returned.
     fn space_of(&self, tid: i32) -> Option<(i32, SpaceId)> {
         let pid = self.threads.get(&tid)?.pid;
-        Some((pid, self.processes.get(&pid)?.space?))
+        let space = self.processes.get(&pid)?.space?;
+        self.spaces.contains_key(&space).then_some((pid, space))
     }
 
     fn on_syscall_exit(&mut self, tid: i32) {
@@ -402,11 +408,10 @@ impl Tracer {
         if old == new {
             return;
         }
-        let tracked = new < old
-            || space
-                .uffd
-                .as_ref()
-                .is_some_and(|u| u.register(old, new).is_ok());
+        let tracked = space
+            .uffd
+            .as_ref()
+            .is_some_and(|u| new < old || u.register(old, new).is_ok());
         space.lane.observed(Event::Brk {
             pid,
             tid,
@@ -608,7 +613,18 @@ impl Tracer {
                     .or_else(|| procfs::start_brk(tid))
                     .unwrap_or(0)
             }
-            Origin::Fork { parent_brk } => parent_brk,
+            Origin::Fork { parent_brk } => {
+                // The child starts as a copy of the parent in the stream; its own page tables
+                // then describe it whole (ranges it did not inherit, MADV_DONTFORK, are gone).
+                lane.observed(Event::Unmap {
+                    pid: tid,
+                    tid,
+                    space: id,
+                    start: 0,
+                    end: USER_SPACE_END,
+                });
+                parent_brk
+            }
         };
         let space = Space {
             lane,
@@ -684,11 +700,12 @@ impl Tracer {
         };
         let pid = thread.pid;
         let space = self.processes.get(&pid).and_then(|p| p.space);
+        let lane = space
+            .and_then(|s| self.spaces.get(&s))
+            .map(|s| s.lane.clone());
         if tid != pid {
-            if let Some(space) = space {
-                self.spaces[&space]
-                    .lane
-                    .observed(Event::ThreadExit { pid, tid, space });
+            if let (Some(space), Some(lane)) = (space, lane) {
+                lane.observed(Event::ThreadExit { pid, tid, space });
             }
             return;
         }
@@ -696,14 +713,14 @@ impl Tracer {
             self.root_end = Some(end);
         }
         self.processes.remove(&pid);
-        let Some(space_id) = space else {
+        let (Some(space_id), Some(lane)) = (space, lane) else {
             return;
         };
         let (status, signal) = match end {
             ProgramEnd::Exited(code) => (Some(code), None),
             ProgramEnd::Signaled(sig) => (None, Some(signal_name(sig))),
         };
-        self.spaces[&space_id].lane.observed(Event::Exit {
+        lane.observed(Event::Exit {
             pid,
             tid,
             space: space_id,
