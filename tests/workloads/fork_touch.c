@@ -4,6 +4,8 @@
  *           0..15 inherited + 16..31 written + 48..51 zero-page reads), _exit(0).
  *   parent: writes 32..47, waits for the child, reports region "region"
  *           (32 present: 0..15 + 32..47), exits with 0 if the child exited 0.
+ * A second region of 32 pages, all written, is marked MADV_DONTFORK: the child does not
+ * inherit it, so its "anon" total must not count it, while the parent's does.
  * The parent prints only after the child has exited, so lines never interleave.
  */
 #include "truth.h" /* first: defines _GNU_SOURCE */
@@ -13,6 +15,10 @@ int main(void)
 {
     char *a = truth_mmap_anon(64, PROT_READ | PROT_WRITE, 0);
     truth_write_pages(a, 0, 15);
+    char *kept = truth_mmap_anon(32, PROT_READ | PROT_WRITE, 0);
+    if (madvise(kept, 32 * TRUTH_PAGE, MADV_DONTFORK) != 0)
+        truth_die("madvise(MADV_DONTFORK)");
+    truth_write_pages(kept, 0, 31);
 
     pid_t pid = fork();
     if (pid < 0)

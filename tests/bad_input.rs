@@ -1,0 +1,109 @@
+//! What cannot be traced is refused in one line with the status a shell would give.
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::Command;
+
+use crate::util::{bin, run_bounded, scratch, trace};
+
+fn run_cli(args: &[&str]) -> (i32, String, String) {
+    run_bounded(Command::new(bin()).args(args))
+}
+
+fn one_line(stderr: &str) -> &str {
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line of error, got: {stderr:?}");
+    lines[0]
+}
+
+#[test]
+fn a_program_that_does_not_exist_is_127() {
+    let (status, stdout, stderr) = run_cli(&["run", "--", "no-such-program-xyz"]);
+    assert_eq!(status, 127);
+    assert!(stdout.is_empty());
+    assert!(one_line(&stderr).contains("no-such-program-xyz: command not found"));
+    let (status, _, stderr) = run_cli(&["run", "--", "/nonexistent/prog"]);
+    assert_eq!(status, 127);
+    assert!(one_line(&stderr).contains("/nonexistent/prog"));
+}
+
+#[test]
+fn a_file_that_is_not_executable_is_126() {
+    let path = scratch("not-executable");
+    std::fs::write(&path, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let (status, _, stderr) = run_cli(&["run", "--", path.to_str().unwrap()]);
+    assert_eq!(status, 126);
+    assert!(one_line(&stderr).contains("permission denied"));
+    let (status, _, stderr) = run_cli(&["run", "--", "/tmp"]);
+    assert_eq!(status, 126);
+    assert!(one_line(&stderr).contains("is a directory"));
+}
+
+#[test]
+fn a_32_bit_program_is_refused_clearly() {
+    let path = scratch("elf32");
+    // An ELF header of class ELFCLASS32 is all the check reads.
+    let mut header = vec![0x7f, b'E', b'L', b'F', 1, 1, 1, 0];
+    header.resize(64, 0);
+    std::fs::write(&path, &header).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (status, _, stderr) = run_cli(&["run", "--", path.to_str().unwrap()]);
+    assert_eq!(status, 126);
+    assert!(one_line(&stderr).contains("32-bit"), "{stderr}");
+}
+
+/// Runs mevi-actors as an unprivileged user, as a user without root would.
+fn as_nobody(args: &[&str]) -> Option<(i32, String, String)> {
+    if unsafe { libc::geteuid() } != 0 || Command::new("setpriv").arg("--version").output().is_err()
+    {
+        eprintln!("skipped: needs root and setpriv to become an unprivileged user");
+        return None;
+    }
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(bin())
+        .args(args)
+        .current_dir("/");
+    Some(run_bounded(&mut cmd))
+}
+
+#[test]
+fn userfaultfd_not_permitted_names_the_fixes_and_no_faults_still_traces() {
+    let sysctl = std::fs::read_to_string("/proc/sys/vm/unprivileged_userfaultfd").unwrap();
+    let Some((status, stdout, stderr)) = as_nobody(&["run", "--", "/bin/true"]) else {
+        return;
+    };
+    if sysctl.trim() == "0" {
+        assert_eq!(status, 1, "{stderr}");
+        assert!(stdout.is_empty());
+        let line = one_line(&stderr);
+        for fix in ["root", "vm.unprivileged_userfaultfd=1", "--no-faults"] {
+            assert!(line.contains(fix), "{line:?} should name {fix}");
+        }
+    } else {
+        assert_eq!(status, 0, "{stderr}");
+    }
+    let (status, stdout, stderr) = as_nobody(&["run", "--no-faults", "--", "/bin/true"]).unwrap();
+    assert_eq!(status, 0, "{stderr}");
+    let lines = crate::util::parse_stream(&stdout);
+    assert!(stdout.starts_with("{\"seq\":0,"));
+    assert!(stdout.contains("\"faults\":false"));
+    assert!(
+        lines
+            .iter()
+            .any(|l| stdout.contains("\"ev\":\"map\"") && l.seq > 0)
+    );
+    assert!(!stdout.contains("\"ev\":\"resident\""));
+}
+
+#[test]
+fn no_faults_traces_mappings_only() {
+    let t = trace(&["--no-faults"], &["/bin/true"]);
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    assert!(t.events("map").count() > 5);
+    assert_eq!(t.events("resident").count(), 0);
+    assert!(
+        t.events("map")
+            .all(|e| matches!(e, mevi_actors::event::Event::Map { tracked: false, .. }))
+    );
+}

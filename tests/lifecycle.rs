@@ -1,0 +1,225 @@
+//! Processes and threads: exit statuses, signals, spawn, exec from a thread, and what happens
+//! when mevi-actors itself is interrupted or killed.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use mevi_actors::event::{Event, ForkKind};
+
+use crate::util::{bin, parse_stream, run_bounded, scratch, trace, workload};
+
+#[test]
+fn exit_status_is_the_programs() {
+    for (arg, status) in [("0", 0), ("42", 42), ("255", 255)] {
+        let t = trace(&[], &[workload("exit_code").as_os_str(), arg.as_ref()]);
+        assert_eq!(t.status, status);
+        let exit = t.events("exit").last().cloned().expect("an exit event");
+        assert!(matches!(exit, Event::Exit { status: Some(s), signal: None, .. } if s == status));
+    }
+}
+
+#[test]
+fn death_by_signal_gives_128_plus_n_and_the_signal_name() {
+    for (arg, sig, name) in [
+        ("segv", 11, "SIGSEGV"),
+        ("abort", 6, "SIGABRT"),
+        ("kill", 9, "SIGKILL"),
+    ] {
+        let t = trace(&[], &[workload("exit_code").as_os_str(), arg.as_ref()]);
+        assert_eq!(t.status, 128 + sig, "{arg}");
+        let exit = t.events("exit").last().cloned().expect("an exit event");
+        assert!(
+            matches!(&exit, Event::Exit { signal: Some(s), status: None, .. } if s == name),
+            "{exit:?}"
+        );
+    }
+}
+
+#[test]
+fn posix_spawn_children_share_then_leave_the_parents_space() {
+    let t = trace(&[], &[workload("spawn")]);
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    t.assert_matches_kernel();
+    let vforks: Vec<(i32, u64, u64)> = t
+        .events("fork")
+        .filter_map(|e| match e {
+            Event::Fork {
+                child,
+                kind: ForkKind::Vfork,
+                space,
+                child_space,
+                ..
+            } => Some((*child, *space, *child_space)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        vforks.len(),
+        2,
+        "posix_spawn is a vfork-like clone: {vforks:?}"
+    );
+    for (child, space, child_space) in &vforks {
+        assert_eq!(
+            space, child_space,
+            "a vfork child shares its parent's space"
+        );
+        let exec_space = t
+            .events("exec")
+            .find_map(|e| match e {
+                Event::Exec { pid, space, .. } if pid == child => Some(*space),
+                _ => None,
+            })
+            .expect("the spawned child execs");
+        assert_ne!(exec_space, *space, "exec gives the child a new space");
+    }
+    let statuses: Vec<Option<i32>> = t
+        .events("exit")
+        .filter_map(|e| match e {
+            Event::Exit { pid, status, .. } if vforks.iter().any(|v| v.0 == *pid) => Some(*status),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(statuses.len(), 2);
+    assert!(
+        statuses.contains(&Some(0)) && statuses.contains(&Some(5)),
+        "{statuses:?}"
+    );
+}
+
+#[test]
+fn exec_from_a_thread_that_is_not_the_leader() {
+    let t = trace(&[], &[workload("exec_thread")]);
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    t.assert_matches_kernel();
+    let execs: Vec<(i32, i32, u64)> = t
+        .events("exec")
+        .filter_map(|e| match e {
+            Event::Exec {
+                pid, tid, space, ..
+            } => Some((*pid, *tid, *space)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(execs.len(), 2, "{execs:?}");
+    let (pid, tid, space) = execs[1];
+    assert_eq!(pid, execs[0].0, "the process keeps its pid");
+    assert_ne!(
+        tid, pid,
+        "the exec was made by a thread that was not the leader"
+    );
+    assert_ne!(space, execs[0].2, "exec starts a new space");
+    let after = &t.truth("region", "after_exec")[0];
+    assert_eq!(after.pid, pid);
+}
+
+fn wait_for_line(file: &std::path::Path, ev: &str) -> Vec<mevi_actors::event::Line> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        let complete: String = text
+            .lines()
+            .filter(|l| l.ends_with('}'))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let lines = parse_stream(&complete);
+        if lines
+            .iter()
+            .any(|l| serde_json::to_value(&l.event).unwrap()["ev"] == ev)
+        {
+            return lines;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {ev} line in {}",
+            file.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn exec_pid(lines: &[mevi_actors::event::Line]) -> i32 {
+    lines
+        .iter()
+        .find_map(|l| match l.event {
+            Event::Exec { pid, .. } => Some(pid),
+            _ => None,
+        })
+        .unwrap()
+}
+
+#[test]
+fn ctrl_c_reaches_the_program_and_mevi_actors_reports_it() {
+    use std::os::unix::process::CommandExt;
+    let file = scratch("ctrl-c");
+    let mut cmd = Command::new(bin());
+    cmd.args(["run", "-o"])
+        .arg(&file)
+        .args(["--", "sleep", "60"]);
+    cmd.process_group(0);
+    let child = std::thread::spawn(move || run_bounded(&mut cmd));
+    let lines = wait_for_line(&file, "exec");
+    let sleeper = exec_pid(&lines);
+    let pgid = nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(sleeper))).unwrap();
+    // What a terminal does on Ctrl-C: SIGINT to the whole foreground process group.
+    nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let (status, _, stderr) = child.join().unwrap();
+    assert_eq!(status, 130, "{stderr}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains("\"signal\":\"SIGINT\""), "{text}");
+    assert!(text.lines().last().unwrap().contains("\"ev\":\"summary\""));
+}
+
+#[test]
+fn killing_mevi_actors_never_leaves_the_program_hung() {
+    let file = scratch("sigkill");
+    let mut child = Command::new(bin())
+        .args(["run", "-o"])
+        .arg(&file)
+        .args(["--", "sleep", "60"])
+        .spawn()
+        .unwrap();
+    let lines = wait_for_line(&file, "exec");
+    let sleeper = exec_pid(&lines);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::path::Path::new(&format!("/proc/{sleeper}")).exists() {
+        let state = std::fs::read_to_string(format!("/proc/{sleeper}/stat")).unwrap_or_default();
+        if state.contains(") Z") {
+            break; // a zombie waiting for init to reap it: not running, not hung
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the traced program outlived mevi-actors"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn sigterm_to_mevi_actors_is_passed_on() {
+    let file = scratch("sigterm");
+    let mut cmd = Command::new(bin());
+    cmd.args(["run", "-o"])
+        .arg(&file)
+        .args(["--", "sleep", "60"]);
+    let handle = std::thread::spawn(move || run_bounded(&mut cmd));
+    wait_for_line(&file, "exec");
+    // Our own child is the mevi-actors process: find it by the stream file in its argv.
+    let me = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .find(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline);
+            cmdline.starts_with(bin()) && cmdline.contains(file.to_str().unwrap())
+        })
+        .expect("mevi-actors is running");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(me),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let (status, _, stderr) = handle.join().unwrap();
+    assert_eq!(status, 128 + 15, "{stderr}");
+}

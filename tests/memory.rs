@@ -1,0 +1,155 @@
+//! First touches and layout changes, compared page for page with the kernel's page tables.
+
+use mevi_actors::event::Event;
+
+use crate::util::{PAGE, trace, workload};
+
+#[test]
+fn one_thread_every_layout_change_matches_pagemap() {
+    let t = trace(&[], &[workload("one_thread")]);
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    t.assert_matches_kernel();
+    // The workload also knows what it did; the kernel agreed with it (checked above).
+    for e in t.truths().iter().filter(|x| x.kind == "expect") {
+        let region = &t.truth("region", &e.name)[0];
+        assert_eq!(region.present, e.pages, "region {}", e.name);
+    }
+}
+
+#[test]
+fn read_touches_are_reported_as_reads_and_write_touches_as_writes() {
+    let t = trace(&[], &[workload("one_thread")]);
+    let read = &t.truth("region", "read")[0];
+    let touch = &t.truth("region", "touch")[0];
+    let in_range = |e: &Event, r: &crate::util::Truth| match e {
+        Event::Resident { start, write, .. } if *start >= r.start && *start < r.end => Some(*write),
+        _ => None,
+    };
+    let reads: Vec<bool> = t
+        .events("resident")
+        .filter_map(|e| in_range(e, read))
+        .collect();
+    let writes: Vec<bool> = t
+        .events("resident")
+        .filter_map(|e| in_range(e, touch))
+        .collect();
+    assert_eq!(reads.len(), 16);
+    assert!(
+        reads.iter().all(|w| !w),
+        "read-only touches must say write: false"
+    );
+    assert_eq!(writes.len(), 40);
+    assert!(
+        writes.iter().all(|w| *w),
+        "write touches must say write: true"
+    );
+}
+
+#[test]
+fn populated_pages_are_resident_without_any_fault() {
+    let t = trace(&[], &[workload("one_thread")]);
+    let populate = &t.truth("region", "populate")[0];
+    let faults = t
+        .events("resident")
+        .filter(|e| matches!(e, Event::Resident { start, .. } if *start >= populate.start && *start < populate.end))
+        .count();
+    assert_eq!(faults, 0);
+    assert_eq!(
+        t.resident_pages(populate.pid, populate.start, populate.end),
+        16
+    );
+}
+
+#[test]
+fn eight_threads_faulting_one_region() {
+    let t = trace(&[], &[workload("threads_region").as_os_str(), "8".as_ref()]);
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    t.assert_matches_kernel();
+    let shared = &t.truth("region", "shared")[0];
+    assert_eq!(shared.present, 776);
+    // Faults came from the workers, not only from the main thread.
+    let tids: std::collections::HashSet<i32> = t
+        .events("resident")
+        .filter_map(|e| match e {
+            Event::Resident { tid, start, .. } if *start >= shared.start && *start < shared.end => {
+                Some(*tid)
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(tids.len() >= 8, "faulting threads seen: {tids:?}");
+}
+
+#[test]
+fn brk_from_a_thread_other_than_main() {
+    let t = trace(&[], &[workload("thread_brk")]);
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    t.assert_matches_kernel();
+    let heap = &t.truth("region", "heap")[0];
+    assert_eq!(t.resident_pages(heap.pid, heap.start, heap.end), 24);
+    let main = heap.pid;
+    assert!(
+        t.events("brk")
+            .any(|e| matches!(e, Event::Brk { tid, new, old, .. } if *tid != main && new > old)),
+        "a brk growth made by the worker thread"
+    );
+}
+
+#[test]
+fn glibc_malloc_from_four_threads() {
+    let t = trace(&[], &[workload("malloc4")]);
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    t.assert_matches_kernel();
+    let anon = &t.truth("anon", "")[0];
+    // Thread arenas are mmap(PROT_NONE) then mprotect: they must be tracked from the start.
+    assert!(
+        anon.present > 1000,
+        "malloc4 made {} pages resident",
+        anon.present
+    );
+}
+
+#[test]
+fn fork_with_both_sides_touching() {
+    let t = trace(&[], &[workload("fork_touch")]);
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    t.assert_matches_kernel();
+    let regions = t.truth("region", "region");
+    assert_eq!(regions.len(), 2);
+    assert_ne!(t.space_of(regions[0].pid), t.space_of(regions[1].pid));
+    let forks: Vec<&Event> = t.events("fork").collect();
+    assert!(
+        forks.iter().any(|e| matches!(
+            e,
+            Event::Fork {
+                kind: mevi_actors::event::ForkKind::Fork,
+                ..
+            }
+        )),
+        "{forks:?}"
+    );
+}
+
+#[test]
+fn page_states_replay_exactly_across_remaps() {
+    let t = trace(&[], &[workload("one_thread")]);
+    for name in [
+        "remap_grow",
+        "remap_fixed",
+        "dontunmap_old",
+        "dontunmap_new",
+        "fixed",
+        "arena",
+    ] {
+        let r = &t.truth("region", name)[0];
+        assert_eq!(t.resident_pages(r.pid, r.start, r.end), r.present, "{name}");
+    }
+    let old = &t.truth("region", "dontunmap_old")[0];
+    let replayed = &t.replay.spaces[&t.space_of(old.pid)];
+    assert!(
+        replayed.mappings.get(&old.start).is_some(),
+        "MREMAP_DONTUNMAP leaves the old range mapped"
+    );
+    assert_eq!(replayed.resident_in(old.start..old.end), 0);
+    let _ = PAGE;
+}

@@ -1,0 +1,149 @@
+//! The stream as a product: numbering, replay, separation from the program's output, the demo.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use mevi_actors::event::{Event, Line};
+use mevi_actors::model::Replay;
+
+use crate::util::{bin, parse_stream, run_bounded, scratch, trace, workload};
+
+#[test]
+fn seq_has_no_gaps_and_time_never_goes_back() {
+    let t = trace(&[], &[workload("fork_touch")]);
+    assert!(!t.lines.is_empty());
+    for (i, line) in t.lines.iter().enumerate() {
+        assert_eq!(line.seq, i as u64);
+    }
+    assert!(t.lines.windows(2).all(|w| w[0].t_ns <= w[1].t_ns));
+    assert!(matches!(t.lines[0].event, Event::Start { schema: 1, .. }));
+    assert!(matches!(
+        t.lines.last().unwrap().event,
+        Event::Summary { .. }
+    ));
+}
+
+#[test]
+fn replayed_state_equals_the_state_actors_at_every_exit_and_at_the_end() {
+    let t = trace(&[], &[workload("fork_touch")]);
+    let mut replay = Replay::new();
+    let mut exits = 0;
+    for line in &t.lines {
+        replay.apply_line(line);
+        if let Event::Exit {
+            space,
+            resident_bytes,
+            peak_resident_bytes,
+            ..
+        } = &line.event
+        {
+            // The state actor filled these from its own model as it wrote the line.
+            let s = &replay.spaces[space];
+            assert_eq!(s.resident_bytes, *resident_bytes);
+            assert_eq!(s.peak_resident_bytes, *peak_resident_bytes);
+            exits += 1;
+        }
+    }
+    assert_eq!(exits, 2);
+    let Event::Summary { processes, .. } = &t.lines.last().unwrap().event else {
+        panic!("no summary");
+    };
+    for p in processes {
+        assert_eq!(
+            p.resident_bytes,
+            replay.spaces[&t.space_of(p.pid)].resident_bytes,
+            "pid {}",
+            p.pid
+        );
+    }
+}
+
+#[test]
+fn nothing_the_program_prints_reaches_the_stream() {
+    // Printed words are assembled at run time, so they appear in no argv the stream records.
+    let script =
+        r#"echo '{"seq":0,"t_ns":0,"ev":"exit"}'; echo pl$(echo ain) text; printf 'no new%s' line"#;
+    let (status, stdout, stderr) =
+        run_bounded(Command::new(bin()).args(["run", "--no-summary", "--", "sh", "-c", script]));
+    assert_eq!(status, 0);
+    let lines: Vec<Line> = parse_stream(&stdout);
+    assert!(!stdout.contains("plain text") && !stdout.contains("no newline"));
+    // The fake line says seq 0: had it got in, numbering would break.
+    assert!(lines.iter().enumerate().all(|(i, l)| l.seq == i as u64));
+    assert!(matches!(lines[0].event, Event::Start { .. }));
+    assert!(stderr.contains("plain text") && stderr.contains("\"ev\":\"exit\""));
+    // With -o the program keeps its stdout.
+    let t = trace(&["--no-summary"], &["sh", "-c", "echo kept"]);
+    assert_eq!(t.stdout, "kept\n");
+}
+
+#[test]
+fn the_human_summary_goes_to_stderr() {
+    let t = trace(&[], &[workload("fork_touch")]);
+    let first = t.stderr.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("mevi-actors: 2 process(es), 2 address space(s)"),
+        "{}",
+        t.stderr
+    );
+    assert!(t.stderr.contains("peak") && t.stderr.contains("exit 0"));
+}
+
+#[test]
+fn the_stream_is_flushed_while_the_program_runs() {
+    let file = scratch("live");
+    let mut cmd = Command::new(bin());
+    cmd.args(["run", "-o"])
+        .arg(&file)
+        .args(["--", "sleep", "3"]);
+    let started = Instant::now();
+    let handle = std::thread::spawn(move || run_bounded(&mut cmd));
+    let mut seen_live = false;
+    while started.elapsed() < Duration::from_secs(2) {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        if text.contains("\"ev\":\"exec\"") {
+            seen_live = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (status, _, _) = handle.join().unwrap();
+    assert_eq!(status, 0);
+    assert!(
+        seen_live,
+        "the exec line was not written while the program ran"
+    );
+}
+
+#[test]
+fn demo_runs_a_multithreaded_workload_with_nothing_installed() {
+    let file = scratch("demo");
+    let (status, _, stderr) = run_bounded(Command::new(bin()).arg("demo").arg("-o").arg(&file));
+    assert_eq!(status, 0, "{stderr}");
+    let text = std::fs::read_to_string(&file).unwrap();
+    let lines = parse_stream(&text);
+    let tids: std::collections::HashSet<i32> = lines
+        .iter()
+        .filter_map(|l| match l.event {
+            Event::Resident { tid, .. } => Some(tid),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        tids.len() >= 5,
+        "faults from the main thread and 4 workers: {tids:?}"
+    );
+    for ev in [
+        "exec", "thread", "fork", "map", "unmap", "discard", "resident", "exit",
+    ] {
+        assert!(
+            text.contains(&format!("\"ev\":\"{ev}\"")),
+            "no {ev} in the demo"
+        );
+    }
+    let replay = Replay::from_jsonl(&text).unwrap();
+    assert!(replay.problems.is_empty(), "{:?}", replay.problems);
+    let (status, out, _) = run_bounded(Command::new(bin()).arg("replay").arg(&file));
+    assert_eq!(status, 0);
+    assert!(out.lines().count() >= 3, "{out}");
+}

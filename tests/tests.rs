@@ -1,0 +1,9 @@
+//! Integration tests: the real binary, the real kernel (ptrace, userfaultfd, /proc), and
+//! workloads that report their own truth from /proc/self/pagemap.
+
+mod util;
+
+mod bad_input;
+mod lifecycle;
+mod memory;
+mod stream;

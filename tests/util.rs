@@ -1,0 +1,232 @@
+//! The harness: builds the C workloads, runs the real binary on the real kernel, and reads both
+//! the stream and the kernel truth each workload prints about itself.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use mevi_actors::event::{Event, Line, SpaceId};
+use mevi_actors::model::Replay;
+
+pub const PAGE: u64 = 4096;
+/// No traced run in this suite takes more than a few seconds; this only catches hangs.
+pub const TIMEOUT: Duration = Duration::from_secs(120);
+
+pub fn bin() -> &'static str {
+    env!("CARGO_BIN_EXE_mevi-actors")
+}
+
+/// A fresh path for one test's files: tests run in parallel in one process.
+pub fn scratch(name: &str) -> PathBuf {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("scratch");
+    std::fs::create_dir_all(&dir).unwrap();
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    dir.join(format!("{name}-{}-{n}", std::process::id()))
+}
+
+/// Compiles `tests/workloads/NAME.c` once per test run and returns the program's path.
+pub fn workload(name: &str) -> PathBuf {
+    static BUILT: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    let built = built.get_or_insert_with(HashMap::new);
+    if let Some(p) = built.get(name) {
+        return p.clone();
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/workloads/{name}.c"));
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("workloads");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = dir.join(name);
+    let status = Command::new("cc")
+        .args(["-O1", "-pthread", "-Wall", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("running cc");
+    assert!(status.success(), "cc failed for {}", src.display());
+    built.insert(name.to_string(), out.clone());
+    out
+}
+
+/// Runs a command to completion, failing the test if it outlives TIMEOUT.
+pub fn run_bounded(cmd: &mut Command) -> (i32, String, String) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("spawning mevi-actors");
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let out = std::thread::spawn(move || {
+        let mut s = String::new();
+        stdout.read_to_string(&mut s).ok();
+        s
+    });
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        stderr.read_to_string(&mut s).ok();
+        s
+    });
+    let deadline = Instant::now() + TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            child.kill().ok();
+            panic!("{cmd:?} did not finish within {TIMEOUT:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    use std::os::unix::process::ExitStatusExt;
+    let code = status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+    (code, out.join().unwrap(), err.join().unwrap())
+}
+
+/// One traced run: its exit status, the stream, the program's stdout (its truth lines), stderr.
+pub struct Traced {
+    pub status: i32,
+    pub lines: Vec<Line>,
+    pub stdout: String,
+    pub stderr: String,
+    pub replay: Replay,
+}
+
+/// `mevi-actors run [flags] -o FILE -- program args`.
+pub fn trace<S: AsRef<OsStr>>(flags: &[&str], program: &[S]) -> Traced {
+    let file = scratch("stream");
+    let mut cmd = Command::new(bin());
+    cmd.arg("run").args(flags).arg("-o").arg(&file).arg("--");
+    cmd.args(program);
+    let (status, stdout, stderr) = run_bounded(&mut cmd);
+    let text = std::fs::read_to_string(&file).unwrap_or_default();
+    std::fs::remove_file(&file).ok();
+    let lines = parse_stream(&text);
+    let replay = Replay::from_jsonl(&text).expect("the stream replays");
+    Traced {
+        status,
+        lines,
+        stdout,
+        stderr,
+        replay,
+    }
+}
+
+pub fn parse_stream(text: &str) -> Vec<Line> {
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad line {l:?}: {e}")))
+        .collect()
+}
+
+/// A line of kernel truth a workload printed about itself (tests/workloads/README.md).
+#[derive(Debug, Clone)]
+pub struct Truth {
+    pub kind: String,
+    pub pid: i32,
+    pub name: String,
+    pub start: u64,
+    pub end: u64,
+    pub present: u64,
+    pub pages: u64,
+}
+
+impl Traced {
+    pub fn truths(&self) -> Vec<Truth> {
+        self.stdout
+            .lines()
+            .filter(|l| l.starts_with("{\"truth\""))
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                let n = |k: &str| v[k].as_u64().unwrap_or(0);
+                Truth {
+                    kind: v["truth"].as_str().unwrap().to_string(),
+                    pid: n("pid") as i32,
+                    name: v["name"].as_str().unwrap_or("").to_string(),
+                    start: n("start"),
+                    end: n("end"),
+                    present: n("present"),
+                    pages: n("pages"),
+                }
+            })
+            .collect()
+    }
+
+    pub fn truth(&self, kind: &str, name: &str) -> Vec<Truth> {
+        self.truths()
+            .into_iter()
+            .filter(|t| t.kind == kind && t.name == name)
+            .collect()
+    }
+
+    /// The last space the stream put `pid` in.
+    pub fn space_of(&self, pid: i32) -> SpaceId {
+        self.lines
+            .iter()
+            .filter_map(|l| match l.event {
+                Event::Exec { pid: p, space, .. } if p == pid => Some(space),
+                Event::Fork {
+                    child, child_space, ..
+                } if child == pid => Some(child_space),
+                _ => None,
+            })
+            .next_back()
+            .unwrap_or_else(|| panic!("no space for pid {pid} in the stream"))
+    }
+
+    /// Resident pages of `pid`'s space in `[start, end)`, by replaying the whole stream.
+    pub fn resident_pages(&self, pid: i32, start: u64, end: u64) -> u64 {
+        self.replay.spaces[&self.space_of(pid)].resident_in(start..end) / PAGE
+    }
+
+    pub fn total_resident_pages(&self, pid: i32) -> u64 {
+        self.replay.spaces[&self.space_of(pid)].resident_bytes / PAGE
+    }
+
+    pub fn events<'a>(&'a self, ev: &'a str) -> impl Iterator<Item = &'a Event> + 'a {
+        self.lines
+            .iter()
+            .map(|l| &l.event)
+            .filter(move |e| serde_json::to_value(e).unwrap()["ev"].as_str() == Some(ev))
+    }
+
+    /// Every region and anon truth line equals the replayed stream, page for page.
+    pub fn assert_matches_kernel(&self) {
+        let truths = self.truths();
+        assert!(
+            !truths.is_empty(),
+            "the workload printed no truth:\n{}",
+            self.stderr
+        );
+        for t in &truths {
+            match t.kind.as_str() {
+                "region" => assert_eq!(
+                    self.resident_pages(t.pid, t.start, t.end),
+                    t.present,
+                    "region {} of pid {}: stream vs kernel pagemap",
+                    t.name,
+                    t.pid
+                ),
+                "anon" => assert_eq!(
+                    self.total_resident_pages(t.pid),
+                    t.present,
+                    "all private anonymous memory of pid {}: stream vs kernel pagemap",
+                    t.pid
+                ),
+                _ => {}
+            }
+        }
+        assert!(
+            self.replay.problems.is_empty(),
+            "{:?}",
+            self.replay.problems
+        );
+    }
+}
