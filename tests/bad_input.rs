@@ -59,9 +59,16 @@ fn as_nobody(args: &[&str]) -> Option<(i32, String, String)> {
         eprintln!("skipped: needs root and setpriv to become an unprivileged user");
         return None;
     }
+    // The build tree may sit where that user cannot enter: run a copy from a world-readable place.
+    let copy =
+        std::env::temp_dir().join(format!("mevi-actors-unprivileged-{}", std::process::id()));
+    if !copy.exists() {
+        std::fs::copy(bin(), &copy).unwrap();
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
     let mut cmd = Command::new("setpriv");
     cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(bin())
+        .arg(&copy)
         .args(args)
         .current_dir("/");
     Some(run_bounded(&mut cmd))
