@@ -62,16 +62,16 @@ fn as_nobody(args: &[&str]) -> Option<(i32, String, String)> {
     // The build tree may sit where that user cannot enter: run a copy from a world-readable place.
     let copy =
         std::env::temp_dir().join(format!("mevi-actors-unprivileged-{}", std::process::id()));
-    if !copy.exists() {
-        std::fs::copy(bin(), &copy).unwrap();
-        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
-    }
+    std::fs::copy(bin(), &copy).unwrap();
+    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
     let mut cmd = Command::new("setpriv");
     cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
         .arg(&copy)
         .args(args)
         .current_dir("/");
-    Some(run_bounded(&mut cmd))
+    let result = run_bounded(&mut cmd);
+    std::fs::remove_file(&copy).ok();
+    Some(result)
 }
 
 #[test]
