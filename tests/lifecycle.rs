@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use mevi_actors::event::{Event, ForkKind};
 
-use crate::util::{bin, parse_stream, run_bounded, scratch, trace, workload};
+use crate::util::{bin, parse_stream, run_in_background, scratch, trace, workload};
 
 #[test]
 fn exit_status_is_the_programs() {
@@ -149,14 +149,8 @@ fn exec_pid(lines: &[mevi_actors::event::Line]) -> i32 {
 
 #[test]
 fn ctrl_c_reaches_the_program_and_mevi_actors_reports_it() {
-    use std::os::unix::process::CommandExt;
     let file = scratch("ctrl-c");
-    let mut cmd = Command::new(bin());
-    cmd.args(["run", "-o"])
-        .arg(&file)
-        .args(["--", "sleep", "60"]);
-    cmd.process_group(0);
-    let child = std::thread::spawn(move || run_bounded(&mut cmd));
+    let child = run_in_background(&file, &["sleep", "60"], true);
     let lines = wait_for_line(&file, "exec");
     let sleeper = exec_pid(&lines);
     let pgid = nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(sleeper))).unwrap();
@@ -199,11 +193,7 @@ fn killing_mevi_actors_never_leaves_the_program_hung() {
 #[test]
 fn sigterm_to_mevi_actors_is_passed_on() {
     let file = scratch("sigterm");
-    let mut cmd = Command::new(bin());
-    cmd.args(["run", "-o"])
-        .arg(&file)
-        .args(["--", "sleep", "60"]);
-    let handle = std::thread::spawn(move || run_bounded(&mut cmd));
+    let handle = run_in_background(&file, &["sleep", "60"], false);
     wait_for_line(&file, "exec");
     // Our own child is the mevi-actors process: find it by the stream file in its argv.
     let me = std::fs::read_dir("/proc")

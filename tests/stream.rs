@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use mevi_actors::event::{Event, Line};
 use mevi_actors::model::Replay;
 
-use crate::util::{bin, parse_stream, run_bounded, scratch, trace, workload};
+use crate::util::{bin, parse_stream, run_bounded, run_in_background, scratch, trace, workload};
 
 #[test]
 fn seq_has_no_gaps_and_time_never_goes_back() {
@@ -92,12 +92,8 @@ fn the_human_summary_goes_to_stderr() {
 #[test]
 fn the_stream_is_flushed_while_the_program_runs() {
     let file = scratch("live");
-    let mut cmd = Command::new(bin());
-    cmd.args(["run", "-o"])
-        .arg(&file)
-        .args(["--", "sleep", "3"]);
     let started = Instant::now();
-    let handle = std::thread::spawn(move || run_bounded(&mut cmd));
+    let handle = run_in_background(&file, &["sleep", "3"], false);
     let mut seen_live = false;
     while started.elapsed() < Duration::from_secs(2) {
         let text = std::fs::read_to_string(&file).unwrap_or_default();

@@ -91,6 +91,22 @@ pub fn run_bounded(cmd: &mut Command) -> (i32, String, String) {
     (code, out.join().unwrap(), err.join().unwrap())
 }
 
+/// Starts `mevi-actors run -o FILE -- program` on its own thread (in a process group of its own
+/// with `own_group`, as a shell's job would be); joining gives `run_bounded`'s outcome.
+pub fn run_in_background(
+    file: &Path,
+    program: &[&str],
+    own_group: bool,
+) -> std::thread::JoinHandle<(i32, String, String)> {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(bin());
+    cmd.args(["run", "-o"]).arg(file).arg("--").args(program);
+    if own_group {
+        cmd.process_group(0);
+    }
+    std::thread::spawn(move || run_bounded(&mut cmd))
+}
+
 /// One traced run: its exit status, the stream, the program's stdout (its truth lines), stderr.
 pub struct Traced {
     pub status: i32,
