@@ -520,7 +520,23 @@ impl Tracer {
             .map(|t| t as i32)
             .unwrap_or(tid);
         let pid = tid;
-        // Every other thread of the process is gone; the execing one now has the leader's id.
+        let old_space = self.processes.get(&pid).and_then(|p| p.space);
+        // Every other thread of the process is gone; the execing one now has the leader's id. The
+        // dead ones' exit statuses may never be reported, so their ends are said here.
+        let mut gone: Vec<i32> = self
+            .threads
+            .iter()
+            .filter(|&(&t, th)| th.pid == pid && t != pid && t != former_tid)
+            .map(|(&t, _)| t)
+            .collect();
+        gone.sort_unstable();
+        if let Some(space) = old_space
+            && let Some(old) = self.spaces.get(&space)
+        {
+            for tid in gone {
+                old.lane.observed(Event::ThreadExit { pid, tid, space });
+            }
+        }
         self.threads.retain(|&t, th| th.pid != pid || t == tid);
         self.threads.remove(&former_tid);
         self.threads.insert(
@@ -532,7 +548,6 @@ impl Tracer {
                 new_space: None,
             },
         );
-        let old_space = self.processes.get(&pid).and_then(|p| p.space);
         let new_space = self.allocate_space();
         // Registers can only be borrowed at execve's exit stop: at this event stop the kernel has
         // yet to write execve's return value over them.
