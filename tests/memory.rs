@@ -164,3 +164,14 @@ fn four_threads_churning_mappings_end_where_the_kernel_does() {
     assert!(t.events("remap").count() > 100, "the workload churned");
     assert!(t.events("discard").count() > 100);
 }
+
+#[test]
+fn a_fork_child_without_capabilities_is_still_followed() {
+    // userfaultfd(2) refuses such a child (EPERM); the tracer falls back to /dev/userfaultfd.
+    let t = trace(&[], &[workload("nocaps_fork")]);
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    assert!(!t.stderr.contains("mappings only"), "{}", t.stderr);
+    t.assert_matches_kernel();
+    let child = &t.truth("region", "child")[0];
+    assert_eq!(t.resident_pages(child.pid, child.start, child.end), 10);
+}

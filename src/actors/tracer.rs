@@ -681,17 +681,15 @@ impl Tracer {
     fn inject_uffd(&mut self, tid: i32) -> Result<AddressSpaceUffd, InjectError> {
         let site = self.site.address(tid)?;
         let mut injection = Injection::begin(Pid::from_raw(tid), site)?;
-        let flags = (libc::O_CLOEXEC | libc::O_NONBLOCK) as u64;
-        let fd = injection.syscall(libc::SYS_userfaultfd, &[flags]);
-        let fd = match fd {
-            Ok(fd) if fd >= 0 => fd,
-            Ok(err) => {
+        let fd = match inject::create_userfaultfd(&mut injection) {
+            Ok(fd) => fd,
+            Err(InjectError::Io(e)) => {
                 injection.finish()?;
-                return Err(InjectError::Io(io::Error::from_raw_os_error(-err as i32)));
+                return Err(InjectError::Io(e));
             }
-            Err(e) => return Err(e),
+            Err(died) => return Err(died),
         };
-        let ours = inject::take_fd(tid, fd as i32);
+        let ours = inject::take_fd(tid, fd);
         let closed = injection.syscall(libc::SYS_close, &[fd as u64]);
         injection.finish()?;
         closed?;

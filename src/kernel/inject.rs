@@ -168,6 +168,19 @@ impl Injection {
         }
     }
 
+    /// Writes `bytes` into the tracee's stack, 1 KiB below its stack pointer (well past the 128-byte
+    /// red zone: memory a signal handler may clobber at any time, so nothing of the tracee's lives
+    /// there), and returns their address.
+    pub fn scratch(&self, bytes: &[u8]) -> io::Result<u64> {
+        use std::os::unix::fs::FileExt;
+        let addr = (self.saved.rsp - 1024 - bytes.len() as u64) & !15;
+        let mem = std::fs::OpenOptions::new()
+            .write(true)
+            .open(format!("/proc/{}/mem", self.tid))?;
+        mem.write_all_at(bytes, addr)?;
+        Ok(addr)
+    }
+
     /// Puts registers and signal mask back, and re-raises signals deferred meanwhile.
     pub fn finish(self) -> Result<(), InjectError> {
         ptrace::setregs(self.tid, self.saved)?;
@@ -184,6 +197,50 @@ impl Injection {
             };
         }
         Ok(())
+    }
+}
+
+/// `USERFAULTFD_IOC_NEW`, `_IO(0xAA, 0x00)` of `<linux/userfaultfd.h>` (Linux 6.1).
+const USERFAULTFD_IOC_NEW: u64 = 0xaa00;
+
+/// Creates a userfaultfd inside the tracee, non-blocking and close-on-exec, and returns its number
+/// there. `userfaultfd(2)` needs `CAP_SYS_PTRACE` (or `vm.unprivileged_userfaultfd=1`); a process
+/// that dropped its capabilities but kept uid 0 (stress-ng's workers do) still gets one through
+/// `/dev/userfaultfd`, where the device file's mode decides and no capability is checked.
+pub fn create_userfaultfd(injection: &mut Injection) -> Result<i32, InjectError> {
+    let flags = (libc::O_CLOEXEC | libc::O_NONBLOCK) as u64;
+    let fd = injection.syscall(libc::SYS_userfaultfd, &[flags])?;
+    if fd >= 0 {
+        return Ok(fd as i32);
+    }
+    let refused = io::Error::from_raw_os_error(-fd as i32);
+    if -fd != libc::EPERM as i64 {
+        return Err(InjectError::Io(refused));
+    }
+    let path = injection.scratch(b"/dev/userfaultfd\0")?;
+    let open_flags = (libc::O_RDWR | libc::O_CLOEXEC) as u64;
+    let dev = injection.syscall(
+        libc::SYS_openat,
+        &[libc::AT_FDCWD as i64 as u64, path, open_flags],
+    )?;
+    if dev < 0 {
+        let why = io::Error::from_raw_os_error(-dev as i32);
+        return Err(InjectError::Io(io::Error::new(
+            refused.kind(),
+            format!("userfaultfd(): {refused}; /dev/userfaultfd: {why}"),
+        )));
+    }
+    let fd = injection.syscall(libc::SYS_ioctl, &[dev as u64, USERFAULTFD_IOC_NEW, flags]);
+    injection.syscall(libc::SYS_close, &[dev as u64])?;
+    match fd? {
+        fd if fd >= 0 => Ok(fd as i32),
+        err => Err(InjectError::Io(io::Error::new(
+            refused.kind(),
+            format!(
+                "userfaultfd(): {refused}; USERFAULTFD_IOC_NEW: {}",
+                io::Error::from_raw_os_error(-err as i32)
+            ),
+        ))),
     }
 }
 
