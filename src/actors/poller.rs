@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use async_channel::{Receiver, Sender};
+use rangemap::RangeSet;
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 use userfaultfd::EventBuffer;
@@ -40,6 +41,25 @@ pub enum LaneMessage {
     },
     /// Where the main thread's stack is: it grows down through faults, not through syscalls.
     Stack { pid: i32, range: Range<u64> },
+    /// A thread entered `munmap`: until its exit is reported, the range may already be free.
+    Releasing {
+        pid: i32,
+        tid: i32,
+        range: Range<u64>,
+    },
+    /// A mapping the kernel placed in free address space (`mmap` without `MAP_FIXED`, brk growth,
+    /// `mremap` without `MREMAP_FIXED`). Any part of it under another thread's begun `munmap` was
+    /// therefore unmapped first, even if that munmap's exit is reported later.
+    Placed(Stamped),
+}
+
+/// A `munmap` seen at its entry and not yet at its exit.
+#[derive(Debug)]
+struct Release {
+    pid: i32,
+    range: Range<u64>,
+    /// Parts already reported unmapped because a later placement proved them free.
+    settled: RangeSet<u64>,
 }
 
 /// The tracer's end of a lane. Dropping the last one ends the poller.
@@ -85,6 +105,8 @@ pub struct Poller {
     /// Which process each thread of this space belongs to.
     tids: HashMap<i32, i32>,
     stack: Option<(i32, Range<u64>)>,
+    /// Begun `munmap`s, by thread (a thread is in one syscall at a time).
+    releases: HashMap<i32, Release>,
     counters: Counters,
 }
 
@@ -107,6 +129,7 @@ impl Poller {
             page_size,
             tids: HashMap::new(),
             stack: None,
+            releases: HashMap::new(),
             counters: Counters::default(),
         };
         (poller, PollerHandle { tx })
@@ -175,9 +198,21 @@ impl Poller {
 
     async fn handle(&mut self, message: LaneMessage) {
         match message {
-            LaneMessage::Observed(stamped) => {
-                self.learn_threads(&stamped.event);
-                self.out.send(stamped).await;
+            LaneMessage::Observed(stamped) => self.forward(stamped).await,
+            LaneMessage::Placed(stamped) => {
+                self.settle_releases(&stamped).await;
+                self.forward(stamped).await;
+            }
+            LaneMessage::Releasing { pid, tid, range } => {
+                let settled = RangeSet::new();
+                self.releases.insert(
+                    tid,
+                    Release {
+                        pid,
+                        range,
+                        settled,
+                    },
+                );
             }
             LaneMessage::Discard {
                 pid,
@@ -204,6 +239,94 @@ impl Poller {
                 }
             }
             LaneMessage::Stack { pid, range } => self.stack = Some((pid, range)),
+        }
+    }
+
+    /// Sends an observed event on, in lane order. The exit of a `munmap` some of whose range was
+    /// already reported unmapped (and possibly mapped again since) only unmaps the rest.
+    async fn forward(&mut self, stamped: Stamped) {
+        self.learn_threads(&stamped.event);
+        match stamped.event {
+            Event::Unmap {
+                pid,
+                tid,
+                space,
+                start,
+                end,
+            } if self
+                .releases
+                .get(&tid)
+                .is_some_and(|r| !r.settled.is_empty()) =>
+            {
+                let release = self.releases.remove(&tid).expect("checked above");
+                for gap in release.settled.gaps(&(start..end)) {
+                    let event = Event::Unmap {
+                        pid,
+                        tid,
+                        space,
+                        start: gap.start,
+                        end: gap.end,
+                    };
+                    self.out
+                        .send(Stamped {
+                            at: stamped.at,
+                            event,
+                        })
+                        .await;
+                }
+            }
+            ref event => {
+                if let Event::Unmap { tid, .. }
+                | Event::ThreadExit { tid, .. }
+                | Event::Exit { tid, .. } = event
+                {
+                    self.releases.remove(tid);
+                }
+                self.out.send(stamped).await;
+            }
+        }
+    }
+
+    /// Before a placement in free space, reports as unmapped the parts of it that other threads'
+    /// begun `munmap`s cover: the kernel freed them before it could place anything there.
+    async fn settle_releases(&mut self, placed: &Stamped) {
+        let (placer, range) = match placed.event {
+            Event::Map {
+                tid, start, end, ..
+            } => (tid, start..end),
+            Event::Brk { tid, old, new, .. } if new > old => (tid, old..new),
+            Event::Remap {
+                tid,
+                new_start,
+                new_end,
+                ..
+            } => (tid, new_start..new_end),
+            _ => return,
+        };
+        let mut early = Vec::new();
+        for (&tid, release) in self.releases.iter_mut() {
+            let overlap = release.range.start.max(range.start)..release.range.end.min(range.end);
+            if tid == placer || overlap.is_empty() {
+                continue;
+            }
+            for gap in release.settled.gaps(&overlap) {
+                early.push(Event::Unmap {
+                    pid: release.pid,
+                    tid,
+                    space: self.space,
+                    start: gap.start,
+                    end: gap.end,
+                });
+            }
+            release.settled.insert(overlap);
+        }
+        for event in early {
+            self.out
+                .send(Stamped {
+                    at: placed.at,
+                    event,
+                })
+                .await;
         }
     }
 

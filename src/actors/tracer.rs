@@ -250,6 +250,19 @@ impl Tracer {
         if let Some(thread) = self.threads.get_mut(&tid) {
             thread.entry = entry;
         }
+        // The kernel may free the range as soon as the thread runs; a placement by another thread
+        // can then be reported before this munmap's exit (docs/ordering.md, case 1).
+        if let (Some(e), Some((pid, space))) = (entry, self.space_of(tid))
+            && e.nr == libc::SYS_munmap
+        {
+            let page_size = self.config.page_size;
+            let end = e.args[0].saturating_add(e.args[1].div_ceil(page_size).saturating_mul(page_size));
+            self.spaces[&space].lane.send(LaneMessage::Releasing {
+                pid,
+                tid,
+                range: e.args[0]..end,
+            });
+        }
         // Run the syscall and stop again at its exit.
         if let Err(e) = ptrace::syscall(Pid::from_raw(tid), None) {
             tracing::debug!(tid, "PTRACE_SYSCALL: {e}");
@@ -283,7 +296,7 @@ impl Tracer {
         };
         let rval = exit.sval as u64;
         let page_size = self.config.page_size;
-        let page_up = |n: u64| n.div_ceil(page_size) * page_size;
+        let page_up = |n: u64| n.div_ceil(page_size).saturating_mul(page_size);
         let a = entry.args;
         match entry.nr {
             libc::SYS_mmap => self.on_mmap(pid, tid, space_id, rval, page_up(a[1]), a),
@@ -305,7 +318,12 @@ impl Tracer {
                     // matters where the kernel made a new VMA, and fails harmlessly elsewhere.
                     let _ = uffd.register(rval, rval + new_len);
                 }
-                space.lane.observed(Event::Remap {
+                let place = if a[3] & libc::MREMAP_FIXED as u64 == 0 {
+                    Placement::FreeSpace
+                } else {
+                    Placement::Given
+                };
+                let event = Event::Remap {
                     pid,
                     tid,
                     space: space_id,
@@ -314,7 +332,8 @@ impl Tracer {
                     new_start: rval,
                     new_end: rval + new_len,
                     dontunmap: a[3] & libc::MREMAP_DONTUNMAP as u64 != 0,
-                });
+                };
+                space.lane.send(placed_or_observed(place, event));
             }
             libc::SYS_brk => self.on_brk(pid, tid, space_id, rval),
             libc::SYS_madvise => {
@@ -382,23 +401,24 @@ impl Tracer {
                         false
                     }
                 });
-        let prot = prot_string(prot);
-        send_map_runs(
-            space,
+        let place = if flags & libc::MAP_FIXED == 0 {
+            Placement::FreeSpace
+        } else {
+            Placement::Given
+        };
+        let at = MapAt {
             pid,
             tid,
-            space_id,
-            start..end,
-            &prot,
-            kind,
-            path,
-            tracked,
-        );
+            space: space_id,
+            range: start..end,
+            place,
+        };
+        send_map_runs(space, at, &prot_string(prot), kind, path, tracked);
     }
 
     fn on_brk(&mut self, pid: i32, tid: i32, space_id: SpaceId, new_brk: u64) {
         let page_size = self.config.page_size;
-        let page_up = |n: u64| n.div_ceil(page_size) * page_size;
+        let page_up = |n: u64| n.div_ceil(page_size).saturating_mul(page_size);
         let space = self
             .spaces
             .get_mut(&space_id)
@@ -412,14 +432,18 @@ impl Tracer {
             .uffd
             .as_ref()
             .is_some_and(|u| new < old || u.register(old, new).is_ok());
-        space.lane.observed(Event::Brk {
+        // The heap only grows into free address space.
+        let event = Event::Brk {
             pid,
             tid,
             space: space_id,
             old,
             new,
             tracked,
-        });
+        };
+        space
+            .lane
+            .send(placed_or_observed(Placement::FreeSpace, event));
     }
 
     fn on_new_child(&mut self, parent_tid: i32, event: i32) {
@@ -654,12 +678,16 @@ impl Tracer {
                     .uffd
                     .as_ref()
                     .is_some_and(|u| u.register(entry.start, entry.end).is_ok());
+            let at = MapAt {
+                pid: tid,
+                tid,
+                space: id,
+                range: entry.start..entry.end,
+                place: Placement::Given,
+            };
             send_map_runs(
                 &space,
-                tid,
-                tid,
-                id,
-                entry.start..entry.end,
+                at,
                 &entry.prot,
                 entry.kind(),
                 entry.stream_path(),
@@ -746,20 +774,40 @@ impl Tracer {
     }
 }
 
+/// Whether the kernel chose where a mapping went (so it was free address space), or was told.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Placement {
+    FreeSpace,
+    Given,
+}
+
+/// Where a new mapping is, and who made it.
+struct MapAt {
+    pid: i32,
+    tid: i32,
+    space: SpaceId,
+    range: std::ops::Range<u64>,
+    place: Placement,
+}
+
 /// Sends a new mapping to its lane, split into runs of one page state each (pages can already be
 /// present: `MAP_POPULATE`, locked memory, or a space seen for the first time).
 #[allow(clippy::too_many_arguments)]
 fn send_map_runs(
     space: &Space,
-    pid: i32,
-    tid: i32,
-    space_id: SpaceId,
-    range: std::ops::Range<u64>,
+    at: MapAt,
     prot: &str,
     kind: MapKind,
     path: Option<String>,
     tracked: bool,
 ) {
+    let MapAt {
+        pid,
+        tid,
+        space: space_id,
+        range,
+        place,
+    } = at;
     let runs = if tracked {
         let present = space
             .pagemap
@@ -780,7 +828,7 @@ fn send_map_runs(
         vec![(range, None)]
     };
     for (r, state) in runs {
-        space.lane.observed(Event::Map {
+        let event = Event::Map {
             pid,
             tid,
             space: space_id,
@@ -791,7 +839,15 @@ fn send_map_runs(
             path: path.clone(),
             tracked,
             state,
-        });
+        };
+        space.lane.send(placed_or_observed(place, event));
+    }
+}
+
+fn placed_or_observed(place: Placement, event: Event) -> LaneMessage {
+    match place {
+        Placement::FreeSpace => LaneMessage::Placed(Stamped::now(event)),
+        Placement::Given => LaneMessage::Observed(Stamped::now(event)),
     }
 }
 
