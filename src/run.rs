@@ -139,7 +139,9 @@ pub fn run(options: RunOptions) -> RunOutcome {
 }
 
 /// Ctrl-C and Ctrl-\ reach the program from the terminal (it is in our process group), so we only
-/// survive them; SIGTERM and SIGHUP are sent to us alone, so we pass them on.
+/// survive them; SIGTERM and SIGHUP are sent to us alone, so we pass them on. Once the program
+/// has ended (descendants may live on), they end mevi-actors itself: the kernel then kills what
+/// is still traced (`PTRACE_O_EXITKILL`).
 async fn pass_signals_on(root_pid: Arc<AtomicI32>) {
     use tokio::signal::unix::{SignalKind, signal};
     let (Ok(mut int), Ok(mut quit), Ok(mut term), Ok(mut hup)) = (
@@ -157,9 +159,15 @@ async fn pass_signals_on(root_pid: Arc<AtomicI32>) {
             _ = term.recv() => Some(nix::sys::signal::Signal::SIGTERM),
             _ = hup.recv() => Some(nix::sys::signal::Signal::SIGHUP),
         };
-        let pid = root_pid.load(Ordering::SeqCst);
-        if let (Some(sig), true) = (sig, pid > 0) {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
+        let Some(sig) = sig else { continue };
+        match root_pid.load(Ordering::SeqCst) {
+            pid if pid > 0 => {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
+            }
+            _ => {
+                eprintln!("mevi-actors: {sig} after the program ended; stopping the trace");
+                std::process::exit(128 + sig as i32);
+            }
         }
     }
 }

@@ -175,9 +175,9 @@ impl Poller {
                     read.clear();
                     let uffd = self.uffd.as_ref().expect("polled without a descriptor");
                     if let Err(e) = uffd.read_pending(&mut buf, &mut read) {
+                        // What was read before the error is off the kernel's queue: it must still
+                        // be handled, or its threads would never be woken.
                         tracing::warn!(space = self.space, "reading the userfaultfd: {e}");
-                        guard.clear_ready();
-                        continue;
                     }
                     if read.is_empty() {
                         guard.clear_ready();

@@ -109,8 +109,13 @@ pub struct Tracer {
     spaces: HashMap<SpaceId, Space>,
     next_space: SpaceId,
     site: SyscallSite,
-    /// Attach stops of children whose parent's fork/clone event has not been seen yet.
-    early_attach: HashSet<i32>,
+    /// Attach stops of children whose parent's fork/clone event has not been seen yet, with
+    /// the process whose event they wait for (their parent, or their own process for a thread).
+    early_attach: HashMap<i32, i32>,
+    /// Threads that entered a group stop while we ran syscalls in them.
+    job_stopped: HashSet<i32>,
+    /// The line that creates a space whose creator's lane is gone: sent first on the new lane.
+    announce: HashMap<SpaceId, Event>,
     root: i32,
     root_end: Option<ProgramEnd>,
 }
@@ -132,7 +137,9 @@ impl Tracer {
             spaces: HashMap::new(),
             next_space: 0,
             site: SyscallSite::default(),
-            early_attach: HashSet::new(),
+            early_attach: HashMap::new(),
+            job_stopped: HashSet::new(),
+            announce: HashMap::new(),
             root: 0,
             root_end: None,
         }
@@ -193,9 +200,7 @@ impl Tracer {
             WaitStatus::Stopped(pid, sig) => {
                 let tid = pid.as_raw();
                 if !self.threads.contains_key(&tid) {
-                    // Not ours yet: a child whose parent's event is still to come.
-                    self.early_attach.insert(tid);
-                    return;
+                    return self.on_unknown_stop(tid);
                 }
                 // Signal-delivery-stop: deliver it.
                 resume(tid, Some(sig));
@@ -210,8 +215,7 @@ impl Tracer {
 
     fn on_event_stop(&mut self, tid: i32, sig: Signal) {
         let Some(thread) = self.threads.get_mut(&tid) else {
-            self.early_attach.insert(tid);
-            return;
+            return self.on_unknown_stop(tid);
         };
         if thread.awaiting_attach {
             thread.awaiting_attach = false;
@@ -227,9 +231,7 @@ impl Tracer {
             Signal::SIGSTOP | Signal::SIGTSTP | Signal::SIGTTIN | Signal::SIGTTOU
         );
         if group_stop && !pre_exec {
-            // Keep job control working: stay stopped until SIGCONT, as without a tracer.
-            // SAFETY: PTRACE_LISTEN takes no pointers.
-            unsafe { libc::ptrace(libc::PTRACE_LISTEN, tid, 0, 0) };
+            listen(tid);
         } else {
             resume(tid, None);
         }
@@ -256,7 +258,8 @@ impl Tracer {
             && e.nr == libc::SYS_munmap
         {
             let page_size = self.config.page_size;
-            let end = e.args[0].saturating_add(e.args[1].div_ceil(page_size).saturating_mul(page_size));
+            let end =
+                e.args[0].saturating_add(e.args[1].div_ceil(page_size).saturating_mul(page_size));
             self.spaces[&space].lane.send(LaneMessage::Releasing {
                 pid,
                 tid,
@@ -288,7 +291,10 @@ impl Tracer {
         }
         // SAFETY: op == EXIT says the exit member of the union is the one filled.
         let exit = unsafe { info.u.exit };
-        if exit.is_error != 0 {
+        // madvise(MADV_DONTNEED) over a hole drops the mapped pages, then returns ENOMEM: the
+        // lane's reconciliation finds which pages went.
+        let partial = entry.nr == libc::SYS_madvise && exit.sval == -(libc::ENOMEM as i64);
+        if exit.is_error != 0 && !partial {
             return;
         }
         let Some((pid, space_id)) = self.space_of(tid) else {
@@ -296,7 +302,8 @@ impl Tracer {
         };
         let rval = exit.sval as u64;
         let page_size = self.config.page_size;
-        let page_up = |n: u64| n.div_ceil(page_size).saturating_mul(page_size);
+        // The kernel's PAGE_ALIGN, wrap included: mremap accepts an old_size that wraps to 0.
+        let page_up = |n: u64| n.wrapping_add(page_size - 1) & !(page_size - 1);
         let a = entry.args;
         match entry.nr {
             libc::SYS_mmap => self.on_mmap(pid, tid, space_id, rval, page_up(a[1]), a),
@@ -307,8 +314,12 @@ impl Tracer {
                     tid,
                     space: space_id,
                     start: a[0],
-                    end: a[0] + page_up(a[1]),
+                    end: a[0].saturating_add(page_up(a[1])),
                 });
+            }
+            libc::SYS_mremap if page_up(a[1]) == 0 => {
+                // old_size 0: a second mapping of shared memory; nothing moved.
+                self.on_new_mapping_of(pid, tid, space_id, rval)
             }
             libc::SYS_mremap => {
                 let (old_len, new_len) = (page_up(a[1]), page_up(a[2]));
@@ -316,7 +327,7 @@ impl Tracer {
                 if let Some(uffd) = &space.uffd {
                     // The moved or grown mapping keeps its registration (EVENT_REMAP); this only
                     // matters where the kernel made a new VMA, and fails harmlessly elsewhere.
-                    let _ = uffd.register(rval, rval + new_len);
+                    let _ = uffd.register(rval, rval.saturating_add(new_len));
                 }
                 let place = if a[3] & libc::MREMAP_FIXED as u64 == 0 {
                     Placement::FreeSpace
@@ -328,9 +339,9 @@ impl Tracer {
                     tid,
                     space: space_id,
                     old_start: a[0],
-                    old_end: a[0] + old_len,
+                    old_end: a[0].saturating_add(old_len),
                     new_start: rval,
-                    new_end: rval + new_len,
+                    new_end: rval.saturating_add(new_len),
                     dontunmap: a[3] & libc::MREMAP_DONTUNMAP as u64 != 0,
                 };
                 space.lane.send(placed_or_observed(place, event));
@@ -414,6 +425,32 @@ impl Tracer {
             place,
         };
         send_map_runs(space, at, &prot_string(prot), kind, path, tracked);
+    }
+
+    /// A mapping the syscall's arguments do not describe well enough: as `/proc/PID/maps` says.
+    fn on_new_mapping_of(&mut self, pid: i32, tid: i32, space_id: SpaceId, addr: u64) {
+        let Some(entry) = procfs::read_maps(pid)
+            .ok()
+            .and_then(|maps| maps.into_iter().find(|m| m.start <= addr && addr < m.end))
+        else {
+            return;
+        };
+        let at = MapAt {
+            pid,
+            tid,
+            space: space_id,
+            range: entry.start..entry.end,
+            place: Placement::Given,
+        };
+        let space = &self.spaces[&space_id];
+        send_map_runs(
+            space,
+            at,
+            &entry.prot,
+            entry.kind(),
+            entry.stream_path(),
+            false,
+        );
     }
 
     fn on_brk(&mut self, pid: i32, tid: i32, space_id: SpaceId, new_brk: u64) {
@@ -505,7 +542,7 @@ impl Tracer {
             },
         );
         resume(parent_tid, None);
-        if self.early_attach.remove(&child) {
+        if self.early_attach.remove(&child).is_some() {
             self.threads
                 .get_mut(&child)
                 .expect("just inserted")
@@ -529,12 +566,12 @@ impl Tracer {
                         space: Some(new_space),
                     },
                 );
-                resume(tid, None);
+                self.resume_after_setup(tid);
             }
             Err(InjectError::Died(status)) => self.on_status(status),
             Err(InjectError::Io(e)) => {
                 tracing::warn!(tid, "cannot follow the memory of fork child: {e}");
-                resume(tid, None);
+                self.resume_after_setup(tid);
             }
         }
     }
@@ -595,11 +632,11 @@ impl Tracer {
             },
         );
         match result {
-            Ok(()) => resume(tid, None),
+            Ok(()) => self.resume_after_setup(tid),
             Err(InjectError::Died(status)) => self.on_status(status),
             Err(InjectError::Io(e)) => {
                 tracing::warn!(tid, "cannot follow the memory of {pid} after exec: {e}");
-                resume(tid, None);
+                self.resume_after_setup(tid);
             }
         }
     }
@@ -653,6 +690,9 @@ impl Tracer {
                     .unwrap_or(0)
             }
             Origin::Fork { parent_brk } => {
+                if let Some(birth) = self.announce.remove(&id) {
+                    lane.observed(birth);
+                }
                 // The child starts as a copy of the parent in the stream; its own page tables
                 // then describe it whole (ranges it did not inherit, MADV_DONTFORK, are gone).
                 lane.observed(Event::Unmap {
@@ -712,16 +752,33 @@ impl Tracer {
         let fd = match inject::create_userfaultfd(&mut injection) {
             Ok(fd) => fd,
             Err(InjectError::Io(e)) => {
-                injection.finish()?;
+                self.finish_injection(tid, injection)?;
                 return Err(InjectError::Io(e));
             }
             Err(died) => return Err(died),
         };
         let ours = inject::take_fd(tid, fd);
         let closed = injection.syscall(libc::SYS_close, &[fd as u64]);
-        injection.finish()?;
+        self.finish_injection(tid, injection)?;
         closed?;
         Ok(AddressSpaceUffd::handshake(ours?, self.config.page_size)?)
+    }
+
+    fn finish_injection(&mut self, tid: i32, injection: Injection) -> Result<(), InjectError> {
+        if injection.finish()? {
+            self.job_stopped.insert(tid);
+        }
+        Ok(())
+    }
+
+    /// Resumes a thread we injected into: a group stop that began meanwhile is kept, as job
+    /// control would have it.
+    fn resume_after_setup(&mut self, tid: i32) {
+        if self.job_stopped.remove(&tid) {
+            listen(tid);
+        } else {
+            resume(tid, None);
+        }
     }
 
     fn leave_space(&mut self, id: SpaceId) {
@@ -732,6 +789,61 @@ impl Tracer {
                 self.spaces.remove(&id);
             }
         }
+    }
+
+    /// A stop of a task we have not heard of: a new child whose creator's event is still to
+    /// come. If its creator is not a live traced process (killed between the fork and the report
+    /// of it), that event will never come: the child is adopted now rather than left stopped.
+    fn on_unknown_stop(&mut self, tid: i32) {
+        let creator = match procfs::tgid(tid) {
+            Some(tgid) if tgid != tid => tgid,
+            _ => procfs::parent(tid).unwrap_or(0),
+        };
+        tracing::debug!(tid, creator, "stop of a task not yet announced");
+        if self.processes.contains_key(&creator) {
+            self.early_attach.insert(tid, creator);
+        } else {
+            self.adopt(tid, creator, None);
+        }
+    }
+
+    /// Follows a fork child whose fork event was lost with its parent.
+    fn adopt(&mut self, child: i32, parent: i32, parent_space: Option<SpaceId>) {
+        tracing::debug!(
+            child,
+            parent,
+            ?parent_space,
+            "adopting a child whose fork event was lost"
+        );
+        let id = self.allocate_space();
+        let parent_space = parent_space.filter(|s| self.spaces.contains_key(s));
+        let brk = parent_space.map_or(0, |s| self.spaces[&s].brk);
+        let fork = Event::Fork {
+            pid: parent,
+            tid: parent,
+            child,
+            kind: ForkKind::Fork,
+            // With its parent's space gone, the child's space is its own origin.
+            space: parent_space.unwrap_or(id),
+            child_space: id,
+        };
+        match parent_space {
+            Some(s) => self.spaces[&s].lane.observed(fork),
+            None => {
+                self.announce.insert(id, fork);
+            }
+        }
+        self.processes.insert(child, Process { space: None });
+        self.threads.insert(
+            child,
+            Thread {
+                pid: child,
+                entry: None,
+                awaiting_attach: false,
+                new_space: Some((id, brk)),
+            },
+        );
+        self.on_attached(child);
     }
 
     fn on_death(&mut self, tid: i32, end: ProgramEnd) {
@@ -752,8 +864,23 @@ impl Tracer {
         }
         if tid == self.root {
             self.root_end = Some(end);
+            // Nothing to pass signals on to any more (and its pid may be reused).
+            self.root_pid.store(0, Ordering::SeqCst);
         }
         self.processes.remove(&pid);
+        // Children whose fork event died with this process.
+        let orphans: Vec<i32> = self
+            .early_attach
+            .iter()
+            .filter(|&(_, &creator)| creator == pid)
+            .map(|(&child, _)| child)
+            .collect();
+        for child in orphans {
+            self.early_attach.remove(&child);
+            if procfs::tgid(child) == Some(child) {
+                self.adopt(child, pid, space);
+            }
+        }
         let (Some(space_id), Some(lane)) = (space, lane) else {
             return;
         };
@@ -848,6 +975,15 @@ fn placed_or_observed(place: Placement, event: Event) -> LaneMessage {
     match place {
         Placement::FreeSpace => LaneMessage::Placed(Stamped::now(event)),
         Placement::Given => LaneMessage::Observed(Stamped::now(event)),
+    }
+}
+
+/// Leaves a group-stopped tracee stopped until SIGCONT, as without a tracer, while its next
+/// event is still reported. If that fails (the stop already ended), it is resumed instead.
+fn listen(tid: i32) {
+    // SAFETY: PTRACE_LISTEN takes no pointers.
+    if unsafe { libc::ptrace(libc::PTRACE_LISTEN, tid, 0, 0) } != 0 {
+        resume(tid, None);
     }
 }
 

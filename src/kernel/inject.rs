@@ -74,8 +74,10 @@ pub struct Injection {
     saved: libc::user_regs_struct,
     saved_mask: u64,
     site: u64,
-    /// Signals that stopped the tracee while it ran our calls; re-raised on `finish`.
-    deferred: Vec<Signal>,
+    /// A group stop (SIGSTOP, SIGTSTP...) began while it ran our calls: it must stay stopped.
+    group_stop: bool,
+    /// Registers and mask are back (or the tracee is gone): nothing left for `Drop`.
+    restored: bool,
 }
 
 const PTRACE_GETSIGMASK: libc::c_uint = 0x420a;
@@ -119,7 +121,8 @@ impl Injection {
             saved,
             saved_mask,
             site,
-            deferred: Vec::new(),
+            group_stop: false,
+            restored: false,
         })
     }
 
@@ -154,14 +157,20 @@ impl Injection {
             let status = waitpid(self.tid, Some(WaitPidFlag::__WALL))?;
             match status {
                 WaitStatus::PtraceSyscall(_) => return Ok(()),
-                // SIGSTOP cannot be blocked; keep it for later and go on.
-                WaitStatus::Stopped(_, sig) => {
-                    self.deferred.push(sig);
+                // Every blockable signal is blocked: this is SIGSTOP (or a forced one). Deliver
+                // it now, so that the kernel settles it against a SIGCONT as it would untraced.
+                WaitStatus::Stopped(_, sig) => ptrace::syscall(self.tid, sig)?,
+                // A group stop: our call must finish first; the caller then keeps it stopped.
+                WaitStatus::PtraceEvent(_, sig, libc::PTRACE_EVENT_STOP) => {
+                    self.group_stop = matches!(
+                        sig,
+                        Signal::SIGSTOP | Signal::SIGTSTP | Signal::SIGTTIN | Signal::SIGTTOU
+                    );
                     ptrace::syscall(self.tid, None)?;
                 }
-                // A group-stop or interrupt: step on, the tracee must finish our call first.
-                WaitStatus::PtraceEvent(_, _, ev) if ev == libc::PTRACE_EVENT_STOP => {
-                    ptrace::syscall(self.tid, None)?;
+                // The tracee's own seccomp filter traces our call: let it run.
+                WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_SECCOMP) => {
+                    ptrace::syscall(self.tid, None)?
                 }
                 other => return Err(InjectError::Died(other)),
             }
@@ -181,22 +190,31 @@ impl Injection {
         Ok(addr)
     }
 
-    /// Puts registers and signal mask back, and re-raises signals deferred meanwhile.
-    pub fn finish(self) -> Result<(), InjectError> {
-        ptrace::setregs(self.tid, self.saved)?;
-        set_sigmask(self.tid, self.saved_mask)?;
-        for sig in self.deferred {
-            // SAFETY: tgkill with a live tgid/tid pair and a valid signal.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_tgkill,
-                    self.tid.as_raw(),
-                    self.tid.as_raw(),
-                    sig as i32,
-                )
-            };
+    /// Puts registers and signal mask back. Returns whether a group stop began meanwhile (the
+    /// caller must then leave the tracee stopped with `PTRACE_LISTEN`). A tracee that died is
+    /// not an error here: its exit status is still waiting for the main loop.
+    pub fn finish(mut self) -> Result<bool, InjectError> {
+        self.restored = true;
+        match self.restore() {
+            Ok(()) | Err(Errno::ESRCH) => Ok(self.group_stop),
+            Err(e) => Err(e.into()),
         }
-        Ok(())
+    }
+
+    fn restore(&self) -> Result<(), Errno> {
+        ptrace::setregs(self.tid, self.saved)?;
+        set_sigmask(self.tid, self.saved_mask)
+            .map_err(|e| Errno::from_raw(e.raw_os_error().unwrap_or(libc::EIO)))
+    }
+}
+
+impl Drop for Injection {
+    /// An injection abandoned half-way (an error) still gives the tracee its registers back: it
+    /// must never resume inside the vDSO with every signal blocked.
+    fn drop(&mut self) {
+        if !self.restored {
+            let _ = self.restore();
+        }
     }
 }
 

@@ -111,6 +111,15 @@ pub fn tgid(tid: i32) -> Option<i32> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// The parent process of a process, from `/proc/PID/status`.
+pub fn parent(pid: i32) -> Option<i32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("PPid:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 /// Where the heap starts (`start_brk`, field 47 of `/proc/PID/stat`).
 pub fn start_brk(pid: i32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;

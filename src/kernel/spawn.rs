@@ -171,6 +171,24 @@ pub const TRACE_OPTIONS: Options = Options::PTRACE_O_TRACESYSGOOD
     .union(Options::PTRACE_O_TRACESECCOMP)
     .union(Options::PTRACE_O_EXITKILL);
 
+/// Waits for the child to stop itself, seizes it, and lets it go on.
+fn seize_stopped(child: Pid) -> io::Result<Pid> {
+    loop {
+        match waitpid(child, Some(WaitPidFlag::WUNTRACED)) {
+            Ok(WaitStatus::Stopped(_, Signal::SIGSTOP)) => break,
+            Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) => {
+                return Err(io::Error::other("the child died before it could be traced"));
+            }
+            Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    ptrace::seize(child, TRACE_OPTIONS)
+        .map_err(|e| io::Error::other(format!("PTRACE_SEIZE: {e}")))?;
+    kill(child, Signal::SIGCONT)?;
+    Ok(child)
+}
+
 /// Forks the child, seizes it while it waits stopped, and lets it go on to install the filter
 /// and exec. Must be called on the thread that will make every later ptrace call.
 pub fn spawn_seized(p: &Prepared) -> io::Result<Pid> {
@@ -216,19 +234,10 @@ pub fn spawn_seized(p: &Prepared) -> io::Result<Pid> {
             libc::write(2, msg.as_ptr().cast(), msg.len());
             libc::_exit(127);
         },
-        ForkResult::Parent { child } => {
-            loop {
-                match waitpid(child, Some(WaitPidFlag::WUNTRACED))? {
-                    WaitStatus::Stopped(_, Signal::SIGSTOP) => break,
-                    WaitStatus::Exited(..) | WaitStatus::Signaled(..) => {
-                        return Err(io::Error::other("the child died before it could be traced"));
-                    }
-                    _ => continue,
-                }
-            }
-            ptrace::seize(child, TRACE_OPTIONS)?;
-            kill(child, Signal::SIGCONT)?;
-            Ok(child)
-        }
+        ForkResult::Parent { child } => seize_stopped(child).inspect_err(|_| {
+            // Never leave it stopped and untraced (EXITKILL does not cover it yet).
+            let _ = kill(child, Signal::SIGKILL);
+            let _ = waitpid(child, None);
+        }),
     }
 }
