@@ -213,3 +213,28 @@ fn sigterm_to_mevi_actors_is_passed_on() {
     let (status, _, stderr) = handle.join().unwrap();
     assert_eq!(status, 128 + 15, "{stderr}");
 }
+
+#[test]
+fn children_stopped_and_continued_while_being_set_up_still_finish() {
+    // A SIGSTOP landing while the tracer injects into the new child used to leave it stopped.
+    for delay in ["0", "150", "600"] {
+        let t = trace(
+            &["--no-summary"],
+            &[workload("job_control").as_os_str(), delay.as_ref()],
+        );
+        assert_eq!(t.status, 0, "delay {delay}: {}", t.stderr);
+        assert_eq!(t.events("exit").count(), 41);
+    }
+}
+
+#[test]
+fn a_child_whose_parent_is_killed_before_its_fork_is_reported_is_still_followed() {
+    for _ in 0..5 {
+        let t = trace(&["--no-summary"], &[workload("orphans")]);
+        assert_eq!(t.status, 0, "{}", t.stderr);
+        assert!(t.replay.problems.is_empty(), "{:?}", t.replay.problems);
+        // Every process that was announced has an exit line.
+        let born = t.events("fork").count();
+        assert_eq!(t.events("exit").count(), born + 1);
+    }
+}

@@ -175,3 +175,12 @@ fn a_fork_child_without_capabilities_is_still_followed() {
     let child = &t.truth("region", "child")[0];
     assert_eq!(t.resident_pages(child.pid, child.start, child.end), 10);
 }
+
+#[test]
+fn syscalls_at_the_edges_madvise_over_a_hole_and_mremap_of_old_size_zero() {
+    let t = trace(&[], &[workload("edges")]);
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    t.assert_matches_kernel();
+    let hole = &t.truth("region", "hole")[0];
+    assert_eq!(t.resident_pages(hole.pid, hole.start, hole.end), 0);
+}
