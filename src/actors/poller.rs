@@ -98,7 +98,7 @@ struct Counters {
 pub struct Poller {
     space: SpaceId,
     uffd: Option<Arc<AddressSpaceUffd>>,
-    pagemap: Arc<Pagemap>,
+    pagemap: Option<Arc<Pagemap>>,
     inbox: Receiver<LaneMessage>,
     out: SequencerHandle,
     page_size: u64,
@@ -114,7 +114,7 @@ impl Poller {
     pub fn new(
         space: SpaceId,
         uffd: Option<Arc<AddressSpaceUffd>>,
-        pagemap: Arc<Pagemap>,
+        pagemap: Option<Arc<Pagemap>>,
         out: SequencerHandle,
         page_size: u64,
         capacity: usize,
@@ -223,7 +223,11 @@ impl Poller {
             } => {
                 // Pages present now were touched again after the drop, and their resolution has
                 // already gone out: only the runs that are absent are discarded.
-                let present = self.pagemap.present_runs(range.clone()).unwrap_or_default();
+                let present = self
+                    .pagemap
+                    .as_ref()
+                    .and_then(|p| p.present_runs(range.clone()).ok())
+                    .unwrap_or_default();
                 for (run, present) in procfs::split_by_presence(range, &present) {
                     if !present {
                         let event = Event::Discard {

@@ -82,7 +82,8 @@ struct Process {
 struct Space {
     lane: PollerHandle,
     uffd: Option<Arc<AddressSpaceUffd>>,
-    pagemap: Arc<Pagemap>,
+    /// None only if the process was gone before it could be opened.
+    pagemap: Option<Arc<Pagemap>>,
     /// The program break as the last brk returned it (the heap is per mm, not per thread).
     brk: u64,
     /// Processes living in this space (more than one after vfork or clone(CLONE_VM)).
@@ -558,16 +559,15 @@ impl Tracer {
         else {
             return resume(tid, None);
         };
-        match self.create_space(tid, new_space, Origin::Fork { parent_brk }) {
-            Ok(()) => {
-                self.processes.insert(
-                    tid,
-                    Process {
-                        space: Some(new_space),
-                    },
-                );
-                self.resume_after_setup(tid);
-            }
+        let result = self.create_space(tid, new_space, Origin::Fork { parent_brk });
+        self.processes.insert(
+            tid,
+            Process {
+                space: Some(new_space),
+            },
+        );
+        match result {
+            Ok(()) => self.resume_after_setup(tid),
             Err(InjectError::Died(status)) => self.on_status(status),
             Err(InjectError::Io(e)) => {
                 tracing::warn!(tid, "cannot follow the memory of fork child: {e}");
@@ -651,6 +651,9 @@ impl Tracer {
     /// a userfaultfd, a poller, and the mappings it has, with their present pages.
     fn create_space(&mut self, tid: i32, id: SpaceId, origin: Origin) -> Result<(), InjectError> {
         let page_size = self.config.page_size;
+        // The space is made whatever happens below: its creation is already announced (or about
+        // to be), and the process's exit needs a lane to be reported on.
+        let mut died = None;
         let uffd = if self.config.faults {
             match self.inject_uffd(tid) {
                 Ok(u) => Some(Arc::new(u)),
@@ -658,12 +661,15 @@ impl Tracer {
                     tracing::warn!(tid, "no userfaultfd for space {id}: {e}; mappings only");
                     None
                 }
-                Err(died) => return Err(died),
+                Err(InjectError::Died(status)) => {
+                    died = Some(status);
+                    None
+                }
             }
         } else {
             None
         };
-        let pagemap = Arc::new(Pagemap::open(tid, page_size)?);
+        let pagemap = Pagemap::open(tid, page_size).ok().map(Arc::new);
         let (poller, lane) = Poller::new(
             id,
             uffd.clone(),
@@ -673,7 +679,7 @@ impl Tracer {
             self.config.lane_capacity,
         );
         self.runtime.spawn(poller.run());
-        let maps = procfs::read_maps(tid)?;
+        let maps = procfs::read_maps(tid).unwrap_or_default();
         let brk = match origin {
             Origin::Exec { former_tid } => {
                 lane.send(LaneMessage::Observed(Stamped::now(Event::Exec {
@@ -741,7 +747,10 @@ impl Tracer {
             }
         }
         self.spaces.insert(id, space);
-        Ok(())
+        match died {
+            Some(status) => Err(InjectError::Died(status)),
+            None => Ok(()),
+        }
     }
 
     /// Creates a userfaultfd inside the tracee (so that it is bound to the tracee's mm), takes a
@@ -938,7 +947,8 @@ fn send_map_runs(
     let runs = if tracked {
         let present = space
             .pagemap
-            .present_runs(range.clone())
+            .as_ref()
+            .and_then(|p| p.present_runs(range.clone()).ok())
             .unwrap_or_default();
         procfs::split_by_presence(range, &present)
             .into_iter()
