@@ -491,7 +491,15 @@ impl Tracer {
             Err(_) => return resume(parent_tid, None),
         };
         let Some((pid, space_id)) = self.space_of(parent_tid) else {
-            return resume(parent_tid, None);
+            // A parent whose space we do not follow (it died while being set up): its child is
+            // still followed, on its own, or it would wait at its attach stop forever.
+            let parent = self.threads.get(&parent_tid).map_or(parent_tid, |t| t.pid);
+            self.follow_child_alone(child, parent, None);
+            self.threads
+                .get_mut(&child)
+                .expect("just added")
+                .awaiting_attach = true;
+            return self.child_announced(parent_tid, child);
         };
         let is_thread = procfs::tgid(child) == Some(pid);
         let mut new_space = None;
@@ -542,12 +550,16 @@ impl Tracer {
                 new_space,
             },
         );
+        self.child_announced(parent_tid, child);
+    }
+
+    /// The creator goes on; the child is set up now if its attach stop came first.
+    fn child_announced(&mut self, parent_tid: i32, child: i32) {
         resume(parent_tid, None);
         if self.early_attach.remove(&child).is_some() {
-            self.threads
-                .get_mut(&child)
-                .expect("just inserted")
-                .awaiting_attach = false;
+            if let Some(thread) = self.threads.get_mut(&child) {
+                thread.awaiting_attach = false;
+            }
             self.on_attached(child);
         }
     }
@@ -817,6 +829,7 @@ impl Tracer {
     }
 
     /// Follows a fork child whose fork event was lost with its parent.
+    /// `child` is at its attach stop.
     fn adopt(&mut self, child: i32, parent: i32, parent_space: Option<SpaceId>) {
         tracing::debug!(
             child,
@@ -824,6 +837,13 @@ impl Tracer {
             ?parent_space,
             "adopting a child whose fork event was lost"
         );
+        self.follow_child_alone(child, parent, parent_space);
+        self.on_attached(child);
+    }
+
+    /// Announces `child` as a fork of `parent` with a space of its own, to be made at its attach
+    /// stop. Without a live parent space, the child's space is its own origin.
+    fn follow_child_alone(&mut self, child: i32, parent: i32, parent_space: Option<SpaceId>) {
         let id = self.allocate_space();
         let parent_space = parent_space.filter(|s| self.spaces.contains_key(s));
         let brk = parent_space.map_or(0, |s| self.spaces[&s].brk);
@@ -852,7 +872,6 @@ impl Tracer {
                 new_space: Some((id, brk)),
             },
         );
-        self.on_attached(child);
     }
 
     fn on_death(&mut self, tid: i32, end: ProgramEnd) {
