@@ -114,3 +114,23 @@ fn no_faults_traces_mappings_only() {
             .all(|e| matches!(e, mevi_actors::event::Event::Map { tracked: false, .. }))
     );
 }
+
+#[test]
+fn a_program_the_kernel_cannot_exec_gets_the_shells_status_and_reason() {
+    // A 64-bit ELF header with nothing behind it: execve fails with ENOEXEC, after the checks.
+    let elf = scratch("bad-elf");
+    let mut header = vec![0x7f, b'E', b'L', b'F', 2, 1, 1, 0];
+    header.resize(64, 0);
+    std::fs::write(&elf, &header).unwrap();
+    std::fs::set_permissions(&elf, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (status, _, stderr) = run_cli(&["run", "--no-summary", "--", elf.to_str().unwrap()]);
+    assert_eq!(status, 126);
+    assert!(one_line(&stderr).contains("exec format error"), "{stderr}");
+    // A script whose interpreter does not exist: ENOENT, 127.
+    let script = scratch("bad-interpreter");
+    std::fs::write(&script, "#!/nonexistent/interpreter\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (status, _, stderr) = run_cli(&["run", "--no-summary", "--", script.to_str().unwrap()]);
+    assert_eq!(status, 127);
+    assert!(one_line(&stderr).contains("not found"), "{stderr}");
+}

@@ -230,9 +230,22 @@ pub fn spawn_seized(p: &Prepared) -> io::Result<Pid> {
                 }
             }
             libc::execve(p.path.as_ptr(), argv.as_ptr(), env.as_ptr());
-            let msg = b"mevi-actors: exec failed\n";
-            libc::write(2, msg.as_ptr().cast(), msg.len());
-            libc::_exit(127);
+            // Only static strings and write(2) here: we are a forked copy of a threaded process.
+            let errno = *libc::__errno_location();
+            let (status, why): (i32, &[u8]) = match errno {
+                libc::ENOENT => (
+                    127,
+                    b": cannot execute: a required file (its interpreter?) was not found\n",
+                ),
+                libc::ENOEXEC => (126, b": cannot execute: exec format error\n"),
+                libc::EACCES => (126, b": cannot execute: permission denied\n"),
+                _ => (126, b": cannot execute\n"),
+            };
+            let path = p.path.as_bytes();
+            libc::write(2, b"mevi-actors: ".as_ptr().cast(), 13);
+            libc::write(2, path.as_ptr().cast(), path.len());
+            libc::write(2, why.as_ptr().cast(), why.len());
+            libc::_exit(status);
         },
         ForkResult::Parent { child } => seize_stopped(child).inspect_err(|_| {
             // Never leave it stopped and untraced (EXITKILL does not cover it yet).
