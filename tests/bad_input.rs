@@ -9,6 +9,21 @@ fn run_cli(args: &[&str]) -> (i32, String, String) {
     run_bounded(Command::new(bin()).args(args))
 }
 
+/// A fresh file holding `bytes`, with permission bits `mode`; returns its path.
+fn file_with(name: &str, bytes: &[u8], mode: u32) -> String {
+    let path = scratch(name);
+    std::fs::write(&path, bytes).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// The first 64 bytes of an ELF file of the given class (1: 32-bit, 2: 64-bit), and nothing else.
+fn elf_header(class: u8) -> Vec<u8> {
+    let mut header = vec![0x7f, b'E', b'L', b'F', class, 1, 1, 0];
+    header.resize(64, 0);
+    header
+}
+
 fn one_line(stderr: &str) -> &str {
     let lines: Vec<&str> = stderr.lines().collect();
     assert_eq!(lines.len(), 1, "one line of error, got: {stderr:?}");
@@ -28,10 +43,8 @@ fn a_program_that_does_not_exist_is_127() {
 
 #[test]
 fn a_file_that_is_not_executable_is_126() {
-    let path = scratch("not-executable");
-    std::fs::write(&path, "#!/bin/sh\n").unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let (status, _, stderr) = run_cli(&["run", "--", path.to_str().unwrap()]);
+    let path = file_with("not-executable", b"#!/bin/sh\n", 0o644);
+    let (status, _, stderr) = run_cli(&["run", "--", &path]);
     assert_eq!(status, 126);
     assert!(one_line(&stderr).contains("permission denied"));
     let (status, _, stderr) = run_cli(&["run", "--", "/tmp"]);
@@ -41,13 +54,9 @@ fn a_file_that_is_not_executable_is_126() {
 
 #[test]
 fn a_32_bit_program_is_refused_clearly() {
-    let path = scratch("elf32");
     // An ELF header of class ELFCLASS32 is all the check reads.
-    let mut header = vec![0x7f, b'E', b'L', b'F', 1, 1, 1, 0];
-    header.resize(64, 0);
-    std::fs::write(&path, &header).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let (status, _, stderr) = run_cli(&["run", "--", path.to_str().unwrap()]);
+    let path = file_with("elf32", &elf_header(1), 0o755);
+    let (status, _, stderr) = run_cli(&["run", "--", &path]);
     assert_eq!(status, 126);
     assert!(one_line(&stderr).contains("32-bit"), "{stderr}");
 }
@@ -118,19 +127,13 @@ fn no_faults_traces_mappings_only() {
 #[test]
 fn a_program_the_kernel_cannot_exec_gets_the_shells_status_and_reason() {
     // A 64-bit ELF header with nothing behind it: execve fails with ENOEXEC, after the checks.
-    let elf = scratch("bad-elf");
-    let mut header = vec![0x7f, b'E', b'L', b'F', 2, 1, 1, 0];
-    header.resize(64, 0);
-    std::fs::write(&elf, &header).unwrap();
-    std::fs::set_permissions(&elf, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let (status, _, stderr) = run_cli(&["run", "--no-summary", "--", elf.to_str().unwrap()]);
+    let elf = file_with("bad-elf", &elf_header(2), 0o755);
+    let (status, _, stderr) = run_cli(&["run", "--no-summary", "--", &elf]);
     assert_eq!(status, 126);
     assert!(one_line(&stderr).contains("exec format error"), "{stderr}");
     // A script whose interpreter does not exist: ENOENT, 127.
-    let script = scratch("bad-interpreter");
-    std::fs::write(&script, "#!/nonexistent/interpreter\n").unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let (status, _, stderr) = run_cli(&["run", "--no-summary", "--", script.to_str().unwrap()]);
+    let script = file_with("bad-interpreter", b"#!/nonexistent/interpreter\n", 0o755);
+    let (status, _, stderr) = run_cli(&["run", "--no-summary", "--", &script]);
     assert_eq!(status, 127);
     assert!(one_line(&stderr).contains("not found"), "{stderr}");
 }

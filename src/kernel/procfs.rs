@@ -104,19 +104,19 @@ pub fn exe(pid: i32) -> String {
 
 /// The thread group of a thread, from `/proc/TID/status`.
 pub fn tgid(tid: i32) -> Option<i32> {
-    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Tgid:"))
-        .and_then(|v| v.trim().parse().ok())
+    status_number(tid, "Tgid:")
 }
 
 /// The parent process of a process, from `/proc/PID/status`.
 pub fn parent(pid: i32) -> Option<i32> {
+    status_number(pid, "PPid:")
+}
+
+fn status_number(pid: i32, key: &str) -> Option<i32> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
-        .find_map(|l| l.strip_prefix("PPid:"))
+        .find_map(|l| l.strip_prefix(key))
         .and_then(|v| v.trim().parse().ok())
 }
 
