@@ -184,3 +184,42 @@ fn syscalls_at_the_edges_madvise_over_a_hole_and_mremap_of_old_size_zero() {
     let hole = &t.truth("region", "hole")[0];
     assert_eq!(t.resident_pages(hole.pid, hole.start, hole.end), 0);
 }
+
+#[test]
+fn main_stack_growth_is_reported_as_a_mapping_below_the_stack() {
+    // The workload touches 256 KiB of stack, more than exec gives it: the kernel grows it.
+    let t = trace(&[], &[workload("one_thread")]);
+    let stacks: Vec<(u64, u64, u64)> = t
+        .lines
+        .iter()
+        .filter_map(|l| match &l.event {
+            Event::Map {
+                kind: mevi_actors::event::MapKind::Stack,
+                start,
+                end,
+                path: None,
+                ..
+            } => Some((l.seq, *start, *end)),
+            _ => None,
+        })
+        .collect();
+    let first_touch = t
+        .lines
+        .iter()
+        .find(|l| matches!(l.event, Event::Resident { .. }))
+        .map(|l| l.seq)
+        .unwrap();
+    // The exec snapshot's [stack] (its runs come before any first touch), then growth below it.
+    let snapshot_low = stacks
+        .iter()
+        .filter(|(seq, ..)| *seq < first_touch)
+        .map(|&(_, start, _)| start)
+        .min()
+        .expect("a [stack] in the exec snapshot");
+    assert!(
+        stacks
+            .iter()
+            .any(|&(seq, _, end)| seq > first_touch && end == snapshot_low),
+        "no growth mapping ending at the stack's old bottom: {stacks:?}"
+    );
+}

@@ -39,8 +39,13 @@ pub enum LaneMessage {
         advice: &'static str,
         at: Instant,
     },
-    /// Where the main thread's stack is: it grows down through faults, not through syscalls.
-    Stack { pid: i32, range: Range<u64> },
+    /// Where the main thread's stack is: it grows down through faults, not through syscalls, by
+    /// at most `limit` bytes below its top.
+    Stack {
+        pid: i32,
+        range: Range<u64>,
+        limit: u64,
+    },
     /// A thread entered `munmap`: until its exit is reported, the range may already be free.
     Releasing {
         pid: i32,
@@ -104,7 +109,8 @@ pub struct Poller {
     page_size: u64,
     /// Which process each thread of this space belongs to.
     tids: HashMap<i32, i32>,
-    stack: Option<(i32, Range<u64>)>,
+    /// The main thread's stack: its process, its range, and how far it may grow.
+    stack: Option<(i32, Range<u64>, u64)>,
     /// Begun `munmap`s, by thread (a thread is in one syscall at a time).
     releases: HashMap<i32, Release>,
     counters: Counters,
@@ -242,7 +248,7 @@ impl Poller {
                     }
                 }
             }
-            LaneMessage::Stack { pid, range } => self.stack = Some((pid, range)),
+            LaneMessage::Stack { pid, range, limit } => self.stack = Some((pid, range, limit)),
         }
     }
 
@@ -401,10 +407,13 @@ impl Poller {
     /// A resolved fault just below the main stack means the kernel grew it: report the growth as a
     /// mapping before the page that caused it.
     async fn grow_stack(&mut self, addr: u64, tid: i32, at: Instant) {
-        let Some((pid, stack)) = self.stack.clone() else {
+        let Some((pid, stack, limit)) = self.stack.clone() else {
             return;
         };
-        if addr >= stack.start || addr + (1 << 30) < stack.start {
+        // The kernel keeps mmap_base at least the stack limit below the stack's top
+        // (mm/util.c, mmap_base()): a fault further down is mapped memory, not growth, and
+        // costs no /proc read on this hot path.
+        if addr >= stack.start || addr < stack.end.saturating_sub(limit) {
             return;
         }
         let grown = procfs::read_maps(pid).ok().and_then(|maps| {
@@ -412,7 +421,7 @@ impl Poller {
                 .find(|m| m.path == "[stack]" && m.start <= addr && m.end >= stack.start)
         });
         let Some(entry) = grown else { return };
-        self.stack = Some((pid, entry.start..stack.end));
+        self.stack = Some((pid, entry.start..stack.end, limit));
         let event = Event::Map {
             pid,
             tid,

@@ -752,9 +752,12 @@ impl Tracer {
                 tracked,
             );
             if entry.path == "[stack]" && tracked {
+                // Unlimited: the legacy layout keeps mappings far from the stack.
+                let limit = procfs::stack_limit(tid).unwrap_or(1 << 40);
                 space.lane.send(LaneMessage::Stack {
                     pid: tid,
                     range: entry.start..entry.end,
+                    limit,
                 });
             }
         }

@@ -120,6 +120,18 @@ fn status_number(pid: i32, key: &str) -> Option<i32> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// The soft limit on the main stack's size (`Max stack size` in `/proc/PID/limits`); None when
+/// unlimited or unreadable.
+pub fn stack_limit(pid: i32) -> Option<u64> {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max stack size"))?;
+    line["Max stack size".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// Where the heap starts (`start_brk`, field 47 of `/proc/PID/stat`).
 pub fn start_brk(pid: i32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
