@@ -256,20 +256,26 @@ impl Poller {
     /// already reported unmapped (and possibly mapped again since) only unmaps the rest.
     async fn forward(&mut self, stamped: Stamped) {
         self.learn_threads(&stamped.event);
-        match stamped.event {
-            Event::Unmap {
-                pid,
-                tid,
-                space,
-                start,
-                end,
-            } if self
-                .releases
-                .get(&tid)
-                .is_some_and(|r| !r.settled.is_empty()) =>
-            {
-                let release = self.releases.remove(&tid).expect("checked above");
-                for gap in release.settled.gaps(&(start..end)) {
+        // A thread's munmap ends with its exit line, or with the thread.
+        let settled = match &stamped.event {
+            Event::Unmap { tid, .. } | Event::ThreadExit { tid, .. } | Event::Exit { tid, .. } => {
+                self.releases.remove(tid).map(|r| r.settled)
+            }
+            _ => None,
+        };
+        let at = stamped.at;
+        match (stamped.event, settled) {
+            (
+                Event::Unmap {
+                    pid,
+                    tid,
+                    space,
+                    start,
+                    end,
+                },
+                Some(settled),
+            ) => {
+                for gap in settled.gaps(&(start..end)) {
                     let event = Event::Unmap {
                         pid,
                         tid,
@@ -277,23 +283,10 @@ impl Poller {
                         start: gap.start,
                         end: gap.end,
                     };
-                    self.out
-                        .send(Stamped {
-                            at: stamped.at,
-                            event,
-                        })
-                        .await;
+                    self.out.send(Stamped { at, event }).await;
                 }
             }
-            ref event => {
-                if let Event::Unmap { tid, .. }
-                | Event::ThreadExit { tid, .. }
-                | Event::Exit { tid, .. } = event
-                {
-                    self.releases.remove(tid);
-                }
-                self.out.send(stamped).await;
-            }
+            (event, _) => self.out.send(Stamped { at, event }).await,
         }
     }
 

@@ -258,9 +258,7 @@ impl Tracer {
         if let (Some(e), Some((pid, space))) = (entry, self.space_of(tid))
             && e.nr == libc::SYS_munmap
         {
-            let page_size = self.config.page_size;
-            let end =
-                e.args[0].saturating_add(e.args[1].div_ceil(page_size).saturating_mul(page_size));
+            let end = e.args[0].saturating_add(self.page_align(e.args[1]));
             self.spaces[&space].lane.send(LaneMessage::Releasing {
                 pid,
                 tid,
@@ -271,6 +269,13 @@ impl Tracer {
         if let Err(e) = ptrace::syscall(Pid::from_raw(tid), None) {
             tracing::debug!(tid, "PTRACE_SYSCALL: {e}");
         }
+    }
+
+    /// A length or address rounded up to a page as the kernel's PAGE_ALIGN does, wrap included
+    /// (mremap accepts an old_size that wraps to 0).
+    fn page_align(&self, n: u64) -> u64 {
+        let page_size = self.config.page_size;
+        n.wrapping_add(page_size - 1) & !(page_size - 1)
     }
 
     /// The process and live space of a thread; `spaces[&id]` is safe with the id returned.
@@ -302,9 +307,7 @@ impl Tracer {
             return;
         };
         let rval = exit.sval as u64;
-        let page_size = self.config.page_size;
-        // The kernel's PAGE_ALIGN, wrap included: mremap accepts an old_size that wraps to 0.
-        let page_up = |n: u64| n.wrapping_add(page_size - 1) & !(page_size - 1);
+        let page_up = |n: u64| self.page_align(n);
         let a = entry.args;
         match entry.nr {
             libc::SYS_mmap => self.on_mmap(pid, tid, space_id, rval, page_up(a[1]), a),
@@ -356,7 +359,7 @@ impl Tracer {
                     // MADV_FREE and the rest leave pages present until reclaim (or never drop).
                     _ => return,
                 };
-                let range = a[0]..a[0] + page_up(a[1]);
+                let range = a[0]..a[0].saturating_add(page_up(a[1]));
                 self.spaces[&space_id].lane.send(LaneMessage::Discard {
                     pid,
                     tid,
@@ -455,13 +458,14 @@ impl Tracer {
     }
 
     fn on_brk(&mut self, pid: i32, tid: i32, space_id: SpaceId, new_brk: u64) {
-        let page_size = self.config.page_size;
-        let page_up = |n: u64| n.div_ceil(page_size).saturating_mul(page_size);
+        let (old, new) = (
+            self.page_align(self.spaces[&space_id].brk),
+            self.page_align(new_brk),
+        );
         let space = self
             .spaces
             .get_mut(&space_id)
             .expect("space of a live thread");
-        let (old, new) = (page_up(space.brk), page_up(new_brk));
         space.brk = new_brk;
         if old == new {
             return;
