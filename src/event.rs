@@ -69,6 +69,61 @@ pub struct RunTotals {
     pub unmaps: u64,
     pub peak_resident_bytes: u64,
     pub lines: u64,
+    /// Only with `--verify`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify: Option<VerifyTotals>,
+}
+
+/// The `verify` lines of a run, added up.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct VerifyTotals {
+    /// `verify` lines written.
+    pub points: u64,
+    /// Of those, how many found a mismatch.
+    pub failed_points: u64,
+    pub checked_pages: u64,
+    pub mismatched_pages: u64,
+}
+
+/// Where the stream was compared with the kernel's page tables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerifyPoint {
+    /// The last thread of a process at its exit stop: the mm is still whole.
+    Exit,
+    /// Every thread of every traced space stopped on purpose (`--verify-every`).
+    Checkpoint,
+}
+
+/// A page's state as the stream has it, in a `verify` mismatch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StreamPage {
+    Resident,
+    NotResident,
+    /// No mapping covers the page in the stream.
+    Unmapped,
+}
+
+/// A page's state in the kernel's page tables, in a `verify` mismatch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KernelPage {
+    /// Present bit set in `/proc/PID/pagemap`, in a private anonymous mapping.
+    Present,
+    /// In a private anonymous mapping, not present.
+    Absent,
+    /// Not in any private anonymous mapping.
+    Unmapped,
+}
+
+/// A run of pages where the stream and the kernel disagree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mismatch {
+    pub start: u64,
+    pub end: u64,
+    pub stream: StreamPage,
+    pub kernel: KernelPage,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -177,6 +232,19 @@ pub enum Event {
         resident_bytes: u64,
         peak_resident_bytes: u64,
     },
+    /// The stream so far compared with the kernel's page tables at a quiescent point.
+    Verify {
+        pid: i32,
+        space: SpaceId,
+        point: VerifyPoint,
+        /// Filled in by the state actor, which holds the replayed state.
+        checked_pages: u64,
+        mismatched_pages: u64,
+        first_mismatches: Vec<Mismatch>,
+        /// How to read the kernel's side; travels with the line, never written.
+        #[serde(skip)]
+        probe: Option<crate::verify::Probe>,
+    },
     Summary {
         processes: Vec<ProcessSummary>,
         totals: RunTotals,
@@ -197,7 +265,8 @@ impl Event {
             | Event::Brk { space, .. }
             | Event::Discard { space, .. }
             | Event::Resident { space, .. }
-            | Event::Exit { space, .. } => Some(*space),
+            | Event::Exit { space, .. }
+            | Event::Verify { space, .. } => Some(*space),
             Event::Start { .. } | Event::Summary { .. } => None,
         }
     }

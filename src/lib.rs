@@ -7,3 +7,4 @@ pub mod event;
 pub mod kernel;
 pub mod model;
 pub mod run;
+pub mod verify;

@@ -259,6 +259,7 @@ impl Replay {
                 self.process_space.remove(pid);
             }
             Event::Start { .. }
+            | Event::Verify { .. }
             | Event::Thread { .. }
             | Event::ThreadExit { .. }
             | Event::Summary { .. } => {}

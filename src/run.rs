@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Instant;
 
 use crate::actors::sequencer::Sequencer;
-use crate::actors::state::{RunReport, StateActor};
+use crate::actors::state::{RunReport, StateActor, StateOptions};
 use crate::actors::tracer::{Tracer, TracerConfig};
 use crate::event::{Event, SCHEMA};
 use crate::kernel::{spawn, uffd};
@@ -29,7 +29,16 @@ pub struct RunOptions {
     pub faults: bool,
     /// Print the human summary on stderr at the end.
     pub summary: bool,
+    /// Check the stream against the kernel's page tables at every process's last exit stop.
+    pub verify: bool,
+    /// With `verify`: also stop every thread this often and check every space.
+    pub verify_every: Option<std::time::Duration>,
+    /// Test hook: drop the first resident page from the replayed state, so a check must fail.
+    pub corrupt_state: bool,
 }
+
+/// The exit status when `--verify` found the stream and the kernel disagreeing.
+pub const VERIFY_FAILED: i32 = 3;
 
 /// What a run ended with.
 pub struct RunOutcome {
@@ -55,6 +64,12 @@ pub fn run(options: RunOptions) -> RunOutcome {
         Ok(path) => path,
         Err(e) => return fail(e.status, e.message),
     };
+    if options.verify && !options.faults {
+        return fail(
+            2,
+            "mevi-actors: --verify checks page states, which --no-faults does not follow".into(),
+        );
+    }
     if options.faults
         && let Err(e) = uffd::permitted()
     {
@@ -93,7 +108,13 @@ pub fn run(options: RunOptions) -> RunOutcome {
         _ => 4096,
     };
     let started = Instant::now();
-    let (state, state_handle) = StateActor::new(STATE_CAPACITY, writer, options.summary);
+    let state_options = StateOptions {
+        human_summary: options.summary,
+        verify: options.verify,
+        corrupt_first_touch: options.corrupt_state,
+        page_size,
+    };
+    let (state, state_handle) = StateActor::new(STATE_CAPACITY, writer, state_options);
     let (sequencer, sequencer_handle) = Sequencer::new(SEQUENCER_CAPACITY, state_handle, started);
     let start = Event::Start {
         schema: SCHEMA,
@@ -118,6 +139,8 @@ pub fn run(options: RunOptions) -> RunOutcome {
         faults: options.faults,
         page_size,
         lane_capacity: LANE_CAPACITY,
+        verify: options.verify,
+        verify_every: options.verify_every.filter(|_| options.verify),
     };
     let tracer = Tracer::new(config, runtime.handle().clone(), sequencer_handle, root_pid);
     let traced = std::thread::Builder::new()
@@ -135,6 +158,21 @@ pub fn run(options: RunOptions) -> RunOutcome {
         Ok(Err(e)) => return fail(1, format!("mevi-actors: {e}")),
         Err(message) => return fail(1, message),
     };
+    let mismatched = report
+        .as_ref()
+        .and_then(|r| r.totals.verify.as_ref())
+        .filter(|v| v.mismatched_pages > 0);
+    if let Some(v) = mismatched {
+        eprintln!(
+            "mevi-actors: verify failed: {} pages differ from the kernel's page tables at {} of {} \
+             checks (the program's exit status was {status})",
+            v.mismatched_pages, v.failed_points, v.points
+        );
+        return RunOutcome {
+            status: VERIFY_FAILED,
+            report,
+        };
+    }
     RunOutcome { status, report }
 }
 

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::ops::Range;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
+use std::sync::mpsc::SyncSender;
 use std::time::Instant;
 
 use async_channel::{Receiver, Sender};
@@ -21,9 +22,10 @@ use tokio::io::unix::AsyncFd;
 use userfaultfd::EventBuffer;
 
 use super::sequencer::{SequencerHandle, Stamped};
-use crate::event::{Event, MapKind, PageState, SpaceId};
+use crate::event::{Event, MapKind, PageState, SpaceId, VerifyPoint};
 use crate::kernel::procfs::{self, Pagemap};
 use crate::kernel::uffd::{AddressSpaceUffd, Resolution, UffdMessage};
+use crate::verify::Probe;
 
 /// What the tracer tells a space's lane.
 #[derive(Debug)]
@@ -56,6 +58,14 @@ pub enum LaneMessage {
     /// `mremap` without `MREMAP_FIXED`). Any part of it under another thread's begun `munmap` was
     /// therefore unmapped first, even if that munmap's exit is reported later.
     Placed(Stamped),
+    /// Every thread of the space is stopped (`--verify`): resolve what the descriptor still
+    /// holds, then send the check on in lane order. `done` is told once the kernel's side has
+    /// been read, and only then may the threads run again.
+    Checkpoint {
+        pid: i32,
+        point: VerifyPoint,
+        done: SyncSender<()>,
+    },
 }
 
 /// A `munmap` seen at its entry and not yet at its exit.
@@ -114,6 +124,8 @@ pub struct Poller {
     /// Begun `munmap`s, by thread (a thread is in one syscall at a time).
     releases: HashMap<i32, Release>,
     counters: Counters,
+    /// Where reads of the descriptor land.
+    buf: EventBuffer,
 }
 
 impl Poller {
@@ -137,6 +149,7 @@ impl Poller {
             stack: None,
             releases: HashMap::new(),
             counters: Counters::default(),
+            buf: EventBuffer::new(64),
         };
         (poller, PollerHandle { tx })
     }
@@ -160,7 +173,6 @@ impl Poller {
             None => None,
         };
         let inbox = self.inbox.clone();
-        let mut buf = EventBuffer::new(64);
         let mut read = Vec::new();
         loop {
             let readable = async {
@@ -178,28 +190,58 @@ impl Poller {
                 },
                 guard = readable => {
                     let Ok(mut guard) = guard else { break };
-                    read.clear();
-                    let uffd = self.uffd.as_ref().expect("polled without a descriptor");
-                    if let Err(e) = uffd.read_pending(&mut buf, &mut read) {
-                        // What was read before the error is off the kernel's queue: it must still
-                        // be handled, or its threads would never be woken.
-                        tracing::warn!(space = self.space, "reading the userfaultfd: {e}");
-                    }
+                    self.read_uffd(&mut read);
                     if read.is_empty() {
                         guard.clear_ready();
                         continue;
                     }
                     drop(guard);
                     while let Ok(message) = inbox.try_recv() {
+                        if let LaneMessage::Checkpoint { .. } = message {
+                            // Everything before the checkpoint is in (the tracer sends nothing
+                            // until it is over): what was read must be resolved before the check.
+                            for fault in read.drain(..) {
+                                self.on_uffd(fault).await;
+                            }
+                        }
                         self.handle(message).await;
                     }
-                    for message in std::mem::take(&mut read) {
+                    for message in read.drain(..) {
                         self.on_uffd(message).await;
                     }
                 }
             }
         }
         tracing::debug!(space = self.space, counters = ?self.counters, "poller done");
+    }
+
+    /// One non-blocking read of the descriptor into `read` (emptied first).
+    fn read_uffd(&mut self, read: &mut Vec<UffdMessage>) {
+        read.clear();
+        let Some(uffd) = self.uffd.as_ref() else {
+            return;
+        };
+        if let Err(e) = uffd.read_pending(&mut self.buf, read) {
+            // What was read before the error is off the kernel's queue: it must still be
+            // handled, or its threads would never be woken.
+            tracing::warn!(space = self.space, "reading the userfaultfd: {e}");
+        }
+    }
+
+    /// At a checkpoint: resolves every message still queued on the descriptor. Nothing new can be
+    /// queued meanwhile (every thread is stopped), and the tracer sends nothing to the inbox
+    /// until the checkpoint is over, so there is no inbox to drain first.
+    async fn drain_uffd(&mut self) {
+        let mut read = Vec::new();
+        loop {
+            self.read_uffd(&mut read);
+            if read.is_empty() {
+                return;
+            }
+            for message in std::mem::take(&mut read) {
+                self.on_uffd(message).await;
+            }
+        }
     }
 
     async fn handle(&mut self, message: LaneMessage) {
@@ -249,6 +291,24 @@ impl Poller {
                 }
             }
             LaneMessage::Stack { pid, range, limit } => self.stack = Some((pid, range, limit)),
+            LaneMessage::Checkpoint { pid, point, done } => {
+                self.drain_uffd().await;
+                let probe = Probe {
+                    pid,
+                    pagemap: self.pagemap.clone(),
+                    done,
+                };
+                let event = Event::Verify {
+                    pid,
+                    space: self.space,
+                    point,
+                    checked_pages: 0,
+                    mismatched_pages: 0,
+                    first_mismatches: Vec::new(),
+                    probe: Some(probe),
+                };
+                self.out.send(Stamped::now(event)).await;
+            }
         }
     }
 

@@ -8,8 +8,9 @@ use std::time::Duration;
 use async_channel::{Receiver, Sender};
 use humansize::{BINARY, format_size};
 
-use crate::event::{Event, Line, ProcessSummary, RunTotals, SpaceId};
+use crate::event::{Event, Line, ProcessSummary, RunTotals, SpaceId, VerifyTotals};
 use crate::model::Replay;
+use crate::verify::{self, KernelView};
 
 #[derive(Clone, Debug)]
 pub struct StateHandle {
@@ -80,6 +81,18 @@ pub struct RunReport {
     pub totals: RunTotals,
 }
 
+/// How the state actor is asked to behave.
+#[derive(Clone, Copy, Debug)]
+pub struct StateOptions {
+    pub human_summary: bool,
+    /// `--verify`: the summary carries the verify totals.
+    pub verify: bool,
+    /// Test hook (`--test-corrupt-state`): the first page made resident is dropped from the
+    /// replayed state (not from the stream), so that a check against the kernel must fail.
+    pub corrupt_first_touch: bool,
+    pub page_size: u64,
+}
+
 pub struct StateActor {
     inbox: Receiver<Line>,
     model: Replay,
@@ -88,14 +101,14 @@ pub struct StateActor {
     totals: RunTotals,
     last_t_ns: u64,
     next_seq: u64,
-    human_summary: bool,
+    options: StateOptions,
 }
 
 impl StateActor {
     pub fn new(
         capacity: usize,
         writer: Box<dyn Write + Send>,
-        human_summary: bool,
+        options: StateOptions,
     ) -> (Self, StateHandle) {
         let (tx, inbox) = async_channel::bounded(capacity);
         let actor = Self {
@@ -106,10 +119,13 @@ impl StateActor {
                 dirty: false,
             },
             processes: BTreeMap::new(),
-            totals: RunTotals::default(),
+            totals: RunTotals {
+                verify: options.verify.then(VerifyTotals::default),
+                ..RunTotals::default()
+            },
             last_t_ns: 0,
             next_seq: 0,
-            human_summary,
+            options,
         };
         (actor, StateHandle { tx })
     }
@@ -135,7 +151,76 @@ impl StateActor {
         self.next_seq = line.seq + 1;
         self.count(&mut line);
         self.model.apply_line(&line);
+        if let Event::Verify { .. } = line.event {
+            self.verify(&mut line.event);
+        }
+        if self.options.corrupt_first_touch
+            && let Event::Resident {
+                pid,
+                tid,
+                space,
+                start,
+                ..
+            } = line.event
+        {
+            self.options.corrupt_first_touch = false;
+            self.model.apply(&Event::Discard {
+                pid,
+                tid,
+                space,
+                start,
+                end: start + self.options.page_size,
+                advice: "test-corruption".into(),
+            });
+        }
         self.output.write_line(&line);
+    }
+
+    /// Compares the replayed space with the kernel's page tables, which the probe reads now: the
+    /// tracer holds every thread of the space stopped until it is told the check is done.
+    fn verify(&mut self, event: &mut Event) {
+        let Event::Verify {
+            pid,
+            space,
+            point,
+            checked_pages,
+            mismatched_pages,
+            first_mismatches,
+            probe,
+        } = event
+        else {
+            return;
+        };
+        let Some(probe) = probe.take() else { return };
+        let kernel = KernelView::read(&probe);
+        // The threads may run again once the kernel's side is read.
+        let _ = probe.done.send(());
+        let kernel = match kernel {
+            Ok(k) => k,
+            Err(e) => {
+                tracing::warn!(
+                    pid,
+                    space,
+                    ?point,
+                    "cannot read the kernel's page tables: {e}"
+                );
+                return;
+            }
+        };
+        let empty = crate::model::AddressSpace::default();
+        let replayed = self.model.spaces.get(space).unwrap_or(&empty);
+        let c = verify::compare(replayed, &kernel, self.options.page_size);
+        *checked_pages = c.checked_pages;
+        *mismatched_pages = c.mismatched_pages;
+        *first_mismatches = c.first_mismatches;
+        if let Some(t) = self.totals.verify.as_mut() {
+            t.points += 1;
+            t.checked_pages += c.checked_pages;
+            t.mismatched_pages += c.mismatched_pages;
+            if c.mismatched_pages > 0 {
+                t.failed_points += 1;
+            }
+        }
     }
 
     fn space_resident(&self, space: SpaceId) -> (u64, u64) {
@@ -269,7 +354,7 @@ impl StateActor {
         };
         self.output.write_line(&summary);
         self.output.flush();
-        if self.human_summary {
+        if self.options.human_summary {
             eprint!("{}", human_summary(&processes, &self.totals));
         }
         RunReport {
@@ -292,6 +377,20 @@ pub fn human_summary(processes: &[ProcessSummary], totals: &RunTotals) -> String
         totals.faults,
         format_size(totals.peak_resident_bytes, BINARY)
     );
+    if let Some(v) = &totals.verify {
+        let _ = writeln!(
+            s,
+            "mevi-actors: verify: {} checks against the kernel, {} pages checked, {} mismatched{}",
+            v.points,
+            v.checked_pages,
+            v.mismatched_pages,
+            if v.failed_points > 0 {
+                format!(" (at {} checks)", v.failed_points)
+            } else {
+                String::new()
+            }
+        );
+    }
     let _ = writeln!(
         s,
         "{:>8} {:>11} {:>11} {:>9} {:>6} {:>6} {:>9}  {:<8} argv",

@@ -12,6 +12,8 @@ use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::sys::ptrace;
@@ -21,10 +23,13 @@ use nix::unistd::Pid;
 
 use super::poller::{LaneMessage, Poller, PollerHandle};
 use super::sequencer::{SequencerHandle, Stamped};
-use crate::event::{Event, ForkKind, MapKind, PageState, SpaceId, prot_string, signal_name};
+use crate::event::{
+    Event, ForkKind, MapKind, PageState, SpaceId, VerifyPoint, prot_string, signal_name,
+};
 use crate::kernel::inject::{self, InjectError, Injection, SyscallSite};
 use crate::kernel::procfs::{self, Pagemap};
 use crate::kernel::spawn::{self, Prepared};
+use crate::kernel::tick;
 use crate::kernel::uffd::AddressSpaceUffd;
 
 pub struct TracerConfig {
@@ -35,7 +40,15 @@ pub struct TracerConfig {
     pub faults: bool,
     pub page_size: u64,
     pub lane_capacity: usize,
+    /// `--verify`: check the stream against the kernel at each process's last exit stop.
+    pub verify: bool,
+    /// `--verify-every`: also stop every traced thread this often and check every space.
+    pub verify_every: Option<Duration>,
 }
+
+/// How long a checkpoint waits for every thread to stop before it gives up and lets them go (a
+/// thread can be stuck where ptrace cannot stop it, e.g. in an uninterruptible sleep).
+const CHECKPOINT_PATIENCE: Duration = Duration::from_secs(2);
 
 /// How the traced program ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,6 +84,51 @@ struct Thread {
     /// For a fork child: the space it must be given at its attach stop, and the parent's
     /// program break (the child's mm is a copy, brk included).
     new_space: Option<(SpaceId, u64)>,
+    /// Past its exit stop: it runs no user code any more.
+    exiting: bool,
+    /// A vfork parent waiting for its child: it runs no user code until the child execs or exits,
+    /// and ptrace cannot stop it meanwhile.
+    in_vfork: bool,
+    /// Left in a group stop (PTRACE_LISTEN) until SIGCONT.
+    listening: bool,
+    /// Sent PTRACE_INTERRUPT; the trap it causes may still come after another stop.
+    interrupted: bool,
+}
+
+impl Thread {
+    fn new(pid: i32, awaiting_attach: bool, new_space: Option<(SpaceId, u64)>) -> Self {
+        Self {
+            pid,
+            entry: None,
+            awaiting_attach,
+            new_space,
+            exiting: false,
+            in_vfork: false,
+            listening: false,
+            interrupted: false,
+        }
+    }
+}
+
+/// How a stopped thread is let go.
+#[derive(Clone, Copy, Debug)]
+enum Resume {
+    /// PTRACE_CONT, delivering the signal if there is one.
+    Cont(Option<Signal>),
+    /// PTRACE_SYSCALL: run the syscall and stop at its exit (from a seccomp stop).
+    Syscall,
+    /// PTRACE_LISTEN: stay in the group stop.
+    Listen,
+}
+
+/// A stop-the-world check in progress (`--verify-every`): every thread is asked to stop, and
+/// each one that stops, for whatever reason, is held until all have.
+struct Checkpoint {
+    /// Threads asked to stop whose stop has not been seen yet.
+    waiting: HashSet<i32>,
+    /// Stopped threads and how each is to be let go, in the order they stopped.
+    parked: Vec<(i32, Resume)>,
+    began: Instant,
 }
 
 #[derive(Debug)]
@@ -119,6 +177,7 @@ pub struct Tracer {
     announce: HashMap<SpaceId, Event>,
     root: i32,
     root_end: Option<ProgramEnd>,
+    checkpoint: Option<Checkpoint>,
 }
 
 impl Tracer {
@@ -143,6 +202,7 @@ impl Tracer {
             announce: HashMap::new(),
             root: 0,
             root_end: None,
+            checkpoint: None,
         }
     }
 
@@ -158,23 +218,25 @@ impl Tracer {
         let child = spawn::spawn_seized(&prepared)?;
         self.root = child.as_raw();
         self.root_pid.store(self.root, Ordering::SeqCst);
-        self.threads.insert(
-            self.root,
-            Thread {
-                pid: self.root,
-                entry: None,
-                awaiting_attach: false,
-                new_space: None,
-            },
-        );
+        self.threads
+            .insert(self.root, Thread::new(self.root, false, None));
         self.processes.insert(self.root, Process { space: None });
+        let _ticker = match self.config.verify_every {
+            Some(every) => Some(tick::start(every)?),
+            None => None,
+        };
         loop {
+            if self.config.verify_every.is_some() && tick::due() {
+                self.begin_checkpoint();
+            }
             match waitpid(None::<Pid>, Some(WaitPidFlag::__WALL)) {
                 Ok(status) => self.on_status(status),
                 Err(Errno::ECHILD) => break,
-                Err(Errno::EINTR) => continue,
+                // The ticker's wake-up (see kernel::tick).
+                Err(Errno::EINTR) => {}
                 Err(e) => return Err(io::Error::other(format!("waitpid: {e}"))),
             }
+            self.settle_checkpoint();
         }
         Ok(self.root_end.unwrap_or(ProgramEnd::Exited(1)))
     }
@@ -190,13 +252,19 @@ impl Tracer {
                     | libc::PTRACE_EVENT_CLONE => self.on_new_child(tid, event),
                     libc::PTRACE_EVENT_EXEC => self.on_exec(tid),
                     libc::PTRACE_EVENT_STOP => self.on_event_stop(tid, sig),
-                    // EXIT (the mm is still whole here) and VFORK_DONE need nothing yet.
-                    _ => resume(tid, None),
+                    libc::PTRACE_EVENT_EXIT => self.on_exit_stop(tid),
+                    libc::PTRACE_EVENT_VFORK_DONE => {
+                        if let Some(t) = self.threads.get_mut(&tid) {
+                            t.in_vfork = false;
+                        }
+                        self.go(tid, Resume::Cont(None));
+                    }
+                    _ => self.go(tid, Resume::Cont(None)),
                 }
             }
             WaitStatus::PtraceSyscall(pid) => {
                 self.on_syscall_exit(pid.as_raw());
-                resume(pid.as_raw(), None);
+                self.go(pid.as_raw(), Resume::Cont(None));
             }
             WaitStatus::Stopped(pid, sig) => {
                 let tid = pid.as_raw();
@@ -204,7 +272,7 @@ impl Tracer {
                     return self.on_unknown_stop(tid);
                 }
                 // Signal-delivery-stop: deliver it.
-                resume(tid, Some(sig));
+                self.go(tid, Resume::Cont(Some(sig)));
             }
             WaitStatus::Exited(pid, code) => self.on_death(pid.as_raw(), ProgramEnd::Exited(code)),
             WaitStatus::Signaled(pid, sig, _) => {
@@ -223,6 +291,10 @@ impl Tracer {
             self.on_attached(tid);
             return;
         }
+        if sig == Signal::SIGTRAP {
+            // Our PTRACE_INTERRUPT's trap (it may come after another stop it was sent during).
+            thread.interrupted = false;
+        }
         let pre_exec = self
             .processes
             .get(&thread.pid)
@@ -232,10 +304,135 @@ impl Tracer {
             Signal::SIGSTOP | Signal::SIGTSTP | Signal::SIGTTIN | Signal::SIGTTOU
         );
         if group_stop && !pre_exec {
-            listen(tid);
+            self.go(tid, Resume::Listen);
         } else {
-            resume(tid, None);
+            self.go(tid, Resume::Cont(None));
         }
+    }
+
+    /// Lets a stopped thread go, unless a checkpoint is under way: then it is held until every
+    /// thread has stopped and the check is done.
+    fn go(&mut self, tid: i32, how: Resume) {
+        if let Some(t) = self.threads.get_mut(&tid) {
+            t.listening = matches!(how, Resume::Listen);
+        }
+        if let Some(c) = self.checkpoint.as_mut() {
+            c.waiting.remove(&tid);
+            c.parked.push((tid, how));
+            return;
+        }
+        release(tid, how);
+    }
+
+    /// `--verify-every`: asks every thread that can run user code to stop.
+    fn begin_checkpoint(&mut self) {
+        if self.checkpoint.is_some() {
+            return;
+        }
+        let mut waiting = HashSet::new();
+        for (&tid, t) in self.threads.iter_mut() {
+            // Not yet attached, waiting for a vfork child, left in a group stop, or past the
+            // exit stop: none of these can touch memory.
+            if t.awaiting_attach || t.in_vfork || t.listening || t.exiting {
+                continue;
+            }
+            // ESRCH: it is dying; its end will be reported, and it needs no stopping.
+            if ptrace::interrupt(Pid::from_raw(tid)).is_ok() {
+                t.interrupted = true;
+                waiting.insert(tid);
+            }
+        }
+        self.checkpoint = Some(Checkpoint {
+            waiting,
+            parked: Vec::new(),
+            began: Instant::now(),
+        });
+    }
+
+    /// Once every thread of a checkpoint has stopped (or died), checks every space and lets them
+    /// all go. A checkpoint that cannot complete in time is dropped without a check.
+    fn settle_checkpoint(&mut self) {
+        let threads = &self.threads;
+        let Some(c) = self.checkpoint.as_mut() else {
+            return;
+        };
+        c.waiting.retain(|t| threads.contains_key(t));
+        let late = c.began.elapsed() > CHECKPOINT_PATIENCE;
+        if !c.waiting.is_empty() && !late {
+            return;
+        }
+        let c = self.checkpoint.take().expect("checked above");
+        if c.waiting.is_empty() {
+            let targets: Vec<(SpaceId, i32)> = self
+                .spaces
+                .iter()
+                .filter(|(_, s)| s.uffd.is_some())
+                .filter_map(|(&id, _)| self.thread_in(id).map(|tid| (id, tid)))
+                .collect();
+            self.check(&targets, VerifyPoint::Checkpoint);
+        } else {
+            tracing::warn!(
+                waiting = ?c.waiting,
+                "checkpoint abandoned: these threads did not stop in {CHECKPOINT_PATIENCE:?}"
+            );
+        }
+        for (tid, how) in c.parked {
+            release(tid, how);
+        }
+    }
+
+    /// A live, attached thread of the space, to read its maps through.
+    fn thread_in(&self, space: SpaceId) -> Option<i32> {
+        self.threads
+            .iter()
+            .filter(|(_, t)| !t.awaiting_attach)
+            .filter(|(_, t)| self.processes.get(&t.pid).and_then(|p| p.space) == Some(space))
+            .map(|(&tid, _)| tid)
+            .min()
+    }
+
+    /// Asks each space's lane to check the stream against the kernel, and waits until each has
+    /// read the kernel's side (the threads must not run before that).
+    fn check(&self, targets: &[(SpaceId, i32)], point: VerifyPoint) {
+        let mut answers = Vec::new();
+        for &(id, tid) in targets {
+            let (done, answer) = mpsc::sync_channel(1);
+            self.spaces[&id].lane.send(LaneMessage::Checkpoint {
+                pid: tid,
+                point,
+                done,
+            });
+            answers.push(answer);
+        }
+        for answer in answers {
+            // Err: the state actor is gone (the stream ended early); nothing to wait for.
+            let _ = answer.recv();
+        }
+    }
+
+    /// PTRACE_EVENT_EXIT: the thread is leaving, its mm still whole. If no other thread of its
+    /// space can run user code any more, this is a quiescent point: `--verify` checks it.
+    fn on_exit_stop(&mut self, tid: i32) {
+        if let Some(t) = self.threads.get_mut(&tid) {
+            t.exiting = true;
+        }
+        if self.config.verify
+            && let Some((_, space)) = self.space_of(tid)
+            && self.spaces[&space].uffd.is_some()
+            && self.space_is_quiescent(space)
+        {
+            self.check(&[(space, tid)], VerifyPoint::Exit);
+        }
+        self.go(tid, Resume::Cont(None));
+    }
+
+    /// Whether no thread of the space can run user code (each has reached its exit stop, waits
+    /// for a vfork child, or has not started).
+    fn space_is_quiescent(&self, space: SpaceId) -> bool {
+        self.threads
+            .values()
+            .filter(|t| self.processes.get(&t.pid).and_then(|p| p.space) == Some(space))
+            .all(|t| t.exiting || t.in_vfork || t.awaiting_attach)
     }
 
     fn on_seccomp_stop(&mut self, tid: i32) {
@@ -266,9 +463,7 @@ impl Tracer {
             });
         }
         // Run the syscall and stop again at its exit.
-        if let Err(e) = ptrace::syscall(Pid::from_raw(tid), None) {
-            tracing::debug!(tid, "PTRACE_SYSCALL: {e}");
-        }
+        self.go(tid, Resume::Syscall);
     }
 
     /// A length or address rounded up to a page as the kernel's PAGE_ALIGN does, wrap included
@@ -492,8 +687,13 @@ impl Tracer {
         let parent = Pid::from_raw(parent_tid);
         let child = match ptrace::getevent(parent) {
             Ok(c) => c as i32,
-            Err(_) => return resume(parent_tid, None),
+            Err(_) => return self.go(parent_tid, Resume::Cont(None)),
         };
+        if event == libc::PTRACE_EVENT_VFORK
+            && let Some(t) = self.threads.get_mut(&parent_tid)
+        {
+            t.in_vfork = true;
+        }
         let Some((pid, space_id)) = self.space_of(parent_tid) else {
             // A parent whose space we do not follow (it died while being set up): its child is
             // still followed, on its own, or it would wait at its attach stop forever.
@@ -547,19 +747,14 @@ impl Tracer {
         }
         self.threads.insert(
             child,
-            Thread {
-                pid: if is_thread { pid } else { child },
-                entry: None,
-                awaiting_attach: true,
-                new_space,
-            },
+            Thread::new(if is_thread { pid } else { child }, true, new_space),
         );
         self.child_announced(parent_tid, child);
     }
 
     /// The creator goes on; the child is set up now if its attach stop came first.
     fn child_announced(&mut self, parent_tid: i32, child: i32) {
-        resume(parent_tid, None);
+        self.go(parent_tid, Resume::Cont(None));
         if self.early_attach.remove(&child).is_some() {
             if let Some(thread) = self.threads.get_mut(&child) {
                 thread.awaiting_attach = false;
@@ -573,7 +768,7 @@ impl Tracer {
         let Some((new_space, parent_brk)) =
             self.threads.get_mut(&tid).and_then(|t| t.new_space.take())
         else {
-            return resume(tid, None);
+            return self.go(tid, Resume::Cont(None));
         };
         let result = self.create_space(tid, new_space, Origin::Fork { parent_brk });
         self.processes.insert(
@@ -616,15 +811,7 @@ impl Tracer {
         }
         self.threads.retain(|&t, th| th.pid != pid || t == tid);
         self.threads.remove(&former_tid);
-        self.threads.insert(
-            tid,
-            Thread {
-                pid,
-                entry: None,
-                awaiting_attach: false,
-                new_space: None,
-            },
-        );
+        self.threads.insert(tid, Thread::new(pid, false, None));
         let new_space = self.allocate_space();
         // Registers can only be borrowed at execve's exit stop: at this event stop the kernel has
         // yet to write execve's return value over them.
@@ -632,7 +819,7 @@ impl Tracer {
             tracing::debug!(tid, "PTRACE_SYSCALL after exec: {e}");
             return;
         }
-        match waitpid(Pid::from_raw(tid), Some(WaitPidFlag::__WALL)) {
+        match inject::wait_for(Pid::from_raw(tid)) {
             Ok(WaitStatus::PtraceSyscall(_)) => {}
             Ok(other) => return self.on_status(other),
             Err(_) => return,
@@ -803,9 +990,9 @@ impl Tracer {
     /// control would have it.
     fn resume_after_setup(&mut self, tid: i32) {
         if self.job_stopped.remove(&tid) {
-            listen(tid);
+            self.go(tid, Resume::Listen);
         } else {
-            resume(tid, None);
+            self.go(tid, Resume::Cont(None));
         }
     }
 
@@ -870,15 +1057,8 @@ impl Tracer {
             }
         }
         self.processes.insert(child, Process { space: None });
-        self.threads.insert(
-            child,
-            Thread {
-                pid: child,
-                entry: None,
-                awaiting_attach: false,
-                new_space: Some((id, brk)),
-            },
-        );
+        self.threads
+            .insert(child, Thread::new(child, false, Some((id, brk))));
     }
 
     fn on_death(&mut self, tid: i32, end: ProgramEnd) {
@@ -1011,6 +1191,18 @@ fn placed_or_observed(place: Placement, event: Event) -> LaneMessage {
     match place {
         Placement::FreeSpace => LaneMessage::Placed(Stamped::now(event)),
         Placement::Given => LaneMessage::Observed(Stamped::now(event)),
+    }
+}
+
+fn release(tid: i32, how: Resume) {
+    match how {
+        Resume::Cont(sig) => resume(tid, sig),
+        Resume::Listen => listen(tid),
+        Resume::Syscall => {
+            if let Err(e) = ptrace::syscall(Pid::from_raw(tid), None) {
+                tracing::debug!(tid, "PTRACE_SYSCALL: {e}");
+            }
+        }
     }
 }
 

@@ -41,6 +41,19 @@ enum Command {
         /// Do not print the human summary on stderr.
         #[arg(long)]
         no_summary: bool,
+        /// Check the stream against the kernel's page tables (/proc/PID/pagemap) whenever a
+        /// process's last thread reaches its exit, and write a `verify` line each time. Exits 3
+        /// if any page differs.
+        #[arg(long)]
+        verify: bool,
+        /// With --verify: also stop every traced thread every MS milliseconds and check every
+        /// address space (slows the program down; meant for testing).
+        #[arg(long, value_name = "MS", requires = "verify", value_parser = clap::value_parser!(u64).range(1..))]
+        verify_every: Option<u64>,
+        /// Test hook: forget the first resident page in the replayed state, so that --verify
+        /// must find a mismatch.
+        #[arg(long, hide = true)]
+        test_corrupt_state: bool,
         /// The program and its arguments.
         #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
         program: Vec<OsString>,
@@ -74,6 +87,9 @@ fn main() -> ExitCode {
             output,
             no_faults,
             no_summary,
+            verify,
+            verify_every,
+            test_corrupt_state,
             program,
         } => {
             run(RunOptions {
@@ -81,6 +97,9 @@ fn main() -> ExitCode {
                 output,
                 faults: !no_faults,
                 summary: !no_summary,
+                verify,
+                verify_every: verify_every.map(std::time::Duration::from_millis),
+                corrupt_state: test_corrupt_state,
             })
             .status
         }
@@ -97,6 +116,9 @@ fn main() -> ExitCode {
                 output,
                 faults: true,
                 summary: true,
+                verify: false,
+                verify_every: None,
+                corrupt_state: false,
             })
             .status
         }

@@ -154,7 +154,7 @@ impl Injection {
     fn step_to_syscall_stop(&mut self) -> Result<(), InjectError> {
         ptrace::syscall(self.tid, None)?;
         loop {
-            let status = waitpid(self.tid, Some(WaitPidFlag::__WALL))?;
+            let status = wait_for(self.tid)?;
             match status {
                 WaitStatus::PtraceSyscall(_) => return Ok(()),
                 // Every blockable signal is blocked: this is SIGSTOP (or a forced one). Deliver
@@ -290,4 +290,15 @@ pub fn same_address_space(a: i32, b: i32) -> io::Result<bool> {
         return Err(io::Error::last_os_error());
     }
     Ok(r == 0)
+}
+
+/// Waits for one tracee's next status. `EINTR` (the tracer's ticker, see `kernel::tick`) means
+/// nothing happened: wait again.
+pub fn wait_for(tid: Pid) -> nix::Result<WaitStatus> {
+    loop {
+        match waitpid(tid, Some(WaitPidFlag::__WALL)) {
+            Err(Errno::EINTR) => continue,
+            other => return other,
+        }
+    }
 }

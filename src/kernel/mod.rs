@@ -5,4 +5,5 @@
 pub mod inject;
 pub mod procfs;
 pub mod spawn;
+pub mod tick;
 pub mod uffd;

@@ -1,0 +1,218 @@
+//! `--verify`: the stream so far, replayed, compared page by page with the kernel's page tables
+//! at a point where the space is quiescent (every thread stopped, its userfaultfd drained, every
+//! earlier line applied). The kernel's side is read here, by the state actor, while the tracer
+//! waits for the answer before it lets any thread of the space run again.
+
+use std::io;
+use std::ops::Range;
+use std::sync::Arc;
+use std::sync::mpsc::SyncSender;
+
+use rangemap::RangeSet;
+
+use crate::event::{KernelPage, Mismatch, StreamPage};
+use crate::kernel::procfs::{self, Pagemap};
+use crate::model::AddressSpace;
+
+/// At most this many mismatch runs are written in one `verify` line; the counts cover all.
+pub const FIRST_MISMATCHES: usize = 8;
+
+/// What the state actor needs to read the kernel's side of a check, and how it says it is done.
+/// It rides inside the `verify` event through the lane and the sequencer, so that the check
+/// happens exactly after every line that came before it.
+#[derive(Clone, Debug)]
+pub struct Probe {
+    /// A process living in the space, stopped.
+    pub pid: i32,
+    /// The space's own pagemap, opened when the space was made (bound to that mm).
+    pub pagemap: Option<Arc<Pagemap>>,
+    /// Told once the check is done; the tracer resumes the space's threads then.
+    pub done: SyncSender<()>,
+}
+
+impl PartialEq for Probe {
+    /// A probe is plumbing, not part of the line: any two compare equal, as two lines that are
+    /// written the same way are the same line.
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+/// The kernel's page tables over a space's private anonymous mappings.
+#[derive(Debug, Default)]
+pub struct KernelView {
+    pub anon: RangeSet<u64>,
+    pub present: RangeSet<u64>,
+}
+
+impl KernelView {
+    pub fn read(probe: &Probe) -> io::Result<Self> {
+        let pagemap = match &probe.pagemap {
+            Some(p) => p,
+            None => return Err(io::Error::other("the space's pagemap could not be opened")),
+        };
+        let mut view = KernelView::default();
+        for entry in procfs::read_maps(probe.pid)? {
+            if !entry.is_private_anon() {
+                continue;
+            }
+            view.anon.insert(entry.start..entry.end);
+            for run in pagemap.present_runs(entry.start..entry.end)? {
+                view.present.insert(run);
+            }
+        }
+        Ok(view)
+    }
+
+    fn page(&self, addr: u64) -> KernelPage {
+        if !self.anon.contains(&addr) {
+            KernelPage::Unmapped
+        } else if self.present.contains(&addr) {
+            KernelPage::Present
+        } else {
+            KernelPage::Absent
+        }
+    }
+}
+
+/// The result of one comparison.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Comparison {
+    pub checked_pages: u64,
+    pub mismatched_pages: u64,
+    pub first_mismatches: Vec<Mismatch>,
+}
+
+/// Compares a replayed space with the kernel's view of it.
+///
+/// Checked: every page of a tracked mapping (the stream claims to know its state), and every page
+/// of a private anonymous mapping the stream does not have at all (a mapping it missed). Pages of
+/// mappings the stream knows but does not track (files, shared memory, failed registration) have
+/// no page state in the stream and are skipped.
+pub fn compare(space: &AddressSpace, kernel: &KernelView, page_size: u64) -> Comparison {
+    let mut cuts: Vec<u64> = Vec::new();
+    let mut add = |r: &Range<u64>| {
+        cuts.push(r.start);
+        cuts.push(r.end);
+    };
+    space.mappings.iter().for_each(|(r, _)| add(r));
+    space.resident.iter().for_each(&mut add);
+    kernel.anon.iter().for_each(&mut add);
+    kernel.present.iter().for_each(&mut add);
+    cuts.sort_unstable();
+    cuts.dedup();
+    let mut out = Comparison::default();
+    let mut last: Option<Mismatch> = None;
+    for w in cuts.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        let stream = match space.mappings.get(&a) {
+            None => StreamPage::Unmapped,
+            Some(m) if !m.tracked => continue,
+            Some(_) if space.resident.contains(&a) => StreamPage::Resident,
+            Some(_) => StreamPage::NotResident,
+        };
+        let kernel_page = kernel.page(a);
+        let agree = matches!(
+            (stream, kernel_page),
+            (StreamPage::Resident, KernelPage::Present)
+                | (StreamPage::NotResident, KernelPage::Absent)
+                | (StreamPage::Unmapped, KernelPage::Unmapped)
+        );
+        if stream == StreamPage::Unmapped && kernel_page == KernelPage::Unmapped {
+            continue;
+        }
+        let pages = (b - a) / page_size;
+        out.checked_pages += pages;
+        if agree {
+            continue;
+        }
+        out.mismatched_pages += pages;
+        match &mut last {
+            Some(m) if m.end == a && m.stream == stream && m.kernel == kernel_page => m.end = b,
+            _ => {
+                if let Some(m) = last.take() {
+                    push_first(&mut out.first_mismatches, m);
+                }
+                last = Some(Mismatch {
+                    start: a,
+                    end: b,
+                    stream,
+                    kernel: kernel_page,
+                });
+            }
+        }
+    }
+    if let Some(m) = last {
+        push_first(&mut out.first_mismatches, m);
+    }
+    out
+}
+
+fn push_first(first: &mut Vec<Mismatch>, m: Mismatch) {
+    if first.len() < FIRST_MISMATCHES {
+        first.push(m);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::MapKind;
+    use crate::model::Mapping;
+
+    const P: u64 = 4096;
+
+    fn anon(tracked: bool) -> Mapping {
+        Mapping {
+            kind: MapKind::Anon,
+            prot: "rw-".into(),
+            path: None,
+            tracked,
+        }
+    }
+
+    #[test]
+    fn every_kind_of_disagreement_is_counted_and_located() {
+        let mut space = AddressSpace::default();
+        space.mappings.insert(0..8 * P, anon(true));
+        space.mappings.insert(8 * P..10 * P, anon(false));
+        space.resident.insert(0..2 * P);
+        space.resident.insert(4 * P..5 * P);
+        let mut kernel = KernelView::default();
+        kernel.anon.insert(0..10 * P);
+        kernel.anon.insert(20 * P..22 * P);
+        kernel.present.insert(0..3 * P); // page 2: kernel present, stream not
+        kernel.present.insert(9 * P..10 * P); // untracked: skipped
+        kernel.present.insert(21 * P..22 * P); // a mapping the stream missed
+        // page 4: stream resident, kernel absent
+        let c = compare(&space, &kernel, P);
+        assert_eq!(c.checked_pages, 8 + 2);
+        assert_eq!(c.mismatched_pages, 1 + 1 + 2);
+        let at: Vec<(u64, StreamPage, KernelPage)> = c
+            .first_mismatches
+            .iter()
+            .map(|m| (m.start / P, m.stream, m.kernel))
+            .collect();
+        assert_eq!(
+            at,
+            vec![
+                (2, StreamPage::NotResident, KernelPage::Present),
+                (4, StreamPage::Resident, KernelPage::Absent),
+                (20, StreamPage::Unmapped, KernelPage::Absent),
+                (21, StreamPage::Unmapped, KernelPage::Present),
+            ]
+        );
+    }
+
+    #[test]
+    fn agreement_is_zero_mismatches() {
+        let mut space = AddressSpace::default();
+        space.mappings.insert(0..4 * P, anon(true));
+        space.resident.insert(P..3 * P);
+        let mut kernel = KernelView::default();
+        kernel.anon.insert(0..4 * P);
+        kernel.present.insert(P..3 * P);
+        let c = compare(&space, &kernel, P);
+        assert_eq!((c.checked_pages, c.mismatched_pages), (4, 0));
+    }
+}
