@@ -8,7 +8,7 @@
 //! therefore drains its inbox before it resolves what it read, and a resolution (the kernel's own
 //! moment for "now resident") is forwarded after every change that preceded it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
@@ -16,7 +16,6 @@ use std::sync::mpsc::SyncSender;
 use std::time::Instant;
 
 use async_channel::{Receiver, Sender};
-use rangemap::RangeSet;
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 use userfaultfd::EventBuffer;
@@ -48,16 +47,10 @@ pub enum LaneMessage {
         range: Range<u64>,
         limit: u64,
     },
-    /// A thread entered `munmap`: until its exit is reported, the range may already be free.
-    Releasing {
-        pid: i32,
-        tid: i32,
-        range: Range<u64>,
-    },
-    /// A mapping the kernel placed in free address space (`mmap` without `MAP_FIXED`, brk growth,
-    /// `mremap` without `MREMAP_FIXED`). Any part of it under another thread's begun `munmap` was
-    /// therefore unmapped first, even if that munmap's exit is reported later.
-    Placed(Stamped),
+    /// A thread entered a layout syscall (it is stopped at the seccomp stop).
+    Begun { tid: i32 },
+    /// That syscall's exit has been reported (everything it changed is before this message).
+    Ended { tid: i32 },
     /// Every thread of the space is stopped (`--verify`): resolve what the descriptor still
     /// holds, then send the check on in lane order. `done` is told once the kernel's side has
     /// been read, and only then may the threads run again.
@@ -68,13 +61,14 @@ pub enum LaneMessage {
     },
 }
 
-/// A `munmap` seen at its entry and not yet at its exit.
+/// A range where a layout change is under way: the userfaultfd has said so (`UNMAP`, `REMAP`,
+/// `REMOVE`), but the syscall's report has not reached the lane yet. A fault resolved there now
+/// could land in the new layout and be written before the change that made it: such faults are
+/// held until every syscall that had begun when the event was read has ended.
 #[derive(Debug)]
-struct Release {
-    pid: i32,
+struct Fence {
     range: Range<u64>,
-    /// Parts already reported unmapped because a later placement proved them free.
-    settled: RangeSet<u64>,
+    waiting: HashSet<i32>,
 }
 
 /// The tracer's end of a lane. Dropping the last one ends the poller.
@@ -121,8 +115,11 @@ pub struct Poller {
     tids: HashMap<i32, i32>,
     /// The main thread's stack: its process, its range, and how far it may grow.
     stack: Option<(i32, Range<u64>, u64)>,
-    /// Begun `munmap`s, by thread (a thread is in one syscall at a time).
-    releases: HashMap<i32, Release>,
+    /// Threads inside a layout syscall, between its `Begun` and `Ended`.
+    begun: HashSet<i32>,
+    fences: Vec<Fence>,
+    /// Faults read inside a fence, in the order read.
+    held: Vec<UffdMessage>,
     counters: Counters,
     /// Where reads of the descriptor land.
     buf: EventBuffer,
@@ -147,7 +144,9 @@ impl Poller {
             page_size,
             tids: HashMap::new(),
             stack: None,
-            releases: HashMap::new(),
+            begun: HashSet::new(),
+            fences: Vec::new(),
+            held: Vec::new(),
             counters: Counters::default(),
             buf: EventBuffer::new(64),
         };
@@ -200,15 +199,11 @@ impl Poller {
                         if let LaneMessage::Checkpoint { .. } = message {
                             // Everything before the checkpoint is in (the tracer sends nothing
                             // until it is over): what was read must be resolved before the check.
-                            for fault in read.drain(..) {
-                                self.on_uffd(fault).await;
-                            }
+                            self.on_batch(std::mem::take(&mut read)).await;
                         }
                         self.handle(message).await;
                     }
-                    for message in read.drain(..) {
-                        self.on_uffd(message).await;
-                    }
+                    self.on_batch(std::mem::take(&mut read)).await;
                 }
             }
         }
@@ -238,8 +233,60 @@ impl Poller {
             if read.is_empty() {
                 return;
             }
-            for message in std::mem::take(&mut read) {
-                self.on_uffd(message).await;
+            self.on_batch(std::mem::take(&mut read)).await;
+        }
+    }
+
+    /// One read's worth of messages. The kernel returns every pending fault before any pending
+    /// event, so a fault in a batch may have been raised after an event of the same batch: the
+    /// events' fences go up first.
+    async fn on_batch(&mut self, batch: Vec<UffdMessage>) {
+        for message in &batch {
+            let ranges = match *message {
+                UffdMessage::Fault { .. } => continue,
+                UffdMessage::Unmap { start, end } | UffdMessage::Remove { start, end } => {
+                    [Some(start..end), None]
+                }
+                UffdMessage::Remap { from, to, len } => [
+                    Some(from..from.saturating_add(len)),
+                    Some(to..to.saturating_add(len)),
+                ],
+                UffdMessage::Fork => continue,
+            };
+            self.counters.layout_events += 1;
+            tracing::trace!(space = self.space, ?message, "layout event");
+            // With no syscall under way, its report is already forwarded: nothing to wait for.
+            if self.begun.is_empty() {
+                continue;
+            }
+            for range in ranges.into_iter().flatten() {
+                self.fences.push(Fence {
+                    range,
+                    waiting: self.begun.clone(),
+                });
+            }
+        }
+        for message in batch {
+            if let UffdMessage::Fault { .. } = message {
+                self.on_fault(message).await;
+            }
+        }
+    }
+
+    /// A layout syscall has been reported: fences that waited only for it come down, and the
+    /// faults they held are resolved now, after the report.
+    async fn end_syscall(&mut self, tid: i32) {
+        if !self.begun.remove(&tid) {
+            return;
+        }
+        let before = self.fences.len();
+        for fence in &mut self.fences {
+            fence.waiting.remove(&tid);
+        }
+        self.fences.retain(|f| !f.waiting.is_empty());
+        if self.fences.len() < before {
+            for fault in std::mem::take(&mut self.held) {
+                self.on_fault(fault).await;
             }
         }
     }
@@ -247,21 +294,10 @@ impl Poller {
     async fn handle(&mut self, message: LaneMessage) {
         match message {
             LaneMessage::Observed(stamped) => self.forward(stamped).await,
-            LaneMessage::Placed(stamped) => {
-                self.settle_releases(&stamped).await;
-                self.forward(stamped).await;
+            LaneMessage::Begun { tid } => {
+                self.begun.insert(tid);
             }
-            LaneMessage::Releasing { pid, tid, range } => {
-                let settled = RangeSet::new();
-                self.releases.insert(
-                    tid,
-                    Release {
-                        pid,
-                        range,
-                        settled,
-                    },
-                );
-            }
+            LaneMessage::Ended { tid } => self.end_syscall(tid).await,
             LaneMessage::Discard {
                 pid,
                 tid,
@@ -312,84 +348,16 @@ impl Poller {
         }
     }
 
-    /// Sends an observed event on, in lane order. The exit of a `munmap` some of whose range was
-    /// already reported unmapped (and possibly mapped again since) only unmaps the rest.
+    /// Sends an observed event on, in lane order. A thread that ends ends its syscall too.
     async fn forward(&mut self, stamped: Stamped) {
         self.learn_threads(&stamped.event);
-        // A thread's munmap ends with its exit line, or with the thread.
-        let settled = match &stamped.event {
-            Event::Unmap { tid, .. } | Event::ThreadExit { tid, .. } | Event::Exit { tid, .. } => {
-                self.releases.remove(tid).map(|r| r.settled)
-            }
+        let ended = match stamped.event {
+            Event::ThreadExit { tid, .. } | Event::Exit { tid, .. } => Some(tid),
             _ => None,
         };
-        let at = stamped.at;
-        match (stamped.event, settled) {
-            (
-                Event::Unmap {
-                    pid,
-                    tid,
-                    space,
-                    start,
-                    end,
-                },
-                Some(settled),
-            ) => {
-                for gap in settled.gaps(&(start..end)) {
-                    let event = Event::Unmap {
-                        pid,
-                        tid,
-                        space,
-                        start: gap.start,
-                        end: gap.end,
-                    };
-                    self.out.send(Stamped { at, event }).await;
-                }
-            }
-            (event, _) => self.out.send(Stamped { at, event }).await,
-        }
-    }
-
-    /// Before a placement in free space, reports as unmapped the parts of it that other threads'
-    /// begun `munmap`s cover: the kernel freed them before it could place anything there.
-    async fn settle_releases(&mut self, placed: &Stamped) {
-        let (placer, range) = match placed.event {
-            Event::Map {
-                tid, start, end, ..
-            } => (tid, start..end),
-            Event::Brk { tid, old, new, .. } if new > old => (tid, old..new),
-            Event::Remap {
-                tid,
-                new_start,
-                new_end,
-                ..
-            } => (tid, new_start..new_end),
-            _ => return,
-        };
-        let mut early = Vec::new();
-        for (&tid, release) in self.releases.iter_mut() {
-            let overlap = release.range.start.max(range.start)..release.range.end.min(range.end);
-            if tid == placer || overlap.is_empty() {
-                continue;
-            }
-            for gap in release.settled.gaps(&overlap) {
-                early.push(Event::Unmap {
-                    pid: release.pid,
-                    tid,
-                    space: self.space,
-                    start: gap.start,
-                    end: gap.end,
-                });
-            }
-            release.settled.insert(overlap);
-        }
-        for event in early {
-            self.out
-                .send(Stamped {
-                    at: placed.at,
-                    event,
-                })
-                .await;
+        self.out.send(stamped).await;
+        if let Some(tid) = ended {
+            self.end_syscall(tid).await;
         }
     }
 
@@ -423,14 +391,14 @@ impl Poller {
         pid
     }
 
-    async fn on_uffd(&mut self, message: UffdMessage) {
+    async fn on_fault(&mut self, message: UffdMessage) {
         let UffdMessage::Fault { addr, write, tid } = message else {
-            // The tracer reports these changes at the syscall's exit, with what the event lacks
-            // (mremap flags, madvise advice). Reading them is what lets the changing thread go on.
-            self.counters.layout_events += 1;
-            tracing::trace!(space = self.space, ?message, "layout event");
             return;
         };
+        if self.fences.iter().any(|f| f.range.contains(&addr)) {
+            self.held.push(message);
+            return;
+        }
         let uffd = self.uffd.as_ref().expect("fault read without a descriptor");
         match uffd.resolve(addr, write) {
             Resolution::Resolved => {

@@ -9,6 +9,7 @@
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::io;
+use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -93,6 +94,17 @@ struct Thread {
     listening: bool,
     /// Sent PTRACE_INTERRUPT; the trap it causes may still come after another stop.
     interrupted: bool,
+    /// Counts seccomp stops, so that a wait for "this syscall's exit" is not confused with the
+    /// next syscall's.
+    serial: u64,
+}
+
+/// Threads at a syscall exit whose report waits for another thread's (case 1 of
+/// docs/ordering.md): the release it began, which came first in the kernel.
+struct Deferred {
+    /// The releasing thread's syscall, by its `serial`.
+    serial: u64,
+    held: Vec<i32>,
 }
 
 impl Thread {
@@ -106,6 +118,7 @@ impl Thread {
             in_vfork: false,
             listening: false,
             interrupted: false,
+            serial: 0,
         }
     }
 }
@@ -178,6 +191,8 @@ pub struct Tracer {
     root: i32,
     root_end: Option<ProgramEnd>,
     checkpoint: Option<Checkpoint>,
+    /// Syscall exits held back, by the thread whose report they wait for.
+    deferred: HashMap<i32, Deferred>,
 }
 
 impl Tracer {
@@ -203,6 +218,7 @@ impl Tracer {
             root: 0,
             root_end: None,
             checkpoint: None,
+            deferred: HashMap::new(),
         }
     }
 
@@ -236,6 +252,9 @@ impl Tracer {
                 Err(Errno::EINTR) => {}
                 Err(e) => return Err(io::Error::other(format!("waitpid: {e}"))),
             }
+            if !self.deferred.is_empty() {
+                self.replay_deferred();
+            }
             self.settle_checkpoint();
         }
         Ok(self.root_end.unwrap_or(ProgramEnd::Exited(1)))
@@ -263,8 +282,18 @@ impl Tracer {
                 }
             }
             WaitStatus::PtraceSyscall(pid) => {
-                self.on_syscall_exit(pid.as_raw());
-                self.go(pid.as_raw(), Resume::Cont(None));
+                let tid = pid.as_raw();
+                if let Some(releaser) = self.must_wait_for(tid) {
+                    let serial = self.threads[&releaser].serial;
+                    let d = self.deferred.entry(releaser).or_insert(Deferred {
+                        serial,
+                        held: Vec::new(),
+                    });
+                    d.held.push(tid);
+                    return;
+                }
+                self.on_syscall_exit(tid);
+                self.go(tid, Resume::Cont(None));
             }
             WaitStatus::Stopped(pid, sig) => {
                 let tid = pid.as_raw();
@@ -449,18 +478,14 @@ impl Tracer {
             });
         if let Some(thread) = self.threads.get_mut(&tid) {
             thread.entry = entry;
+            thread.serial += 1;
         }
-        // The kernel may free the range as soon as the thread runs; a placement by another thread
-        // can then be reported before this munmap's exit (docs/ordering.md, case 1).
-        if let (Some(e), Some((pid, space))) = (entry, self.space_of(tid))
-            && e.nr == libc::SYS_munmap
+        // The lane holds back faults behind a layout change until the syscalls begun before it
+        // have ended (docs/ordering.md).
+        if entry.is_some()
+            && let Some((_, space)) = self.space_of(tid)
         {
-            let end = e.args[0].saturating_add(self.page_align(e.args[1]));
-            self.spaces[&space].lane.send(LaneMessage::Releasing {
-                pid,
-                tid,
-                range: e.args[0]..end,
-            });
+            self.spaces[&space].lane.send(LaneMessage::Begun { tid });
         }
         // Run the syscall and stop again at its exit.
         self.go(tid, Resume::Syscall);
@@ -484,6 +509,123 @@ impl Tracer {
         let Some(entry) = self.threads.get_mut(&tid).and_then(|t| t.entry.take()) else {
             return;
         };
+        self.report_syscall_exit(tid, entry);
+        if let Some((_, space)) = self.space_of(tid) {
+            self.spaces[&space].lane.send(LaneMessage::Ended { tid });
+        }
+    }
+
+    /// The other thread whose begun syscall released address space that this thread's syscall,
+    /// now at its exit, has just been given: that release came first in the kernel, so it must be
+    /// reported first (docs/ordering.md, case 1). Free-space placements are `mmap` without
+    /// `MAP_FIXED`, `mremap` without `MREMAP_FIXED` and brk growth; releases are `munmap`, the
+    /// source of an `mremap` that may move, the tail of one that shrinks, and brk shrinking.
+    fn must_wait_for(&self, tid: i32) -> Option<i32> {
+        let (_, space) = self.space_of(tid)?;
+        let releasing: Vec<(i32, Range<u64>)> = self
+            .threads
+            .iter()
+            .filter(|&(&other, _)| other != tid)
+            .filter(|(_, t)| self.processes.get(&t.pid).and_then(|p| p.space) == Some(space))
+            .filter_map(|(&other, t)| Some((other, self.released_by(space, t.entry.as_ref()?)?)))
+            .collect();
+        if releasing.is_empty() {
+            return None;
+        }
+        let placed = self.placed_in_free_space(tid, space)?;
+        releasing
+            .into_iter()
+            .filter(|(_, freed)| freed.start < placed.end && placed.start < freed.end)
+            .map(|(other, _)| other)
+            .find(|&other| !self.waits_on(other, tid))
+    }
+
+    /// The range a begun syscall may hand back to the kernel for others to reuse.
+    fn released_by(&self, space: SpaceId, e: &SyscallEntry) -> Option<Range<u64>> {
+        let a = e.args;
+        let range = match e.nr {
+            libc::SYS_munmap => a[0]..a[0].saturating_add(self.page_align(a[1])),
+            libc::SYS_mremap => {
+                let (old, new) = (self.page_align(a[1]), self.page_align(a[2]));
+                let flags = a[3] as i32;
+                if old == 0 {
+                    return None;
+                } else if flags & libc::MREMAP_MAYMOVE != 0 && flags & libc::MREMAP_DONTUNMAP == 0 {
+                    a[0]..a[0].saturating_add(old)
+                } else {
+                    a[0].saturating_add(new)..a[0].saturating_add(old)
+                }
+            }
+            // brk(0) is a query.
+            libc::SYS_brk if a[0] != 0 => {
+                self.page_align(a[0])..self.page_align(self.spaces[&space].brk)
+            }
+            _ => return None,
+        };
+        (!range.is_empty()).then_some(range)
+    }
+
+    /// The free address space a syscall at its exit stop was given, if it was.
+    fn placed_in_free_space(&self, tid: i32, space: SpaceId) -> Option<Range<u64>> {
+        let entry = self.threads.get(&tid)?.entry?;
+        let info = ptrace::syscall_info(Pid::from_raw(tid)).ok()?;
+        if info.op != libc::PTRACE_SYSCALL_INFO_EXIT {
+            return None;
+        }
+        // SAFETY: op == EXIT says the exit member of the union is the one filled.
+        let exit = unsafe { info.u.exit };
+        if exit.is_error != 0 {
+            return None;
+        }
+        let (rval, a) = (exit.sval as u64, entry.args);
+        let range = match entry.nr {
+            libc::SYS_mmap if a[3] as i32 & libc::MAP_FIXED == 0 => {
+                rval..rval.saturating_add(self.page_align(a[1]))
+            }
+            libc::SYS_mremap if a[3] as i32 & libc::MREMAP_FIXED == 0 => {
+                rval..rval.saturating_add(self.page_align(a[2]))
+            }
+            libc::SYS_brk => self.page_align(self.spaces[&space].brk)..self.page_align(rval),
+            _ => return None,
+        };
+        (!range.is_empty()).then_some(range)
+    }
+
+    /// Whether `tid` is already held, directly or through others, until `other` is reported.
+    fn waits_on(&self, tid: i32, other: i32) -> bool {
+        let mut at = tid;
+        for _ in 0..self.deferred.len() {
+            let Some((&releaser, _)) = self.deferred.iter().find(|(_, d)| d.held.contains(&at))
+            else {
+                return false;
+            };
+            if releaser == other {
+                return true;
+            }
+            at = releaser;
+        }
+        false
+    }
+
+    /// Reports held exits whose releasing thread has now been reported (or is gone).
+    fn replay_deferred(&mut self) {
+        loop {
+            let ready = self.deferred.iter().find_map(|(&releaser, d)| {
+                let reported = self
+                    .threads
+                    .get(&releaser)
+                    .is_none_or(|t| t.entry.is_none() || t.serial != d.serial);
+                reported.then_some(releaser)
+            });
+            let Some(releaser) = ready else { return };
+            let d = self.deferred.remove(&releaser).expect("found above");
+            for tid in d.held {
+                self.on_status(WaitStatus::PtraceSyscall(Pid::from_raw(tid)));
+            }
+        }
+    }
+
+    fn report_syscall_exit(&mut self, tid: i32, entry: SyscallEntry) {
         let Ok(info) = ptrace::syscall_info(Pid::from_raw(tid)) else {
             return;
         };
@@ -528,11 +670,6 @@ impl Tracer {
                     // matters where the kernel made a new VMA, and fails harmlessly elsewhere.
                     let _ = uffd.register(rval, rval.saturating_add(new_len));
                 }
-                let place = if a[3] & libc::MREMAP_FIXED as u64 == 0 {
-                    Placement::FreeSpace
-                } else {
-                    Placement::Given
-                };
                 let event = Event::Remap {
                     pid,
                     tid,
@@ -543,7 +680,7 @@ impl Tracer {
                     new_end: rval.saturating_add(new_len),
                     dontunmap: a[3] & libc::MREMAP_DONTUNMAP as u64 != 0,
                 };
-                space.lane.send(placed_or_observed(place, event));
+                space.lane.observed(event);
             }
             libc::SYS_brk => self.on_brk(pid, tid, space_id, rval),
             libc::SYS_madvise => {
@@ -611,17 +748,11 @@ impl Tracer {
                         false
                     }
                 });
-        let place = if flags & libc::MAP_FIXED == 0 {
-            Placement::FreeSpace
-        } else {
-            Placement::Given
-        };
         let at = MapAt {
             pid,
             tid,
             space: space_id,
             range: start..end,
-            place,
         };
         send_map_runs(space, at, &prot_string(prot), kind, path, tracked);
     }
@@ -639,7 +770,6 @@ impl Tracer {
             tid,
             space: space_id,
             range: entry.start..entry.end,
-            place: Placement::Given,
         };
         let space = &self.spaces[&space_id];
         send_map_runs(
@@ -669,7 +799,6 @@ impl Tracer {
             .uffd
             .as_ref()
             .is_some_and(|u| new < old || u.register(old, new).is_ok());
-        // The heap only grows into free address space.
         let event = Event::Brk {
             pid,
             tid,
@@ -678,9 +807,7 @@ impl Tracer {
             new,
             tracked,
         };
-        space
-            .lane
-            .send(placed_or_observed(Placement::FreeSpace, event));
+        space.lane.observed(event);
     }
 
     fn on_new_child(&mut self, parent_tid: i32, event: i32) {
@@ -932,7 +1059,6 @@ impl Tracer {
                 tid,
                 space: id,
                 range: entry.start..entry.end,
-                place: Placement::Given,
             };
             send_map_runs(
                 &space,
@@ -1116,20 +1242,12 @@ impl Tracer {
     }
 }
 
-/// Whether the kernel chose where a mapping went (so it was free address space), or was told.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Placement {
-    FreeSpace,
-    Given,
-}
-
 /// Where a new mapping is, and who made it.
 struct MapAt {
     pid: i32,
     tid: i32,
     space: SpaceId,
-    range: std::ops::Range<u64>,
-    place: Placement,
+    range: Range<u64>,
 }
 
 /// Sends a new mapping to its lane, split into runs of one page state each (pages can already be
@@ -1148,7 +1266,6 @@ fn send_map_runs(
         tid,
         space: space_id,
         range,
-        place,
     } = at;
     let runs = if tracked {
         let present = space
@@ -1183,14 +1300,7 @@ fn send_map_runs(
             tracked,
             state,
         };
-        space.lane.send(placed_or_observed(place, event));
-    }
-}
-
-fn placed_or_observed(place: Placement, event: Event) -> LaneMessage {
-    match place {
-        Placement::FreeSpace => LaneMessage::Placed(Stamped::now(event)),
-        Placement::Given => LaneMessage::Observed(Stamped::now(event)),
+        space.lane.observed(event);
     }
 }
 
