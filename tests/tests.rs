@@ -7,3 +7,4 @@ mod bad_input;
 mod lifecycle;
 mod memory;
 mod stream;
+mod verify;

@@ -1,0 +1,136 @@
+//! `--verify`: the stream checked against the kernel's page tables while the program runs, and
+//! proof that the check can fail.
+
+use mevi_actors::event::{Event, KernelPage, StreamPage, VerifyPoint};
+
+use crate::util::{bin, run_bounded, trace, workload};
+
+/// Every `verify` line of a run: (point, checked pages, mismatched pages).
+fn verify_lines(t: &crate::util::Traced) -> Vec<(VerifyPoint, u64, u64)> {
+    t.lines
+        .iter()
+        .filter_map(|l| match &l.event {
+            Event::Verify {
+                point,
+                checked_pages,
+                mismatched_pages,
+                ..
+            } => Some((*point, *checked_pages, *mismatched_pages)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn each_process_is_checked_at_its_last_exit_and_agrees_with_the_kernel() {
+    let t = trace(&["--verify"], &[workload("fork_touch")]);
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    let checks = verify_lines(&t);
+    let exits: Vec<_> = checks
+        .iter()
+        .filter(|(p, _, _)| *p == VerifyPoint::Exit)
+        .collect();
+    // The parent and its fork child.
+    assert_eq!(exits.len(), 2, "{checks:?}");
+    assert!(
+        exits
+            .iter()
+            .all(|(_, checked, bad)| *checked > 0 && *bad == 0)
+    );
+    assert!(t.stderr.contains("verify: 2 checks"), "{}", t.stderr);
+    t.assert_matches_kernel();
+}
+
+#[test]
+fn checkpoints_stop_every_thread_and_agree_with_the_kernel() {
+    let t = trace(
+        &["--verify", "--verify-every", "2"],
+        &[workload("race").to_str().unwrap(), "0.5"],
+    );
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    let checks = verify_lines(&t);
+    let checkpoints = checks
+        .iter()
+        .filter(|(p, _, _)| *p == VerifyPoint::Checkpoint)
+        .count();
+    assert!(checkpoints >= 10, "only {checkpoints} checkpoints in 0.5 s");
+    let bad: u64 = checks.iter().map(|c| c.2).sum();
+    assert_eq!(bad, 0, "{}", t.stderr);
+    // The summary adds them up.
+    let totals = t
+        .lines
+        .iter()
+        .find_map(|l| match &l.event {
+            Event::Summary { totals, .. } => totals.verify.clone(),
+            _ => None,
+        })
+        .expect("verify totals in the summary");
+    assert_eq!(totals.points, checks.len() as u64);
+    assert_eq!(
+        totals.checked_pages,
+        checks.iter().map(|c| c.1).sum::<u64>()
+    );
+}
+
+#[test]
+fn a_state_corrupted_on_purpose_is_caught_and_exits_3() {
+    let t = trace(
+        &["--verify", "--test-corrupt-state"],
+        &[workload("one_thread")],
+    );
+    assert_eq!(t.status, 3, "{}", t.stderr);
+    assert!(
+        t.stderr.contains("verify failed: 1 pages differ"),
+        "{}",
+        t.stderr
+    );
+    let mismatch = t
+        .lines
+        .iter()
+        .find_map(|l| match &l.event {
+            Event::Verify {
+                mismatched_pages: 1,
+                first_mismatches,
+                ..
+            } => first_mismatches.first().copied(),
+            _ => None,
+        })
+        .expect("a verify line with the mismatch");
+    // The page forgotten is the first one the stream reported resident.
+    let first_touch = t
+        .events("resident")
+        .find_map(|e| match e {
+            Event::Resident { start, .. } => Some(*start),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(mismatch.start, first_touch);
+    assert_eq!(mismatch.stream, StreamPage::NotResident);
+    assert_eq!(mismatch.kernel, KernelPage::Present);
+}
+
+#[test]
+fn without_verify_a_corrupted_state_goes_unnoticed_and_the_status_is_the_programs() {
+    // The hook alone changes nothing a user sees but the replayed figures: the check is what
+    // catches it.
+    let t = trace(
+        &["--test-corrupt-state"],
+        &[workload("exit_code"), "7".into()],
+    );
+    assert_eq!(t.status, 7, "{}", t.stderr);
+    assert!(verify_lines(&t).is_empty());
+}
+
+#[test]
+fn verify_needs_page_states() {
+    let (status, _, stderr) = run_bounded(std::process::Command::new(bin()).args([
+        "run",
+        "--verify",
+        "--no-faults",
+        "--",
+        "true",
+    ]));
+    assert_eq!(status, 2);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("--verify"), "{stderr}");
+}
