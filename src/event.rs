@@ -77,10 +77,13 @@ pub struct RunTotals {
 /// The `verify` lines of a run, added up.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VerifyTotals {
-    /// `verify` lines written.
+    /// `verify` lines that compared pages.
     pub points: u64,
     /// Of those, how many found a mismatch.
     pub failed_points: u64,
+    /// `verify` lines that could not compare (the process died meanwhile).
+    #[serde(default)]
+    pub skipped_points: u64,
     pub checked_pages: u64,
     pub mismatched_pages: u64,
 }
@@ -109,7 +112,7 @@ pub enum StreamPage {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum KernelPage {
-    /// Present bit set in `/proc/PID/pagemap`, in a private anonymous mapping.
+    /// Present (or swapped out) in `/proc/PID/pagemap`, in a private anonymous mapping.
     Present,
     /// In a private anonymous mapping, not present.
     Absent,
@@ -241,6 +244,9 @@ pub enum Event {
         checked_pages: u64,
         mismatched_pages: u64,
         first_mismatches: Vec<Mismatch>,
+        /// Why nothing could be checked (the process died while being checked).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        skipped: Option<String>,
         /// How to read the kernel's side; travels with the line, never written.
         #[serde(skip)]
         probe: Option<crate::verify::Probe>,

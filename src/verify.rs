@@ -52,12 +52,18 @@ impl KernelView {
             None => return Err(io::Error::other("the space's pagemap could not be opened")),
         };
         let mut view = KernelView::default();
-        for entry in procfs::read_maps(probe.pid)? {
+        let maps = procfs::read_maps(probe.pid)?;
+        // A live mm always has a mapping (its stack at least): empty maps mean the process lost
+        // its mm (killed while being checked), and there is nothing to compare with.
+        if maps.is_empty() {
+            return Err(io::Error::from_raw_os_error(libc::ESRCH));
+        }
+        for entry in maps {
             if !entry.is_private_anon() {
                 continue;
             }
             view.anon.insert(entry.start..entry.end);
-            for run in pagemap.present_runs(entry.start..entry.end)? {
+            for run in pagemap.populated_runs(entry.start..entry.end)? {
                 view.present.insert(run);
             }
         }

@@ -276,19 +276,21 @@ impl Poller {
     /// A layout syscall has been reported: fences that waited only for it come down, and the
     /// faults they held are resolved now, after the report.
     async fn end_syscall(&mut self, tid: i32) {
-        if !self.begun.remove(&tid) {
-            return;
+        if self.begun.remove(&tid) && self.unfence(tid) {
+            for fault in std::mem::take(&mut self.held) {
+                self.on_fault(fault).await;
+            }
         }
+    }
+
+    /// Stops the fences waiting for `tid`; whether any came down.
+    fn unfence(&mut self, tid: i32) -> bool {
         let before = self.fences.len();
         for fence in &mut self.fences {
             fence.waiting.remove(&tid);
         }
         self.fences.retain(|f| !f.waiting.is_empty());
-        if self.fences.len() < before {
-            for fault in std::mem::take(&mut self.held) {
-                self.on_fault(fault).await;
-            }
-        }
+        self.fences.len() < before
     }
 
     async fn handle(&mut self, message: LaneMessage) {
@@ -310,7 +312,7 @@ impl Poller {
                 let present = self
                     .pagemap
                     .as_ref()
-                    .and_then(|p| p.present_runs(range.clone()).ok())
+                    .and_then(|p| p.populated_runs(range.clone()).ok())
                     .unwrap_or_default();
                 for (run, present) in procfs::split_by_presence(range, &present) {
                     if !present {
@@ -341,6 +343,7 @@ impl Poller {
                     checked_pages: 0,
                     mismatched_pages: 0,
                     first_mismatches: Vec::new(),
+                    skipped: None,
                     probe: Some(probe),
                 };
                 self.out.send(Stamped::now(event)).await;
@@ -395,6 +398,14 @@ impl Poller {
         let UffdMessage::Fault { addr, write, tid } = message else {
             return;
         };
+        // A thread that faults inside its own layout syscall (MADV_POPULATE_*) did not cause
+        // any fence's event: the syscall that did is blocked until its event is read, then
+        // touches no registered page. Waiting for it would wait for this very fault.
+        if self.begun.contains(&tid) && self.unfence(tid) {
+            for fault in std::mem::take(&mut self.held) {
+                Box::pin(self.on_fault(fault)).await;
+            }
+        }
         if self.fences.iter().any(|f| f.range.contains(&addr)) {
             self.held.push(message);
             return;

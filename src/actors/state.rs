@@ -186,6 +186,7 @@ impl StateActor {
             checked_pages,
             mismatched_pages,
             first_mismatches,
+            skipped,
             probe,
         } = event
         else {
@@ -198,12 +199,16 @@ impl StateActor {
         let kernel = match kernel {
             Ok(k) => k,
             Err(e) => {
-                tracing::warn!(
+                tracing::debug!(
                     pid,
                     space,
                     ?point,
                     "cannot read the kernel's page tables: {e}"
                 );
+                *skipped = Some(format!("the kernel's page tables could not be read: {e}"));
+                if let Some(t) = self.totals.verify.as_mut() {
+                    t.skipped_points += 1;
+                }
                 return;
             }
         };

@@ -396,7 +396,7 @@ impl Tracer {
                 .spaces
                 .iter()
                 .filter(|(_, s)| s.uffd.is_some())
-                .filter_map(|(&id, _)| self.thread_in(id).map(|tid| (id, tid)))
+                .filter_map(|(&id, _)| self.parked_in(id, &c.parked).map(|tid| (id, tid)))
                 .collect();
             self.check(&targets, VerifyPoint::Checkpoint);
         } else {
@@ -410,13 +410,18 @@ impl Tracer {
         }
     }
 
-    /// A live, attached thread of the space, to read its maps through.
-    fn thread_in(&self, space: SpaceId) -> Option<i32> {
-        self.threads
+    /// A thread of the space held in a ptrace stop, to read its maps through: a stopped thread
+    /// still has its mm (one that is dying may already have dropped it). A space with none has
+    /// no thread left to check it with.
+    fn parked_in(&self, space: SpaceId, parked: &[(i32, Resume)]) -> Option<i32> {
+        parked
             .iter()
-            .filter(|(_, t)| !t.awaiting_attach)
-            .filter(|(_, t)| self.processes.get(&t.pid).and_then(|p| p.space) == Some(space))
-            .map(|(&tid, _)| tid)
+            .map(|&(tid, _)| tid)
+            .filter(|tid| {
+                self.threads.get(tid).is_some_and(|t| {
+                    self.processes.get(&t.pid).and_then(|p| p.space) == Some(space)
+                })
+            })
             .min()
     }
 
@@ -442,8 +447,25 @@ impl Tracer {
     /// PTRACE_EVENT_EXIT: the thread is leaving, its mm still whole. If no other thread of its
     /// space can run user code any more, this is a quiescent point: `--verify` checks it.
     fn on_exit_stop(&mut self, tid: i32) {
-        if let Some(t) = self.threads.get_mut(&tid) {
+        let begun = self.threads.get_mut(&tid).and_then(|t| {
             t.exiting = true;
+            t.entry.take()
+        });
+        if let (Some(_), Some((pid, space))) = (begun, self.space_of(tid)) {
+            // Killed inside a layout syscall: its exit will never be reported, and it may or may
+            // not have changed the layout. The mm is still whole here: describe it again from
+            // the kernel.
+            let maps = procfs::read_maps(tid).unwrap_or_default();
+            let space_ref = &self.spaces[&space];
+            space_ref.lane.observed(Event::Unmap {
+                pid,
+                tid,
+                space,
+                start: 0,
+                end: USER_SPACE_END,
+            });
+            send_snapshot(space_ref, space, pid, tid, &maps);
+            space_ref.lane.send(LaneMessage::Ended { tid });
         }
         if self.config.verify
             && let Some((_, space)) = self.space_of(tid)
@@ -688,6 +710,9 @@ impl Tracer {
                     libc::MADV_DONTNEED => "dontneed",
                     libc::MADV_REMOVE => "remove",
                     24 /* MADV_DONTNEED_LOCKED */ => "dontneed_locked",
+                    // Reclaims what it can at once: pages freed with MADV_FREE are dropped (and,
+                    // with swap, others swapped out, which the lane counts as still there).
+                    21 /* MADV_PAGEOUT */ => "pageout",
                     // MADV_FREE and the rest leave pages present until reclaim (or never drop).
                     _ => return,
                 };
@@ -1048,36 +1073,7 @@ impl Tracer {
             brk,
             members: 1,
         };
-        for entry in &maps {
-            let tracked = entry.is_private_anon()
-                && space
-                    .uffd
-                    .as_ref()
-                    .is_some_and(|u| u.register(entry.start, entry.end).is_ok());
-            let at = MapAt {
-                pid: tid,
-                tid,
-                space: id,
-                range: entry.start..entry.end,
-            };
-            send_map_runs(
-                &space,
-                at,
-                &entry.prot,
-                entry.kind(),
-                entry.stream_path(),
-                tracked,
-            );
-            if entry.path == "[stack]" && tracked {
-                // Unlimited: the legacy layout keeps mappings far from the stack.
-                let limit = procfs::stack_limit(tid).unwrap_or(1 << 40);
-                space.lane.send(LaneMessage::Stack {
-                    pid: tid,
-                    range: entry.start..entry.end,
-                    limit,
-                });
-            }
-        }
+        send_snapshot(&space, id, tid, tid, &maps);
         self.spaces.insert(id, space);
         match died {
             Some(status) => Err(InjectError::Died(status)),
@@ -1250,6 +1246,40 @@ struct MapAt {
     range: Range<u64>,
 }
 
+/// Describes a space whole, as its page tables say: every mapping, with its present pages.
+fn send_snapshot(space: &Space, id: SpaceId, pid: i32, tid: i32, maps: &[procfs::MapsEntry]) {
+    for entry in maps {
+        let tracked = entry.is_private_anon()
+            && space
+                .uffd
+                .as_ref()
+                .is_some_and(|u| u.register(entry.start, entry.end).is_ok());
+        let at = MapAt {
+            pid,
+            tid,
+            space: id,
+            range: entry.start..entry.end,
+        };
+        send_map_runs(
+            space,
+            at,
+            &entry.prot,
+            entry.kind(),
+            entry.stream_path(),
+            tracked,
+        );
+        if entry.path == "[stack]" && tracked {
+            // Unlimited: the legacy layout keeps mappings far from the stack.
+            let limit = procfs::stack_limit(pid).unwrap_or(1 << 40);
+            space.lane.send(LaneMessage::Stack {
+                pid,
+                range: entry.start..entry.end,
+                limit,
+            });
+        }
+    }
+}
+
 /// Sends a new mapping to its lane, split into runs of one page state each (pages can already be
 /// present: `MAP_POPULATE`, locked memory, or a space seen for the first time).
 #[allow(clippy::too_many_arguments)]
@@ -1271,7 +1301,7 @@ fn send_map_runs(
         let present = space
             .pagemap
             .as_ref()
-            .and_then(|p| p.present_runs(range.clone()).ok())
+            .and_then(|p| p.populated_runs(range.clone()).ok())
             .unwrap_or_default();
         procfs::split_by_presence(range, &present)
             .into_iter()

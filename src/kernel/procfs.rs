@@ -38,13 +38,21 @@ impl MapsEntry {
                 MapKind::Shmem
             }
             "" => MapKind::Anon,
+            // Named anonymous memory (prctl PR_SET_VMA_ANON_NAME): `[anon:NAME]`, or
+            // `[anon_shmem:NAME]` when shared.
+            p if p.starts_with("[anon:") => MapKind::Anon,
+            p if p.starts_with("[anon_shmem:") => MapKind::Shmem,
             _ => MapKind::File,
         }
     }
 
-    /// Private anonymous memory (with heap and stacks): what userfaultfd can follow for us.
+    /// Private anonymous memory (with heap, stacks, and mappings named with
+    /// `PR_SET_VMA_ANON_NAME`): what userfaultfd can follow for us.
     pub fn is_private_anon(&self) -> bool {
-        !self.shared && self.inode == 0 && matches!(self.path.as_str(), "" | "[heap]" | "[stack]")
+        !self.shared
+            && self.inode == 0
+            && (matches!(self.path.as_str(), "" | "[heap]" | "[stack]")
+                || self.path.starts_with("[anon:"))
     }
 
     /// The path the stream reports for it, if it has one.
@@ -174,6 +182,10 @@ struct PageRegion {
 }
 
 const PAGE_IS_PRESENT: u64 = 1 << 3;
+const PAGE_IS_SWAPPED: u64 = 1 << 4;
+/// pagemap entry bits (Documentation/admin-guide/mm/pagemap.rst).
+const PM_PRESENT: u64 = 1 << 63;
+const PM_SWAPPED: u64 = 1 << 62;
 nix::ioctl_readwrite!(pagemap_scan, b'f', 16, PmScanArg);
 
 /// An open `/proc/PID/pagemap`. It pins the mm it was opened on, so it keeps answering for that
@@ -195,8 +207,10 @@ impl Pagemap {
         })
     }
 
-    /// The runs of present pages inside `range` (page-aligned), in address order.
-    pub fn present_runs(&self, range: Range<u64>) -> io::Result<Vec<Range<u64>>> {
+    /// The runs of populated pages inside `range` (page-aligned), in address order: present in
+    /// memory or swapped out. A swapped-out page still exists (swapping it in raises no
+    /// userfaultfd fault); only a page that is neither has to be touched again to exist.
+    pub fn populated_runs(&self, range: Range<u64>) -> io::Result<Vec<Range<u64>>> {
         use std::sync::atomic::Ordering::Relaxed;
         if range.is_empty() {
             return Ok(Vec::new());
@@ -225,8 +239,8 @@ impl Pagemap {
                 end: range.end,
                 vec: regions.as_mut_ptr() as u64,
                 vec_len: regions.len() as u64,
-                category_anyof_mask: PAGE_IS_PRESENT,
-                return_mask: PAGE_IS_PRESENT,
+                category_anyof_mask: PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+                return_mask: PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
                 ..Default::default()
             };
             // SAFETY: `arg` describes `regions`, a live buffer of `vec_len` page_region structs
@@ -262,7 +276,7 @@ impl Pagemap {
             }
             for (i, entry) in bytes[..n].chunks_exact(8).enumerate() {
                 let entry = u64::from_ne_bytes(entry.try_into().unwrap());
-                if entry & (1 << 63) != 0 {
+                if entry & (PM_PRESENT | PM_SWAPPED) != 0 {
                     let page = range.start + (done + i as u64) * self.page_size;
                     match runs.last_mut() {
                         Some(last) if last.end == page => last.end = page + self.page_size,
@@ -327,7 +341,7 @@ mod tests {
         // SAFETY: base..base+ps lies inside `v`.
         unsafe { std::ptr::write_volatile(base as *mut u8, 1) };
         let pm = Pagemap::open(std::process::id() as i32, ps).unwrap();
-        let runs = pm.present_runs(base..base + ps).unwrap();
+        let runs = pm.populated_runs(base..base + ps).unwrap();
         assert_eq!(runs, vec![base..base + ps]);
         assert_eq!(pm.read_present(base..base + ps).unwrap(), runs);
     }

@@ -3,59 +3,69 @@
  * output: the tracer is checked against the kernel's page tables at its own checkpoints, so this
  * program only races hard, exits deterministically and never hangs.
  *   THREADS: worker threads, 1..256 (tests use 8..64). SEED: unsigned decimal; thread i draws
- *   sizes, offsets, pages and timing jitter from xorshift64* seeded with SEED ^ i (main is
- *   i = THREADS). MILLIS: racing time; threads start on a barrier and loop until their
- *   CLOCK_MONOTONIC deadline, every thread doing at least one iteration.
- * Cases ("role" = thread index mod N; with fewer threads than roles each thread rotates roles):
- *   reuse    : loop: mmap 1..16 pages (no hint), write all, munmap; 1/2 of the time instead mremap
- *              it bigger with MREMAP_MAYMOVE (frees the old range) and write the tail; 1/4 of the
- *              time first mmap(MAP_FIXED) a fresh subrange over it and write that.
+ *   sizes, offsets, pages and timing jitter (yields, short spins) from xorshift64* seeded with
+ *   splitmix64(SEED ^ i) (main: i = THREADS). MILLIS: racing time; the threads start on a barrier
+ *   and loop until their CLOCK_MONOTONIC deadline, checked every iteration; every thread does at
+ *   least one iteration.
+ * Cases ("role" = thread index mod N; with fewer threads than roles a thread rotates roles):
+ *   reuse    : loop: mmap 1..16 pages (no hint), write all, then 1/2 of the time mremap it 1..16
+ *              pages bigger with MREMAP_MAYMOVE (mostly moves: frees the old range for the others)
+ *              and write the tail, 1/4 mmap(MAP_FIXED) a fresh subrange over it and write that;
+ *              munmap.
  *   discard  : one 256-page region; even threads MADV_DONTNEED random 1..32-page subranges, odd
  *              threads write or read random single pages.
- *   layout   : 8 regions of 32 pages, each with a PROT_NONE spare; 1/4 of the threads (one per
- *              region at a time) replace a subrange with mmap(MAP_FIXED), MADV_DONTNEED it, or
- *              move it to the spare and back with MREMAP_MAYMOVE|MREMAP_FIXED (a hole meanwhile);
- *              the others touch random pages, skipping (SIGSEGV + siglongjmp) pages in a hole.
+ *   layout   : 8 regions of 32 pages, each with a PROT_NONE spare; 1/4 of the threads (one at a
+ *              time per region) replace a subrange (or all) with mmap(MAP_FIXED), MADV_DONTNEED
+ *              it, or move it to the spare and back with MREMAP_MAYMOVE|MREMAP_FIXED (a hole
+ *              meanwhile; the spare is re-reserved with MAP_FIXED_NOREPLACE); the others touch
+ *              random pages, skipping (SIGSEGV + siglongjmp) those in a hole. A move spanning
+ *              several VMAs fails with EFAULT when they are userfaultfd-armed (traced): tolerated,
+ *              the region and its spare are then remapped whole.
  *   mremap   : 8 regions of 1..32 pages; 1/4 of the threads resize/move them: grow in place (no
- *              flags, ENOMEM tolerated), shrink, MAYMOVE grow, MAYMOVE|FIXED onto a reserved
- *              PROT_NONE area, MAYMOVE|DONTUNMAP, MAYMOVE|FIXED|DONTUNMAP; the others touch the
- *              current and the previous range of a region (read as one atomic word), skipping
- *              faults (SIGSEGV) in holes and reserves.
+ *              flags, ENOMEM tolerated), shrink, MAYMOVE grow, MAYMOVE|FIXED (resizing) onto a
+ *              reserved PROT_NONE area, MAYMOVE|DONTUNMAP, MAYMOVE|FIXED|DONTUNMAP; the others
+ *              touch the current range of a region or (1/4) its previous one, read as one atomic
+ *              (base | pages) word, skipping faults (SIGSEGV) in holes and reserves.
  *   brk      : even threads, under a mutex, sbrk(+1..16 pages) and write the new part, or
- *              sbrk(-1..16 pages) (never below the break seen at the start); odd threads touch
- *              heap pages under the mutex, or without it up to 4 pages past the break they last
- *              saw (SIGSEGV skips). The break is put back at the end.
- *   fork     : workers write/read random pages of 4 regions of 64 pages; main forks every
+ *              sbrk(-1..16 pages) (never below the break at the start); odd threads touch heap
+ *              pages under the mutex, or without it up to 4 pages past the break they last saw
+ *              (SIGSEGV skips). The break is put back at the end.
+ *   fork     : workers write/read random pages of 4 regions of 64 pages (every 8th thread also
+ *              MADV_DONTNEEDs 1..8 of them, so that touches keep faulting); main forks every
  *              1..4 ms; the child writes 8 and reads 4 pages of them, _exit(0); status checked.
  *   vfork    : same workers; main loops posix_spawn("/bin/true"), vfork()+execve("/bin/true"),
  *              clone(CLONE_VM|SIGCHLD) on a malloc'd stack writing 4 pages; all must exit 0.
  *   exec     : same workers; after MILLIS/2 worker 0 (not the leader) execve's /proc/self/exe
- *              "exec-child" THREADS SEED REMAINING_MILLIS.
- *   exec-child: THREADS/2 (at least 1) threads write/read pages of a fresh 256-page region.
+ *              exec-child THREADS SEED REMAINING_MILLIS.
+ *   exec-child: THREADS/2 (at least 1) threads write/read pages of a fresh 256-page region (and
+ *              MADV_DONTNEED 1..8 of them one time in 4).
  *   fixed    : one 64-page region; even threads mmap(MAP_FIXED) fresh 1..16-page subranges over
  *              it (it stays mapped: no SIGSEGV handler), odd threads write/read random pages.
- *   exits    : THREADS/2 long-lived threads fault on 4 shared regions while main keeps
- *              THREADS - THREADS/2 short-lived threads going (each writes 1..32 pages of a shared
- *              region and of its own 1..32-page mmap, and returns, unmapping it half the time;
- *              main unmaps the rest later, keeping at most 64 such leftovers).
+ *   exits    : THREADS/2 long-lived threads work like fork's while main keeps THREADS -
+ *              THREADS/2 short-lived threads going (each writes 1..32 pages of a shared region and
+ *              of its own 1..32-page mmap, and returns, unmapping it half the time; main unmaps
+ *              the others' later, keeping the last 64).
  *   kill     : a 4096-page region, 256 pages written, then fork: parent and child each run
- *              THREADS threads writing fresh 1..64-page mmaps and random pages of the region;
- *              the parent SIGKILLs the child after MILLIS/4 (its status must say SIGKILL) and at
- *              MILLIS raises SIGKILL on itself while its workers still fault.
- *   free     : one 256-page region; role 0 MADV_FREE, role 1 MADV_DONTNEED random 1..32-page
- *              subranges, role 2 writes/reads random pages (3 roles).
+ *              THREADS threads writing fresh 1..64-page mmaps and random pages of the region (and
+ *              MADV_DONTNEED parts of it); the parent SIGKILLs the child after MILLIS/4 (its
+ *              status must say SIGKILL) and at MILLIS raises SIGKILL while its workers fault.
+ *   free     : one 256-page region; role 0 of 3 MADV_FREE, role 1 MADV_DONTNEED random 1..32-page
+ *              subranges, role 2 writes/reads random pages.
  *   populate : loop: mmap(MAP_POPULATE) 1..64 pages, mmap(MAP_LOCKED) 1..4 pages (EAGAIN, ENOMEM,
- *              EPERM skip it), touch some pages of each, munmap; write pages of a populated
+ *              EPERM: skipped), touch a few pages of each, munmap; write pages of a populated
  *              256-page region; main forks a child every ~50 ms that writes 4 of them and 2 of a
  *              MAP_POPULATE mapping of its own, _exit(0).
  *   all      : every case above except kill and exec-child, in turn, MILLIS each, as
- *              /proc/self/exe children; its count line gives the number of cases run.
- * THP is disabled for the process (PR_SET_THP_DISABLE, inherited) so no fault maps more than one
- * page. Only anonymous memory; well under 64 MiB resident (kill: ~40 MiB across both processes).
- * Stdout: nothing. Stderr at the end: "stress CASE: N iterations" (sum over threads, main
- * included), with ", S skipped touches" appended for the cases that skip.
- * Exit: 0; kill: killed by SIGKILL; 1 on an unexpected failure (one line on stderr), including a
- * child that did not exit 0 or any wait that timed out; 2 on bad usage.
+ *              /proc/self/exe children (each prints its own line); exit 0 if all exited 0.
+ * Where main has work of its own (fork, vfork, exits, populate, kill) the workers run at nice 10.
+ * THP is disabled (PR_SET_THP_DISABLE, inherited): no fault maps more than one page. Anonymous
+ * memory only; a few MiB resident (kill: ~40 MiB at most across both processes).
+ * Stdout: nothing. Stderr, at the end: "stress CASE: N iterations" (sum over threads, main's
+ * forks/spawns/thread creations included; for all: the number of cases run), with
+ * ", S skipped touches" appended for layout, mremap and brk (layout also counts its moves).
+ * Exit: 0; kill: killed by SIGKILL; 1 on an unexpected failure (one line on stderr), a child
+ * that did not exit 0 (kill: not killed by SIGKILL) or a bounded wait that ran out; 2 on bad
+ * usage.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -285,7 +295,8 @@ struct wstate {
 static struct wstate g_ws[MAX_THREADS + 1]; /* [g_threads or n] = main */
 static pthread_barrier_t g_barrier;
 static uint64_t g_extra_ns; /* added to the workers' deadline (kill: they outlive main's) */
-static void (*g_before_start)(void); /* run by main after creating the workers, before the barrier */
+/* main runs it after creating the workers, before the barrier */
+static void (*g_before_start)(void);
 static int g_worker_nice; /* cases where main has work of its own: niced workers leave it CPU */
 
 static uint64_t millis_ns(long ms)
@@ -312,7 +323,7 @@ static void jitter(struct wstate *w)
     }
 }
 
-/* Which of `nroles` roles thread w plays in iteration `iter`. */
+/* Which of `nroles` roles thread w plays in its current iteration. */
 static unsigned role(const struct wstate *w, unsigned nroles, int nthreads)
 {
     if (nthreads >= (int)nroles)
@@ -409,15 +420,15 @@ static long run_workers(int n, void (*fn)(struct wstate *), void (*mainfn)(struc
     return sum;
 }
 
-static void report(long iters, long skips, int with_skips)
+static void report(long iters, long skips, int with_skips, const char *extra)
 {
-    char buf[160];
+    char buf[256];
     int k;
     if (with_skips)
-        k = snprintf(buf, sizeof buf, "stress %s: %ld iterations, %ld skipped touches\n", g_case,
-                     iters, skips);
+        k = snprintf(buf, sizeof buf, "stress %s: %ld iterations, %ld skipped touches%s\n", g_case,
+                     iters, skips, extra);
     else
-        k = snprintf(buf, sizeof buf, "stress %s: %ld iterations\n", g_case, iters);
+        k = snprintf(buf, sizeof buf, "stress %s: %ld iterations%s\n", g_case, iters, extra);
     if (k > 0)
         write_all(2, buf, (size_t)k < sizeof buf ? (size_t)k : sizeof buf - 1);
 }
@@ -486,11 +497,14 @@ static void make_sregs(void)
     }
 }
 
-/* write 6 and read 2 random pages of the shared regions; 1 time in 4 first MADV_DONTNEED 1..8
- * pages of one, so that the touches keep faulting */
+/*
+ * Write 6 and read 2 random pages of the shared regions. Every 8th thread, every other time, first
+ * MADV_DONTNEED 1..8 pages of one, so that the touches keep faulting. (Not every thread: lock
+ * holders preempted among 64 runnable threads would hold fork() up for tens of ms.)
+ */
 static void fault_sregs(struct wstate *w)
 {
-    if ((rnd(&w->rng) & 3) == 0) {
+    if (w->idx % 8 == 0 && (rnd(&w->rng) & 1) == 0) {
         uint64_t r = rnd(&w->rng);
         size_t off = (size_t)(r >> 8) % SREG_PAGES, len = 1 + (size_t)(r >> 16) % 8;
         if (off + len > SREG_PAGES)
@@ -676,6 +690,24 @@ static void hole_window(struct wstate *w)
     }
 }
 
+static long g_layout_moves, g_layout_refused; /* atomic */
+
+/*
+ * A move of several VMAs at once fails with EFAULT when one of them is userfaultfd-armed (a
+ * tracer's): partial MAP_FIXED replacements split a region into VMAs that need not merge back.
+ * Whatever part moved, put both sides back in shape, each one fresh VMA: the region mapped (its
+ * data lost), the spare reserved.
+ */
+static void layout_refused(struct lreg *L)
+{
+    __atomic_add_fetch(&g_layout_refused, 1, __ATOMIC_RELAXED);
+    map_fixed(L->base, LPAGES);
+    void *q = mmap(L->spare, LPAGES * PG, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    if (q != L->spare)
+        die(q == MAP_FAILED ? errno : 0, "mmap(MAP_FIXED) of the spare");
+}
+
 static void layout_change(struct wstate *w)
 {
     uint64_t r = rnd(&w->rng);
@@ -702,13 +734,22 @@ static void layout_change(struct wstate *w)
         }
         char *dst = L->spare + off * PG;
         void *q = mremap(src, k * PG, k * PG, MREMAP_MAYMOVE | MREMAP_FIXED, dst);
+        if (q == MAP_FAILED && errno == EFAULT) {
+            layout_refused(L);
+            break;
+        }
         if (q != dst)
             die(q == MAP_FAILED ? errno : 0, "mremap(%zu pages, MAYMOVE|FIXED) to the spare", k);
         put(dst, 0, r);
         hole_window(w);
         q = mremap(dst, k * PG, k * PG, MREMAP_MAYMOVE | MREMAP_FIXED, src);
+        if (q == MAP_FAILED && errno == EFAULT) {
+            layout_refused(L);
+            break;
+        }
         if (q != src)
             die(q == MAP_FAILED ? errno : 0, "mremap(%zu pages, MAYMOVE|FIXED) back", k);
+        __atomic_add_fetch(&g_layout_moves, 1, __ATOMIC_RELAXED);
         /* re-reserve the spare part without clobbering anything that landed there */
         q = mmap(dst, k * PG, PROT_NONE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
@@ -1288,7 +1329,7 @@ static void m_kill(struct wstate *w)
     long sum = 0;
     for (int i = 0; i < g_threads; i++)
         sum += __atomic_load_n(&g_ws[i].iters, __ATOMIC_RELAXED);
-    report(sum, 0, 0);
+    report(sum, 0, 0, "");
     raise(SIGKILL);
     die(0, "raise(SIGKILL) returned");
 }
@@ -1416,7 +1457,7 @@ static int run_all(void)
             failed++;
         }
     }
-    report(ran, 0, 0);
+    report(ran, 0, 0, " (cases run)");
     return failed ? 1 : 0;
 }
 
@@ -1514,6 +1555,7 @@ int main(int argc, char **argv)
         make_sregs();
         iters = run_workers(g_threads / 2, w_sregs, m_exits, NULL);
     } else if (strcmp(c, "kill") == 0) {
+        g_worker_nice = 10;
         run_kill();
     } else if (strcmp(c, "populate") == 0) {
         g_worker_nice = 10;
@@ -1523,6 +1565,10 @@ int main(int argc, char **argv)
     } else {
         usage();
     }
-    report(iters, skips, with_skips);
+    char extra[96] = "";
+    if (strcmp(c, "layout") == 0)
+        snprintf(extra, sizeof extra, ", %ld moves and back, %ld refused (EFAULT)", g_layout_moves,
+                 g_layout_refused);
+    report(iters, skips, with_skips, extra);
     return 0;
 }
