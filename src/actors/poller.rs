@@ -48,7 +48,18 @@ pub enum LaneMessage {
         limit: u64,
     },
     /// A thread entered a layout syscall (it is stopped at the seccomp stop).
-    Begun { tid: i32 },
+    Begun { tid: i32, nr: i64, args: [u64; 6] },
+    /// Faults in `range` wait until `tid`'s syscall has been reported: it is making the range
+    /// fault through the lane, and its report is not in yet.
+    Fence { tid: i32, range: Range<u64> },
+    /// A new mapping (`map`) or heap growth (`brk`) over a tracked range, already registered,
+    /// with the pages the tracer found present at the syscall's exit (`MAP_POPULATE`, locked
+    /// memory, touches by other threads before registration). The lane adds those it resolved
+    /// itself since (their lines went out before this one).
+    Mapped {
+        event: Stamped,
+        present: Vec<Range<u64>>,
+    },
     /// That syscall's exit has been reported (everything it changed is before this message).
     Ended { tid: i32 },
     /// Every thread of the space is stopped (`--verify`): resolve what the descriptor still
@@ -115,8 +126,9 @@ pub struct Poller {
     tids: HashMap<i32, i32>,
     /// The main thread's stack: its process, its range, and how far it may grow.
     stack: Option<(i32, Range<u64>, u64)>,
-    /// Threads inside a layout syscall, between its `Begun` and `Ended`.
-    begun: HashSet<i32>,
+    /// Threads inside a layout syscall, between its `Begun` and `Ended`: the syscall and its
+    /// arguments.
+    begun: HashMap<i32, (i64, [u64; 6])>,
     fences: Vec<Fence>,
     /// Faults read inside a fence, in the order read.
     held: Vec<UffdMessage>,
@@ -144,7 +156,7 @@ impl Poller {
             page_size,
             tids: HashMap::new(),
             stack: None,
-            begun: HashSet::new(),
+            begun: HashMap::new(),
             fences: Vec::new(),
             held: Vec::new(),
             counters: Counters::default(),
@@ -247,10 +259,18 @@ impl Poller {
                 UffdMessage::Unmap { start, end } | UffdMessage::Remove { start, end } => {
                     [Some(start..end), None]
                 }
-                UffdMessage::Remap { from, to, len } => [
-                    Some(from..from.saturating_add(len)),
-                    Some(to..to.saturating_add(len)),
-                ],
+                UffdMessage::Remap { from, to, len } => {
+                    // The event gives the old length; a move that grows has a longer new range.
+                    let new_len = self
+                        .begun
+                        .values()
+                        .find(|(nr, a)| *nr == libc::SYS_mremap && a[0] == from)
+                        .map_or(len, |(_, a)| self.page_align(a[2]).max(len));
+                    [
+                        Some(from..from.saturating_add(len)),
+                        Some(to..to.saturating_add(new_len)),
+                    ]
+                }
                 UffdMessage::Fork => continue,
             };
             self.counters.layout_events += 1;
@@ -262,7 +282,7 @@ impl Poller {
             for range in ranges.into_iter().flatten() {
                 self.fences.push(Fence {
                     range,
-                    waiting: self.begun.clone(),
+                    waiting: self.begun.keys().copied().collect(),
                 });
             }
         }
@@ -276,7 +296,10 @@ impl Poller {
     /// A layout syscall has been reported: fences that waited only for it come down, and the
     /// faults they held are resolved now, after the report.
     async fn end_syscall(&mut self, tid: i32) {
-        if self.begun.remove(&tid) && self.unfence(tid) {
+        if self.begun.remove(&tid).is_none() {
+            return;
+        }
+        if self.unfence(tid) {
             for fault in std::mem::take(&mut self.held) {
                 self.on_fault(fault).await;
             }
@@ -296,8 +319,17 @@ impl Poller {
     async fn handle(&mut self, message: LaneMessage) {
         match message {
             LaneMessage::Observed(stamped) => self.forward(stamped).await,
-            LaneMessage::Begun { tid } => {
-                self.begun.insert(tid);
+            LaneMessage::Begun { tid, nr, args } => {
+                self.begun.insert(tid, (nr, args));
+            }
+            LaneMessage::Mapped { event, present } => self.forward_mapped(event, present).await,
+            LaneMessage::Fence { tid, range } => {
+                if self.begun.contains_key(&tid) {
+                    self.fences.push(Fence {
+                        range,
+                        waiting: HashSet::from([tid]),
+                    });
+                }
             }
             LaneMessage::Ended { tid } => self.end_syscall(tid).await,
             LaneMessage::Discard {
@@ -364,6 +396,88 @@ impl Poller {
         }
     }
 
+    /// A new tracked range, with the pages present in it now: a `map` split into runs of one
+    /// state, or a `brk` followed by the heap pages already there.
+    async fn forward_mapped(&mut self, stamped: Stamped, at_exit: Vec<Range<u64>>) {
+        let at = stamped.at;
+        let range = match &stamped.event {
+            Event::Map { start, end, .. } => *start..*end,
+            Event::Brk { old, new, .. } => *old..*new,
+            _ => return self.forward(stamped).await,
+        };
+        // Present at the syscall's exit, or now: a page present now and not then was resolved
+        // here meanwhile (its line is out, and this one would undo it). A page present then and
+        // not now was taken by a later change, whose report comes after this line.
+        let now = self
+            .pagemap
+            .as_ref()
+            .and_then(|p| p.populated_runs(range.clone()).ok())
+            .unwrap_or_default();
+        let present: Vec<Range<u64>> = at_exit
+            .into_iter()
+            .chain(now)
+            .collect::<rangemap::RangeSet<u64>>()
+            .iter()
+            .cloned()
+            .collect();
+        match stamped.event {
+            Event::Map {
+                pid,
+                tid,
+                space,
+                prot,
+                kind,
+                path,
+                tracked,
+                ..
+            } => {
+                for (run, present) in procfs::split_by_presence(range, &present) {
+                    let state = if present {
+                        PageState::Resident
+                    } else {
+                        PageState::NotResident
+                    };
+                    let event = Event::Map {
+                        pid,
+                        tid,
+                        space,
+                        start: run.start,
+                        end: run.end,
+                        prot: prot.clone(),
+                        kind,
+                        path: path.clone(),
+                        tracked,
+                        state: Some(state),
+                    };
+                    self.forward(Stamped { at, event }).await;
+                }
+            }
+            brk @ Event::Brk { pid, tid, .. } => {
+                self.forward(Stamped { at, event: brk }).await;
+                for run in present {
+                    let event = Event::Map {
+                        pid,
+                        tid,
+                        space: self.space,
+                        start: run.start,
+                        end: run.end,
+                        prot: "rw-".into(),
+                        kind: MapKind::Heap,
+                        path: None,
+                        tracked: true,
+                        state: Some(PageState::Resident),
+                    };
+                    self.forward(Stamped { at, event }).await;
+                }
+            }
+            other => self.forward(Stamped { at, event: other }).await,
+        }
+    }
+
+    fn page_align(&self, n: u64) -> u64 {
+        n.wrapping_add(self.page_size - 1) & !(self.page_size - 1)
+    }
+
     fn learn_threads(&mut self, event: &Event) {
         match *event {
             Event::Exec { pid, .. } => {
@@ -401,7 +515,7 @@ impl Poller {
         // A thread that faults inside its own layout syscall (MADV_POPULATE_*) did not cause
         // any fence's event: the syscall that did is blocked until its event is read, then
         // touches no registered page. Waiting for it would wait for this very fault.
-        if self.begun.contains(&tid) && self.unfence(tid) {
+        if self.begun.contains_key(&tid) && self.unfence(tid) {
             for fault in std::mem::take(&mut self.held) {
                 Box::pin(self.on_fault(fault)).await;
             }

@@ -16,6 +16,8 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use rangemap::RangeSet;
+
 use nix::errno::Errno;
 use nix::sys::ptrace;
 use nix::sys::signal::Signal;
@@ -97,6 +99,9 @@ struct Thread {
     /// Counts seccomp stops, so that a wait for "this syscall's exit" is not confused with the
     /// next syscall's.
     serial: u64,
+    /// What other threads' reports changed within this thread's begun syscall's reach: which
+    /// came first in the kernel, ptrace cannot tell (docs/ordering.md, racing changes).
+    raced: RangeSet<u64>,
 }
 
 /// Threads at a syscall exit whose report waits for another thread's (case 1 of
@@ -119,6 +124,7 @@ impl Thread {
             listening: false,
             interrupted: false,
             serial: 0,
+            raced: RangeSet::new(),
         }
     }
 }
@@ -451,21 +457,14 @@ impl Tracer {
             t.exiting = true;
             t.entry.take()
         });
-        if let (Some(_), Some((pid, space))) = (begun, self.space_of(tid)) {
+        if let (Some(_), Some((_, space))) = (begun, self.space_of(tid)) {
             // Killed inside a layout syscall: its exit will never be reported, and it may or may
             // not have changed the layout. The mm is still whole here: describe it again from
             // the kernel.
-            let maps = procfs::read_maps(tid).unwrap_or_default();
-            let space_ref = &self.spaces[&space];
-            space_ref.lane.observed(Event::Unmap {
-                pid,
-                tid,
-                space,
-                start: 0,
-                end: USER_SPACE_END,
-            });
-            send_snapshot(space_ref, space, pid, tid, &maps);
-            space_ref.lane.send(LaneMessage::Ended { tid });
+            let mut whole = RangeSet::new();
+            whole.insert(0..USER_SPACE_END);
+            self.describe_again(tid, space, whole);
+            self.spaces[&space].lane.send(LaneMessage::Ended { tid });
         }
         if self.config.verify
             && let Some((_, space)) = self.space_of(tid)
@@ -501,13 +500,23 @@ impl Tracer {
         if let Some(thread) = self.threads.get_mut(&tid) {
             thread.entry = entry;
             thread.serial += 1;
+            thread.raced = RangeSet::new();
         }
         // The lane holds back faults behind a layout change until the syscalls begun before it
         // have ended (docs/ordering.md).
         if entry.is_some()
             && let Some((_, space)) = self.space_of(tid)
         {
-            self.spaces[&space].lane.send(LaneMessage::Begun { tid });
+            let SyscallEntry { nr, args } = entry.expect("checked above");
+            let lane = &self.spaces[&space].lane;
+            lane.send(LaneMessage::Begun { tid, nr, args });
+            let (old, new) = (self.page_align(args[1]), self.page_align(args[2]));
+            if nr == libc::SYS_mremap && old != 0 && new > old {
+                // A mapping grown in place keeps its registration: a racing touch of the new
+                // tail faults through the lane before this mremap is reported, and must wait.
+                let tail = args[0].saturating_add(old)..args[0].saturating_add(new);
+                lane.send(LaneMessage::Fence { tid, range: tail });
+            }
         }
         // Run the syscall and stop again at its exit.
         self.go(tid, Resume::Syscall);
@@ -531,10 +540,142 @@ impl Tracer {
         let Some(entry) = self.threads.get_mut(&tid).and_then(|t| t.entry.take()) else {
             return;
         };
-        self.report_syscall_exit(tid, entry);
-        if let Some((_, space)) = self.space_of(tid) {
-            self.spaces[&space].lane.send(LaneMessage::Ended { tid });
+        let Some((_, space)) = self.space_of(tid) else {
+            return;
+        };
+        let (failed, changed) = self.report_syscall_exit(tid, entry);
+        // Begun syscalls of other threads that may have acted on what this one reported: which
+        // came first is unknown, so each will describe the range again once it is reported.
+        self.note_races(tid, space, &changed);
+        let mut again = RangeSet::new();
+        if failed {
+            // An error return says nothing of what was done before the error (an mremap of
+            // several mappings refused half way, a MAP_FIXED that unmapped and then failed).
+            again.extend(self.reach(&entry));
         }
+        let raced = self
+            .threads
+            .get_mut(&tid)
+            .map(|t| std::mem::take(&mut t.raced))
+            .unwrap_or_default();
+        if !raced.is_empty() {
+            again.extend(raced);
+            again.extend(changed);
+        }
+        if !again.is_empty() {
+            self.describe_again(tid, space, again);
+        }
+        self.spaces[&space].lane.send(LaneMessage::Ended { tid });
+    }
+
+    /// Where a syscall may change the layout, from its arguments alone (nothing for a placement
+    /// in free space: those are ordered exactly, see `must_wait_for`).
+    fn reach(&self, e: &SyscallEntry) -> RangeSet<u64> {
+        let a = e.args;
+        let mut reach = RangeSet::new();
+        let mut add = |start: u64, len: u64| {
+            let end = start.saturating_add(self.page_align(len));
+            if start < end {
+                reach.insert(start..end);
+            }
+        };
+        match e.nr {
+            libc::SYS_munmap => add(a[0], a[1]),
+            libc::SYS_madvise if discard_advice(a[2] as i32).is_some() => add(a[0], a[1]),
+            libc::SYS_mmap if a[3] as i32 & libc::MAP_FIXED != 0 => add(a[0], a[1]),
+            libc::SYS_mremap => {
+                add(a[0], self.page_align(a[1]).max(self.page_align(a[2])));
+                if a[3] as i32 & libc::MREMAP_FIXED != 0 {
+                    add(a[4], a[2]);
+                }
+            }
+            _ => {}
+        }
+        reach
+    }
+
+    /// Marks the begun syscalls of other threads of the space that `changed` may have raced.
+    fn note_races(&mut self, tid: i32, space: SpaceId, changed: &RangeSet<u64>) {
+        if changed.is_empty() {
+            return;
+        }
+        let racers: Vec<(i32, RangeSet<u64>)> = self
+            .threads
+            .iter()
+            .filter(|&(&other, t)| other != tid && t.entry.is_some())
+            .filter(|(_, t)| self.processes.get(&t.pid).and_then(|p| p.space) == Some(space))
+            .filter_map(|(&other, t)| {
+                let reach = self.reach(t.entry.as_ref()?);
+                let hit: RangeSet<u64> = changed
+                    .iter()
+                    .filter(|r| reach.overlaps(r))
+                    .cloned()
+                    .collect();
+                (!hit.is_empty()).then_some((other, hit))
+            })
+            .collect();
+        for (other, hit) in racers {
+            if let Some(t) = self.threads.get_mut(&other) {
+                t.raced.extend(hit);
+            }
+        }
+    }
+
+    /// Describes `ranges` of the space again as the kernel has them now: unmapped, then every
+    /// mapping in them (the lane reads their present pages, in its order). Syscalls begun
+    /// meanwhile may already be in what is read: they are marked raced, and describe their
+    /// ranges again once reported.
+    fn describe_again(&mut self, tid: i32, space: SpaceId, ranges: RangeSet<u64>) {
+        let Some(pid) = self.threads.get(&tid).map(|t| t.pid) else {
+            return;
+        };
+        let maps = match procfs::read_maps(tid) {
+            Ok(maps) if !maps.is_empty() => maps,
+            // The mm is gone: nothing left to describe.
+            _ => return,
+        };
+        tracing::debug!(
+            tid,
+            space,
+            ?ranges,
+            "describing ranges again from the kernel"
+        );
+        let space_ref = &self.spaces[&space];
+        for range in ranges.iter() {
+            space_ref.lane.observed(Event::Unmap {
+                pid,
+                tid,
+                space,
+                start: range.start,
+                end: range.end,
+            });
+            for entry in maps
+                .iter()
+                .filter(|m| m.start < range.end && range.start < m.end)
+            {
+                let clip = entry.start.max(range.start)..entry.end.min(range.end);
+                let tracked = entry.is_private_anon()
+                    && space_ref
+                        .uffd
+                        .as_ref()
+                        .is_some_and(|u| u.register(clip.start, clip.end).is_ok());
+                let at = MapAt {
+                    pid,
+                    tid,
+                    space,
+                    range: clip,
+                };
+                send_map(
+                    space_ref,
+                    at,
+                    &entry.prot,
+                    entry.kind(),
+                    entry.stream_path(),
+                    tracked,
+                );
+            }
+        }
+        self.note_races(tid, space, &ranges);
     }
 
     /// The other thread whose begun syscall released address space that this thread's syscall,
@@ -647,12 +788,16 @@ impl Tracer {
         }
     }
 
-    fn report_syscall_exit(&mut self, tid: i32, entry: SyscallEntry) {
+    /// Reports what a layout syscall did; whether it failed (a failure can still have changed
+    /// part of the layout: an mremap of several mappings refused half way).
+    /// Also says what it changed, as ranges.
+    fn report_syscall_exit(&mut self, tid: i32, entry: SyscallEntry) -> (bool, RangeSet<u64>) {
+        let nothing = RangeSet::new();
         let Ok(info) = ptrace::syscall_info(Pid::from_raw(tid)) else {
-            return;
+            return (false, nothing);
         };
         if info.op != libc::PTRACE_SYSCALL_INFO_EXIT {
-            return;
+            return (false, nothing);
         }
         // SAFETY: op == EXIT says the exit member of the union is the one filled.
         let exit = unsafe { info.u.exit };
@@ -660,14 +805,31 @@ impl Tracer {
         // lane's reconciliation finds which pages went.
         let partial = entry.nr == libc::SYS_madvise && exit.sval == -(libc::ENOMEM as i64);
         if exit.is_error != 0 && !partial {
-            return;
+            return (true, nothing);
         }
         let Some((pid, space_id)) = self.space_of(tid) else {
-            return;
+            return (false, nothing);
         };
         let rval = exit.sval as u64;
         let page_up = |n: u64| self.page_align(n);
         let a = entry.args;
+        let mut changed = RangeSet::new();
+        let mut add = |start: u64, len: u64| {
+            let end = start.saturating_add(page_up(len));
+            if start < end {
+                changed.insert(start..end);
+            }
+        };
+        match entry.nr {
+            libc::SYS_mmap => add(rval, a[1]),
+            libc::SYS_munmap => add(a[0], a[1]),
+            libc::SYS_madvise if discard_advice(a[2] as i32).is_some() => add(a[0], a[1]),
+            libc::SYS_mremap => {
+                add(a[0], a[1]);
+                add(rval, a[2]);
+            }
+            _ => {}
+        }
         match entry.nr {
             libc::SYS_mmap => self.on_mmap(pid, tid, space_id, rval, page_up(a[1]), a),
             libc::SYS_munmap => {
@@ -706,15 +868,8 @@ impl Tracer {
             }
             libc::SYS_brk => self.on_brk(pid, tid, space_id, rval),
             libc::SYS_madvise => {
-                let advice = match a[2] as i32 {
-                    libc::MADV_DONTNEED => "dontneed",
-                    libc::MADV_REMOVE => "remove",
-                    24 /* MADV_DONTNEED_LOCKED */ => "dontneed_locked",
-                    // Reclaims what it can at once: pages freed with MADV_FREE are dropped (and,
-                    // with swap, others swapped out, which the lane counts as still there).
-                    21 /* MADV_PAGEOUT */ => "pageout",
-                    // MADV_FREE and the rest leave pages present until reclaim (or never drop).
-                    _ => return,
+                let Some(advice) = discard_advice(a[2] as i32) else {
+                    return (false, changed);
                 };
                 let range = a[0]..a[0].saturating_add(page_up(a[1]));
                 self.spaces[&space_id].lane.send(LaneMessage::Discard {
@@ -727,6 +882,7 @@ impl Tracer {
             }
             _ => {}
         }
+        (false, changed)
     }
 
     fn on_mmap(
@@ -762,6 +918,14 @@ impl Tracer {
         };
         let space = &self.spaces[&space_id];
         let trackable = anon && !shared && flags & libc::MAP_HUGETLB == 0;
+        if trackable {
+            // Once registered, a touch by a thread racing this report faults through the lane:
+            // it must wait for the report (docs/ordering.md, the fences).
+            space.lane.send(LaneMessage::Fence {
+                tid,
+                range: start..end,
+            });
+        }
         let tracked = trackable
             && space
                 .uffd
@@ -779,7 +943,7 @@ impl Tracer {
             space: space_id,
             range: start..end,
         };
-        send_map_runs(space, at, &prot_string(prot), kind, path, tracked);
+        send_map(space, at, &prot_string(prot), kind, path, tracked);
     }
 
     /// A mapping the syscall's arguments do not describe well enough: as `/proc/PID/maps` says.
@@ -797,7 +961,7 @@ impl Tracer {
             range: entry.start..entry.end,
         };
         let space = &self.spaces[&space_id];
-        send_map_runs(
+        send_map(
             space,
             at,
             &entry.prot,
@@ -820,6 +984,12 @@ impl Tracer {
         if old == new {
             return;
         }
+        if new > old && space.uffd.is_some() {
+            space.lane.send(LaneMessage::Fence {
+                tid,
+                range: old..new,
+            });
+        }
         let tracked = space
             .uffd
             .as_ref()
@@ -832,7 +1002,17 @@ impl Tracer {
             new,
             tracked,
         };
-        space.lane.observed(event);
+        // Another thread can touch the new heap before it was registered above: the lane reads
+        // which pages are already there.
+        if tracked && new > old {
+            let present = present_at(space, old..new);
+            space.lane.send(LaneMessage::Mapped {
+                event: Stamped::now(event),
+                present,
+            });
+        } else {
+            space.lane.observed(event);
+        }
     }
 
     fn on_new_child(&mut self, parent_tid: i32, event: i32) {
@@ -1246,6 +1426,29 @@ struct MapAt {
     range: Range<u64>,
 }
 
+/// The pages of a range present now, read while the thread that made the range is stopped.
+fn present_at(space: &Space, range: Range<u64>) -> Vec<Range<u64>> {
+    space
+        .pagemap
+        .as_ref()
+        .and_then(|p| p.populated_runs(range).ok())
+        .unwrap_or_default()
+}
+
+/// The stream's name for a `madvise` advice that drops pages at once; None for the others.
+fn discard_advice(advice: i32) -> Option<&'static str> {
+    match advice {
+        libc::MADV_DONTNEED => Some("dontneed"),
+        libc::MADV_REMOVE => Some("remove"),
+        24 /* MADV_DONTNEED_LOCKED */ => Some("dontneed_locked"),
+        // Reclaims what it can at once: pages freed with MADV_FREE are dropped (and, with swap,
+        // others swapped out, which the lane counts as still there).
+        21 /* MADV_PAGEOUT */ => Some("pageout"),
+        // MADV_FREE and the rest leave pages present until reclaim (or never drop them).
+        _ => None,
+    }
+}
+
 /// Describes a space whole, as its page tables say: every mapping, with its present pages.
 fn send_snapshot(space: &Space, id: SpaceId, pid: i32, tid: i32, maps: &[procfs::MapsEntry]) {
     for entry in maps {
@@ -1260,7 +1463,7 @@ fn send_snapshot(space: &Space, id: SpaceId, pid: i32, tid: i32, maps: &[procfs:
             space: id,
             range: entry.start..entry.end,
         };
-        send_map_runs(
+        send_map(
             space,
             at,
             &entry.prot,
@@ -1280,10 +1483,10 @@ fn send_snapshot(space: &Space, id: SpaceId, pid: i32, tid: i32, maps: &[procfs:
     }
 }
 
-/// Sends a new mapping to its lane, split into runs of one page state each (pages can already be
-/// present: `MAP_POPULATE`, locked memory, or a space seen for the first time).
-#[allow(clippy::too_many_arguments)]
-fn send_map_runs(
+/// Sends a new mapping to its lane. Its pages can already be present (`MAP_POPULATE`, locked
+/// memory, a space seen for the first time, or a touch by another thread before the range was
+/// registered): for a tracked range the lane reads which, in its own order (docs/ordering.md).
+fn send_map(
     space: &Space,
     at: MapAt,
     prot: &str,
@@ -1297,39 +1500,25 @@ fn send_map_runs(
         space: space_id,
         range,
     } = at;
-    let runs = if tracked {
-        let present = space
-            .pagemap
-            .as_ref()
-            .and_then(|p| p.populated_runs(range.clone()).ok())
-            .unwrap_or_default();
-        procfs::split_by_presence(range, &present)
-            .into_iter()
-            .map(|(r, present)| {
-                let state = if present {
-                    PageState::Resident
-                } else {
-                    PageState::NotResident
-                };
-                (r, Some(state))
-            })
-            .collect()
-    } else {
-        vec![(range, None)]
+    let event = Event::Map {
+        pid,
+        tid,
+        space: space_id,
+        start: range.start,
+        end: range.end,
+        prot: prot.to_string(),
+        kind,
+        path,
+        tracked,
+        state: tracked.then_some(PageState::NotResident),
     };
-    for (r, state) in runs {
-        let event = Event::Map {
-            pid,
-            tid,
-            space: space_id,
-            start: r.start,
-            end: r.end,
-            prot: prot.to_string(),
-            kind,
-            path: path.clone(),
-            tracked,
-            state,
-        };
+    if tracked {
+        let present = present_at(space, range);
+        space.lane.send(LaneMessage::Mapped {
+            event: Stamped::now(event),
+            present,
+        });
+    } else {
         space.lane.observed(event);
     }
 }
