@@ -7,4 +7,5 @@ mod bad_input;
 mod lifecycle;
 mod memory;
 mod stream;
+mod stress;
 mod verify;

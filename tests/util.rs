@@ -55,6 +55,11 @@ pub fn workload(name: &str) -> PathBuf {
 
 /// Runs a command to completion, failing the test if it outlives TIMEOUT.
 pub fn run_bounded(cmd: &mut Command) -> (i32, String, String) {
+    run_within(cmd, TIMEOUT)
+}
+
+/// Runs a command to completion, failing the test if it outlives `timeout`.
+pub fn run_within(cmd: &mut Command, timeout: Duration) -> (i32, String, String) {
     let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -73,14 +78,14 @@ pub fn run_bounded(cmd: &mut Command) -> (i32, String, String) {
         stderr.read_to_string(&mut s).ok();
         s
     });
-    let deadline = Instant::now() + TIMEOUT;
+    let deadline = Instant::now() + timeout;
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
         if Instant::now() > deadline {
             child.kill().ok();
-            panic!("{cmd:?} did not finish within {TIMEOUT:?}");
+            panic!("{cmd:?} did not finish within {timeout:?}");
         }
         std::thread::sleep(Duration::from_millis(20));
     };
@@ -118,11 +123,16 @@ pub struct Traced {
 
 /// `mevi-actors run [flags] -o FILE -- program args`.
 pub fn trace<S: AsRef<OsStr>>(flags: &[&str], program: &[S]) -> Traced {
+    trace_within(flags, program, TIMEOUT)
+}
+
+/// `trace`, failing the test if the run outlives `timeout`.
+pub fn trace_within<S: AsRef<OsStr>>(flags: &[&str], program: &[S], timeout: Duration) -> Traced {
     let file = scratch("stream");
     let mut cmd = Command::new(bin());
     cmd.arg("run").args(flags).arg("-o").arg(&file).arg("--");
     cmd.args(program);
-    let (status, stdout, stderr) = run_bounded(&mut cmd);
+    let (status, stdout, stderr) = run_within(&mut cmd, timeout);
     let text = std::fs::read_to_string(&file).unwrap_or_default();
     std::fs::remove_file(&file).ok();
     let lines = parse_stream(&text);

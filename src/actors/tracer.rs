@@ -654,11 +654,14 @@ impl Tracer {
                 .filter(|m| m.start < range.end && range.start < m.end)
             {
                 let clip = entry.start.max(range.start)..entry.end.min(range.end);
+                // The whole mapping, never a part: registering part of an unregistered mapping
+                // (another thread's, not reported yet) would split it, and the program could
+                // then see EFAULT from an mremap that spans the two halves.
                 let tracked = entry.is_private_anon()
                     && space_ref
                         .uffd
                         .as_ref()
-                        .is_some_and(|u| u.register(clip.start, clip.end).is_ok());
+                        .is_some_and(|u| u.register(entry.start, entry.end).is_ok());
                 let at = MapAt {
                     pid,
                     tid,

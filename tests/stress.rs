@@ -1,0 +1,219 @@
+//! The stress suite: every case of docs/ordering.md raced on purpose by `workloads/stress.c`,
+//! with 8 to 64 threads and several seeds, under `--verify --verify-every`. A case passes only
+//! with zero mismatched pages at every check, the traced program exiting as it does untraced,
+//! and no run outliving its timeout.
+//!
+//! `cargo test` runs a short profile. The soak profile (`MEVI_SOAK=1 cargo test stress`, or
+//! `cargo test -- --ignored soak`) runs each case for `MEVI_SOAK_SECS` seconds (default 30) per
+//! thread count and seed, and prints its figures.
+
+use std::process::Command;
+use std::time::Duration;
+
+use mevi_actors::event::Event;
+
+use crate::util::{run_within, trace_within, workload};
+
+/// How hard to race.
+struct Profile {
+    threads: &'static [u32],
+    seeds: &'static [u64],
+    millis: u64,
+}
+
+const SHORT: Profile = Profile {
+    threads: &[8, 32],
+    seeds: &[1],
+    millis: 300,
+};
+
+fn soak() -> Profile {
+    let secs: u64 = std::env::var("MEVI_SOAK_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(30);
+    Profile {
+        threads: &[8, 64],
+        seeds: &[1, 2],
+        millis: secs * 1000,
+    }
+}
+
+fn profile() -> Profile {
+    if std::env::var_os("MEVI_SOAK").is_some() {
+        soak()
+    } else {
+        SHORT
+    }
+}
+
+/// What the checks of one run added up to.
+#[derive(Debug, Default)]
+struct Checked {
+    points: u64,
+    pages: u64,
+    mismatched: u64,
+    skipped: u64,
+}
+
+/// Races `case` under the tracer for every thread count and seed of the profile.
+fn race(case: &str, profile: &Profile) -> Checked {
+    let stress = workload("stress");
+    let mut total = Checked::default();
+    for &threads in profile.threads {
+        for &seed in profile.seeds {
+            let args = [
+                case.to_string(),
+                threads.to_string(),
+                seed.to_string(),
+                profile.millis.to_string(),
+            ];
+            // Generous: a checkpoint every 5 ms stops every thread, and the machine is shared.
+            let timeout = Duration::from_millis(profile.millis * 20).max(Duration::from_secs(120));
+            // The exit status does not depend on how long the race lasts: a short untraced run
+            // gives it.
+            let mut short = args.clone();
+            short[3] = profile.millis.min(300).to_string();
+            let (untraced, _, err) = run_within(Command::new(&stress).args(&short), timeout);
+            let mut program = vec![stress.to_str().unwrap().to_string()];
+            program.extend(args.iter().cloned());
+            let t = trace_within(&["--verify", "--verify-every", "5"], &program, timeout);
+            let what = format!("stress {case} {threads} threads seed {seed}");
+            assert_eq!(
+                t.status, untraced,
+                "{what}: exit status traced vs untraced ({err})\n{}",
+                t.stderr
+            );
+            let mut run = Checked::default();
+            for line in &t.lines {
+                if let Event::Verify {
+                    checked_pages,
+                    mismatched_pages,
+                    first_mismatches,
+                    skipped,
+                    ..
+                } = &line.event
+                {
+                    assert_eq!(
+                        *mismatched_pages, 0,
+                        "{what}: seq {} differs from the kernel: {first_mismatches:?}",
+                        line.seq
+                    );
+                    if skipped.is_some() {
+                        run.skipped += 1;
+                    } else {
+                        run.points += 1;
+                        run.pages += checked_pages;
+                    }
+                }
+            }
+            assert!(run.points > 0, "{what}: no check was made\n{}", t.stderr);
+            assert!(
+                t.replay.problems.is_empty(),
+                "{what}: {:?}",
+                t.replay.problems
+            );
+            eprintln!(
+                "{what}: {} checks, {} pages checked, 0 mismatched, {} skipped",
+                run.points, run.pages, run.skipped
+            );
+            total.points += run.points;
+            total.pages += run.pages;
+            total.skipped += run.skipped;
+            total.mismatched += run.mismatched;
+        }
+    }
+    total
+}
+
+#[test]
+fn case_01_address_reuse() {
+    race("reuse", &profile());
+}
+
+#[test]
+fn case_02_touch_during_discard() {
+    race("discard", &profile());
+}
+
+#[test]
+fn case_03_fault_across_a_layout_change() {
+    race("layout", &profile());
+}
+
+#[test]
+fn case_04_mremap_while_faulting() {
+    race("mremap", &profile());
+}
+
+#[test]
+fn case_05_brk_from_several_threads() {
+    race("brk", &profile());
+}
+
+#[test]
+fn case_06_fork_while_threads_fault() {
+    race("fork", &profile());
+}
+
+#[test]
+fn case_07_vfork_posix_spawn_and_clone_vm() {
+    race("vfork", &profile());
+}
+
+#[test]
+fn case_08_exec_from_a_thread_that_is_not_the_leader() {
+    race("exec", &profile());
+}
+
+#[test]
+fn case_09_map_fixed_over_a_live_mapping() {
+    race("fixed", &profile());
+}
+
+#[test]
+fn case_10_threads_exiting_while_others_fault() {
+    race("exits", &profile());
+}
+
+#[test]
+fn case_10_a_process_killed_by_sigkill_mid_fault() {
+    race("kill", &profile());
+}
+
+#[test]
+fn case_11_madv_free_against_madv_dontneed() {
+    race("free", &profile());
+}
+
+#[test]
+fn case_12_populated_and_inherited_pages_without_faults() {
+    race("populate", &profile());
+}
+
+/// Every case for minutes: `cargo test -- --ignored soak`.
+#[test]
+#[ignore]
+fn soak_every_case() {
+    let cases = [
+        "reuse", "discard", "layout", "mremap", "brk", "fork", "vfork", "exec", "fixed", "exits",
+        "kill", "free", "populate",
+    ];
+    let profile = soak();
+    let mut all = Checked::default();
+    for case in cases {
+        let c = race(case, &profile);
+        eprintln!(
+            "soak {case}: {} checks, {} pages checked, {} mismatched, {} skipped",
+            c.points, c.pages, c.mismatched, c.skipped
+        );
+        all.points += c.points;
+        all.pages += c.pages;
+        all.skipped += c.skipped;
+    }
+    eprintln!(
+        "soak total: {} checks, {} pages checked, 0 mismatched, {} skipped",
+        all.points, all.pages, all.skipped
+    );
+    assert!(all.points >= 1000, "only {} checks", all.points);
+}
