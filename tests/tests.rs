@@ -4,6 +4,7 @@
 mod util;
 
 mod bad_input;
+mod foreign;
 mod lifecycle;
 mod memory;
 mod stream;

@@ -1,0 +1,105 @@
+//! Programs nobody here wrote, under `--verify`: the stream must agree with the kernel for them
+//! too. stress-ng and python3 are installed by `.ci/install-deps`.
+
+use std::time::Duration;
+
+use mevi_actors::event::{Event, VerifyTotals};
+
+use crate::util::{Traced, trace_within};
+
+fn verify_totals(t: &Traced) -> VerifyTotals {
+    t.lines
+        .iter()
+        .find_map(|l| match &l.event {
+            Event::Summary { totals, .. } => totals.verify.clone(),
+            _ => None,
+        })
+        .expect("verify totals in the summary")
+}
+
+fn first_mismatches(t: &Traced) -> Vec<String> {
+    t.lines
+        .iter()
+        .filter_map(|l| match &l.event {
+            Event::Verify {
+                mismatched_pages,
+                first_mismatches,
+                ..
+            } if *mismatched_pages > 0 => Some(format!("seq {}: {first_mismatches:?}", l.seq)),
+            _ => None,
+        })
+        .take(5)
+        .collect()
+}
+
+#[test]
+fn stress_ng_memory_stressors_agree_with_the_kernel() {
+    let t = trace_within(
+        &["--verify", "--verify-every", "50"],
+        &[
+            "stress-ng",
+            "--vm",
+            "1",
+            "--vm-bytes",
+            "64m",
+            "--mmap",
+            "1",
+            "--mmap-bytes",
+            "64m",
+            "--madvise",
+            "1",
+            "--mremap",
+            "1",
+            "--mremap-bytes",
+            "64m",
+            "--brk",
+            "1",
+            "--fork",
+            "1",
+            "--timeout",
+            "3s",
+        ],
+        Duration::from_secs(300),
+    );
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    let v = verify_totals(&t);
+    assert_eq!(v.mismatched_pages, 0, "{:?}", first_mismatches(&t));
+    assert!(v.points >= 10, "only {} checks", v.points);
+}
+
+/// Four threads growing and dropping Python objects (the allocator's arenas, mmap'd buffers).
+const THREADED_ALLOCATION: &str = r#"
+import threading
+def work(seed):
+    keep = []
+    for i in range(3000):
+        keep.append(bytearray((i * 37 + seed) % 65536 + 1))
+        if len(keep) > 64:
+            del keep[: (i + seed) % 48]
+        if i % 500 == 0:
+            keep.append([0] * 200000)
+threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+"#;
+
+#[test]
+fn python_threads_allocating_agree_with_the_kernel() {
+    // Debian's interpreter, not a version-manager shim that forks a shell first.
+    let python = if std::path::Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3"
+    } else {
+        "python3"
+    };
+    let t = trace_within(
+        &["--verify", "--verify-every", "20"],
+        &[python, "-c", THREADED_ALLOCATION],
+        Duration::from_secs(300),
+    );
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    let v = verify_totals(&t);
+    assert_eq!(v.mismatched_pages, 0, "{:?}", first_mismatches(&t));
+    assert!(v.points >= 2, "only {} checks", v.points);
+}
