@@ -2,11 +2,13 @@
 //! and is the space's lane: the one place where the tracer's layout changes and the space's
 //! fault resolutions are put in order before they go to the sequencer.
 //!
-//! The ordering rule (argued in docs/ordering.md): the tracer sends a change to this inbox
-//! *before* it resumes the thread that made it, so any fault that depends on the change is
-//! raised after the message is in the inbox. After each `read()` of the descriptor, the poller
-//! therefore drains its inbox before it resolves what it read, and a resolution (the kernel's own
-//! moment for "now resident") is forwarded after every change that preceded it.
+//! The rules (argued in docs/ordering.md): the tracer sends a change to this inbox *before* it
+//! resumes the thread that made it, so any fault that depends on the change is raised after the
+//! message is in the inbox; after each `read()` of the descriptor the poller therefore drains its
+//! inbox before it resolves what it read (R1). Faults that a racing thread can raise before the
+//! report of the change they land in are held behind fences until that report is in (R2).
+//! Discards and the pages of new ranges are read from the page tables here, where no resolution
+//! can come in between (R3, R4).
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;

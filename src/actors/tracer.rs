@@ -3,8 +3,9 @@
 //! It starts the program seized, with a seccomp filter so that only memory-layout syscalls stop,
 //! follows every clone, fork, vfork, exec and exit, gives each new address space a userfaultfd
 //! (injected into the tracee) and a poller, and reports what it sees to the space's lane while the
-//! thread that caused it is still stopped. It never waits on a poller or on the stream: the only
-//! thing it blocks on besides `waitpid` is a full lane (backpressure).
+//! thread that caused it is still stopped. It never waits on a poller to resolve anything: besides
+//! `waitpid` it blocks only on a full lane (backpressure) and, with `--verify`, on a check of a
+//! space whose threads are all stopped.
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
