@@ -33,14 +33,15 @@ use crate::verify::Probe;
 pub enum LaneMessage {
     /// An event the tracer saw while the thread that caused it was stopped.
     Observed(Stamped),
-    /// `madvise` dropped pages: which ones are gone is read from the page tables inside the lane,
-    /// after every resolution that came before (a concurrent touch may have refilled some).
+    /// `madvise` dropped pages: the ones gone are those absent at the exit, less those this lane
+    /// resolved since (a concurrent touch refilled them, and their lines have gone out).
     Discard {
         pid: i32,
         tid: i32,
         range: Range<u64>,
         advice: &'static str,
         at: Instant,
+        at_exit: PagesAtExit,
     },
     /// Where the main thread's stack is: it grows down through faults, not through syscalls, by
     /// at most `limit` bytes below its top.
@@ -60,7 +61,7 @@ pub enum LaneMessage {
     /// itself since (their lines went out before this one).
     Mapped {
         event: Stamped,
-        present: Vec<Range<u64>>,
+        at_exit: PagesAtExit,
     },
     /// That syscall's exit has been reported (everything it changed is before this message).
     Ended { tid: i32 },
@@ -73,6 +74,20 @@ pub enum LaneMessage {
         done: SyncSender<()>,
     },
 }
+
+/// The populated pages of a range, read by the tracer while the thread that changed the range
+/// was stopped at its syscall's exit.
+#[derive(Debug)]
+pub struct PagesAtExit {
+    /// When the read began: a resolution by the lane after this may not be in `present`.
+    pub read_at: Instant,
+    pub present: Vec<Range<u64>>,
+}
+
+/// How many recent resolutions the lane remembers, with their times. Only those made since the
+/// oldest page read still in the inbox matter, and the lane drains its inbox after every read of
+/// the descriptor (at most 64 faults): this is far more than enough.
+const RECENT_RESOLUTIONS: usize = 1 << 16;
 
 /// A range where a layout change is under way: the userfaultfd has said so (`UNMAP`, `REMAP`,
 /// `REMOVE`), but the syscall's report has not reached the lane yet. A fault resolved there now
@@ -134,6 +149,8 @@ pub struct Poller {
     fences: Vec<Fence>,
     /// Faults read inside a fence, in the order read.
     held: Vec<UffdMessage>,
+    /// Pages resolved lately, with when, oldest first (see `PagesAtExit`).
+    recent: std::collections::VecDeque<(Instant, u64)>,
     counters: Counters,
     /// Where reads of the descriptor land.
     buf: EventBuffer,
@@ -161,6 +178,7 @@ impl Poller {
             begun: HashMap::new(),
             fences: Vec::new(),
             held: Vec::new(),
+            recent: std::collections::VecDeque::new(),
             counters: Counters::default(),
             buf: EventBuffer::new(64),
         };
@@ -324,7 +342,7 @@ impl Poller {
             LaneMessage::Begun { tid, nr, args } => {
                 self.begun.insert(tid, (nr, args));
             }
-            LaneMessage::Mapped { event, present } => self.forward_mapped(event, present).await,
+            LaneMessage::Mapped { event, at_exit } => self.forward_mapped(event, at_exit).await,
             LaneMessage::Fence { tid, range } => {
                 if self.begun.contains_key(&tid) {
                     self.fences.push(Fence {
@@ -340,14 +358,13 @@ impl Poller {
                 range,
                 advice,
                 at,
+                at_exit,
             } => {
-                // Pages present now were touched again after the drop, and their resolution has
-                // already gone out: only the runs that are absent are discarded.
-                let present = self
-                    .pagemap
-                    .as_ref()
-                    .and_then(|p| p.populated_runs(range.clone()).ok())
-                    .unwrap_or_default();
+                // Discarded: the pages absent at the syscall's exit, less those resolved here
+                // since (touched again after the drop; their lines have gone out). Not the page
+                // tables as they are now: a later change (a move) may already be in them, and its
+                // report comes after this line.
+                let present = self.present_since(&range, at_exit);
                 for (run, present) in procfs::split_by_presence(range, &present) {
                     if !present {
                         let event = Event::Discard {
@@ -400,28 +417,17 @@ impl Poller {
 
     /// A new tracked range, with the pages present in it now: a `map` split into runs of one
     /// state, or a `brk` followed by the heap pages already there.
-    async fn forward_mapped(&mut self, stamped: Stamped, at_exit: Vec<Range<u64>>) {
+    async fn forward_mapped(&mut self, stamped: Stamped, at_exit: PagesAtExit) {
         let at = stamped.at;
         let range = match &stamped.event {
             Event::Map { start, end, .. } => *start..*end,
             Event::Brk { old, new, .. } => *old..*new,
             _ => return self.forward(stamped).await,
         };
-        // Present at the syscall's exit, or now: a page present now and not then was resolved
-        // here meanwhile (its line is out, and this one would undo it). A page present then and
-        // not now was taken by a later change, whose report comes after this line.
-        let now = self
-            .pagemap
-            .as_ref()
-            .and_then(|p| p.populated_runs(range.clone()).ok())
-            .unwrap_or_default();
-        let present: Vec<Range<u64>> = at_exit
-            .into_iter()
-            .chain(now)
-            .collect::<rangemap::RangeSet<u64>>()
-            .iter()
-            .cloned()
-            .collect();
+        // Present at the syscall's exit, or resolved here since (their lines are out, and this
+        // one would undo them). Not the page tables as they are now: a later change may already
+        // be in them, and its report comes after this line.
+        let present = self.present_since(&range, at_exit);
         match stamped.event {
             Event::Map {
                 pid,
@@ -476,6 +482,25 @@ impl Poller {
         }
     }
 
+    /// The pages of `range` present at the exit, with those this lane resolved after that read.
+    fn present_since(&mut self, range: &Range<u64>, at_exit: PagesAtExit) -> Vec<Range<u64>> {
+        // Reads reach the lane in the order they were made: what came before this one can go.
+        while self
+            .recent
+            .front()
+            .is_some_and(|&(t, _)| t < at_exit.read_at)
+        {
+            self.recent.pop_front();
+        }
+        let mut present: rangemap::RangeSet<u64> = at_exit.present.into_iter().collect();
+        for &(_, page) in &self.recent {
+            if range.contains(&page) {
+                present.insert(page..page + self.page_size);
+            }
+        }
+        present.iter().cloned().collect()
+    }
+
     fn page_align(&self, n: u64) -> u64 {
         n.wrapping_add(self.page_size - 1) & !(self.page_size - 1)
     }
@@ -523,13 +548,19 @@ impl Poller {
             }
         }
         if self.fences.iter().any(|f| f.range.contains(&addr)) {
+            tracing::trace!(space = self.space, addr, tid, "held behind a fence");
             self.held.push(message);
             return;
         }
         let uffd = self.uffd.as_ref().expect("fault read without a descriptor");
         match uffd.resolve(addr, write) {
             Resolution::Resolved => {
+                tracing::trace!(space = self.space, addr, tid, write, "resolved");
                 let at = Instant::now();
+                if self.recent.len() == RECENT_RESOLUTIONS {
+                    self.recent.pop_front();
+                }
+                self.recent.push_back((at, addr));
                 self.counters.resolved += 1;
                 let pid = self.pid_of(tid);
                 self.grow_stack(addr, tid, at).await;

@@ -25,7 +25,7 @@ use nix::sys::signal::Signal;
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
-use super::poller::{LaneMessage, Poller, PollerHandle};
+use super::poller::{LaneMessage, PagesAtExit, Poller, PollerHandle};
 use super::sequencer::{SequencerHandle, Stamped};
 use crate::event::{
     Event, ForkKind, MapKind, PageState, SpaceId, VerifyPoint, prot_string, signal_name,
@@ -876,12 +876,15 @@ impl Tracer {
                     return (false, changed);
                 };
                 let range = a[0]..a[0].saturating_add(page_up(a[1]));
-                self.spaces[&space_id].lane.send(LaneMessage::Discard {
+                let space = &self.spaces[&space_id];
+                let at_exit = present_at(space, range.clone());
+                space.lane.send(LaneMessage::Discard {
                     pid,
                     tid,
                     range,
                     advice,
                     at: std::time::Instant::now(),
+                    at_exit,
                 });
             }
             _ => {}
@@ -1009,10 +1012,10 @@ impl Tracer {
         // Another thread can touch the new heap before it was registered above: the lane reads
         // which pages are already there.
         if tracked && new > old {
-            let present = present_at(space, old..new);
+            let at_exit = present_at(space, old..new);
             space.lane.send(LaneMessage::Mapped {
                 event: Stamped::now(event),
-                present,
+                at_exit,
             });
         } else {
             space.lane.observed(event);
@@ -1430,13 +1433,15 @@ struct MapAt {
     range: Range<u64>,
 }
 
-/// The pages of a range present now, read while the thread that made the range is stopped.
-fn present_at(space: &Space, range: Range<u64>) -> Vec<Range<u64>> {
-    space
+/// The pages of a range present now, read while the thread that changed the range is stopped.
+fn present_at(space: &Space, range: Range<u64>) -> PagesAtExit {
+    let read_at = Instant::now();
+    let present = space
         .pagemap
         .as_ref()
         .and_then(|p| p.populated_runs(range).ok())
-        .unwrap_or_default()
+        .unwrap_or_default();
+    PagesAtExit { read_at, present }
 }
 
 /// The stream's name for a `madvise` advice that drops pages at once; None for the others.
@@ -1517,10 +1522,10 @@ fn send_map(
         state: tracked.then_some(PageState::NotResident),
     };
     if tracked {
-        let present = present_at(space, range);
+        let at_exit = present_at(space, range);
         space.lane.send(LaneMessage::Mapped {
             event: Stamped::now(event),
-            present,
+            at_exit,
         });
     } else {
         space.lane.observed(event);
