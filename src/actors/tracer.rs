@@ -54,6 +54,10 @@ pub struct TracerConfig {
 /// thread can be stuck where ptrace cannot stop it, e.g. in an uninterruptible sleep).
 const CHECKPOINT_PATIENCE: Duration = Duration::from_secs(2);
 
+/// The longest the tracer sleeps in `waitpid` with `--verify-every`, so that a stuck checkpoint is
+/// given up on time whatever the interval.
+const CHECKPOINT_TICK: Duration = Duration::from_millis(100);
+
 /// How the traced program ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProgramEnd {
@@ -200,6 +204,10 @@ pub struct Tracer {
     checkpoint: Option<Checkpoint>,
     /// Syscall exits held back, by the thread whose report they wait for.
     deferred: HashMap<i32, Deferred>,
+    /// A process between its exec event and its execve's exit stop.
+    exec_in_progress: Option<i32>,
+    /// When the next checkpoint is due (`--verify-every`).
+    next_checkpoint: Option<Instant>,
 }
 
 impl Tracer {
@@ -226,6 +234,8 @@ impl Tracer {
             root_end: None,
             checkpoint: None,
             deferred: HashMap::new(),
+            exec_in_progress: None,
+            next_checkpoint: None,
         }
     }
 
@@ -244,12 +254,20 @@ impl Tracer {
         self.threads
             .insert(self.root, Thread::new(self.root, false, None));
         self.processes.insert(self.root, Process { space: None });
+        // The ticker also bounds how late a stuck checkpoint is given up (CHECKPOINT_PATIENCE).
         let _ticker = match self.config.verify_every {
-            Some(every) => Some(tick::start(every)?),
+            Some(every) => {
+                self.next_checkpoint = Some(Instant::now() + every);
+                Some(tick::start(every.min(CHECKPOINT_TICK))?)
+            }
             None => None,
         };
         loop {
-            if self.config.verify_every.is_some() && tick::due() {
+            if tick::due()
+                && let (Some(every), Some(next)) = (self.config.verify_every, self.next_checkpoint)
+                && Instant::now() >= next
+            {
+                self.next_checkpoint = Some(Instant::now() + every);
                 self.begin_checkpoint();
             }
             match waitpid(None::<Pid>, Some(WaitPidFlag::__WALL)) {
@@ -349,15 +367,20 @@ impl Tracer {
     /// Lets a stopped thread go, unless a checkpoint is under way: then it is held until every
     /// thread has stopped and the check is done.
     fn go(&mut self, tid: i32, how: Resume) {
-        if let Some(t) = self.threads.get_mut(&tid) {
-            t.listening = matches!(how, Resume::Listen);
-        }
         if let Some(c) = self.checkpoint.as_mut() {
             c.waiting.remove(&tid);
             c.parked.push((tid, how));
             return;
         }
-        release(tid, how);
+        self.release_now(tid, how);
+    }
+
+    /// Lets a stopped thread go, and remembers whether it stayed in a group stop.
+    fn release_now(&mut self, tid: i32, how: Resume) {
+        let listening = release(tid, how);
+        if let Some(t) = self.threads.get_mut(&tid) {
+            t.listening = listening;
+        }
     }
 
     /// `--verify-every`: asks every thread that can run user code to stop.
@@ -413,7 +436,7 @@ impl Tracer {
             );
         }
         for (tid, how) in c.parked {
-            release(tid, how);
+            self.release_now(tid, how);
         }
     }
 
@@ -468,13 +491,19 @@ impl Tracer {
             self.spaces[&space].lane.send(LaneMessage::Ended { tid });
         }
         if self.config.verify
-            && let Some((_, space)) = self.space_of(tid)
+            && let Some((pid, space)) = self.space_of(tid)
+            && self.exec_in_progress != Some(pid)
             && self.spaces[&space].uffd.is_some()
             && self.space_is_quiescent(space)
         {
             self.check(&[(space, tid)], VerifyPoint::Exit);
         }
-        self.go(tid, Resume::Cont(None));
+        // Never held by a checkpoint: past this stop it runs no user code, and a multithreaded
+        // execve waits (where ptrace cannot stop it) until the threads it kills have gone.
+        if let Some(c) = self.checkpoint.as_mut() {
+            c.waiting.remove(&tid);
+        }
+        self.release_now(tid, Resume::Cont(None));
     }
 
     /// Whether no thread of the space can run user code (each has reached its exit stop, waits
@@ -655,6 +684,14 @@ impl Tracer {
                 .filter(|m| m.start < range.end && range.start < m.end)
             {
                 let clip = entry.start.max(range.start)..entry.end.min(range.end);
+                if entry.is_private_anon() && space_ref.uffd.is_some() {
+                    // As at an mmap's exit: a racing touch of a mapping registered here waits for
+                    // this description.
+                    space_ref.lane.send(LaneMessage::Fence {
+                        tid,
+                        range: entry.start..entry.end,
+                    });
+                }
                 // The whole mapping, never a part: registering part of an unregistered mapping
                 // (another thread's, not reported yet) would split it, and the program could
                 // then see EFAULT from an mremap that spans the two halves.
@@ -772,6 +809,14 @@ impl Tracer {
             at = releaser;
         }
         false
+    }
+
+    /// A thread gone (or replaced by exec) is not replayed: its tid may name another thread now.
+    fn forget_deferred(&mut self, tid: i32) {
+        for d in self.deferred.values_mut() {
+            d.held.retain(|&t| t != tid);
+        }
+        self.deferred.retain(|_, d| !d.held.is_empty());
     }
 
     /// Reports held exits whose releasing thread has now been reported (or is gone).
@@ -1148,6 +1193,15 @@ impl Tracer {
                 old.lane.observed(Event::ThreadExit { pid, tid, space });
             }
         }
+        let killed: Vec<i32> = self
+            .threads
+            .iter()
+            .filter(|&(&t, th)| th.pid == pid && t != tid)
+            .map(|(&t, _)| t)
+            .collect();
+        for t in killed.into_iter().chain([former_tid, tid]) {
+            self.forget_deferred(t);
+        }
         self.threads.retain(|&t, th| th.pid != pid || t == tid);
         self.threads.remove(&former_tid);
         self.threads.insert(tid, Thread::new(pid, false, None));
@@ -1160,7 +1214,14 @@ impl Tracer {
         }
         match inject::wait_for(Pid::from_raw(tid)) {
             Ok(WaitStatus::PtraceSyscall(_)) => {}
-            Ok(other) => return self.on_status(other),
+            Ok(other) => {
+                // Killed between the exec and its syscall exit: the process is still filed under
+                // its old space, whose memory is gone; there is nothing to check.
+                self.exec_in_progress = Some(pid);
+                self.on_status(other);
+                self.exec_in_progress = None;
+                return;
+            }
             Err(_) => return,
         }
         let result = self.create_space(tid, new_space, Origin::Exec { former_tid });
@@ -1372,6 +1433,7 @@ impl Tracer {
 
     fn on_death(&mut self, tid: i32, end: ProgramEnd) {
         self.early_attach.remove(&tid);
+        self.forget_deferred(tid);
         let Some(thread) = self.threads.remove(&tid) else {
             return;
         };
@@ -1532,25 +1594,30 @@ fn send_map(
     }
 }
 
-fn release(tid: i32, how: Resume) {
+/// Lets a stopped thread go as asked; true if it was left in a group stop.
+fn release(tid: i32, how: Resume) -> bool {
     match how {
         Resume::Cont(sig) => resume(tid, sig),
-        Resume::Listen => listen(tid),
+        Resume::Listen => return listen(tid),
         Resume::Syscall => {
             if let Err(e) = ptrace::syscall(Pid::from_raw(tid), None) {
                 tracing::debug!(tid, "PTRACE_SYSCALL: {e}");
             }
         }
     }
+    false
 }
 
 /// Leaves a group-stopped tracee stopped until SIGCONT, as without a tracer, while its next
-/// event is still reported. If that fails (the stop already ended), it is resumed instead.
-fn listen(tid: i32) {
+/// event is still reported. If that fails (not in a group stop after all: at an injected
+/// syscall's exit, or the stop already ended), it is resumed instead; false then.
+fn listen(tid: i32) -> bool {
     // SAFETY: PTRACE_LISTEN takes no pointers.
     if unsafe { libc::ptrace(libc::PTRACE_LISTEN, tid, 0, 0) } != 0 {
         resume(tid, None);
+        return false;
     }
+    true
 }
 
 /// Restarts a stopped tracee; it may have died meanwhile (ESRCH), which its exit status reports.
