@@ -109,6 +109,17 @@ struct Thread {
     raced: RangeSet<u64>,
 }
 
+/// What a layout syscall's exit report says beyond its lines.
+#[derive(Default)]
+struct ExitReport {
+    /// It returned an error (it may still have acted half way).
+    failed: bool,
+    /// The ranges its lines changed.
+    changed: RangeSet<u64>,
+    /// The part of an mremap's new range beyond the old length.
+    grown: Option<Range<u64>>,
+}
+
 /// Threads at a syscall exit whose report waits for another thread's (case 1 of
 /// docs/ordering.md): the release it began, which came first in the kernel.
 struct Deferred {
@@ -573,7 +584,11 @@ impl Tracer {
         let Some((_, space)) = self.space_of(tid) else {
             return;
         };
-        let (failed, changed) = self.report_syscall_exit(tid, entry);
+        let ExitReport {
+            failed,
+            changed,
+            grown,
+        } = self.report_syscall_exit(tid, entry);
         // Begun syscalls of other threads that may have acted on what this one reported: which
         // came first is unknown, so each will describe the range again once it is reported.
         self.note_races(tid, space, &changed);
@@ -591,6 +606,12 @@ impl Tracer {
         if !raced.is_empty() {
             again.extend(raced);
             again.extend(changed);
+        }
+        if let Some(tail) = grown {
+            // A grown tail is registered the moment it exists, and no event says so: a racing
+            // touch can be resolved there before this report, which replays the tail as not
+            // resident. Its pages are read as they are at this exit (R3).
+            again.insert(tail);
         }
         if !again.is_empty() {
             self.describe_again(tid, space, again);
@@ -840,13 +861,13 @@ impl Tracer {
     /// Reports what a layout syscall did; whether it failed (a failure can still have changed
     /// part of the layout: an mremap of several mappings refused half way).
     /// Also says what it changed, as ranges.
-    fn report_syscall_exit(&mut self, tid: i32, entry: SyscallEntry) -> (bool, RangeSet<u64>) {
-        let nothing = RangeSet::new();
+    fn report_syscall_exit(&mut self, tid: i32, entry: SyscallEntry) -> ExitReport {
+        let nothing = ExitReport::default();
         let Ok(info) = ptrace::syscall_info(Pid::from_raw(tid)) else {
-            return (false, nothing);
+            return nothing;
         };
         if info.op != libc::PTRACE_SYSCALL_INFO_EXIT {
-            return (false, nothing);
+            return nothing;
         }
         // SAFETY: op == EXIT says the exit member of the union is the one filled.
         let exit = unsafe { info.u.exit };
@@ -854,14 +875,18 @@ impl Tracer {
         // lane's reconciliation finds which pages went.
         let partial = entry.nr == libc::SYS_madvise && exit.sval == -(libc::ENOMEM as i64);
         if exit.is_error != 0 && !partial {
-            return (true, nothing);
+            return ExitReport {
+                failed: true,
+                ..nothing
+            };
         }
         let Some((pid, space_id)) = self.space_of(tid) else {
-            return (false, nothing);
+            return nothing;
         };
         let rval = exit.sval as u64;
         let page_up = |n: u64| self.page_align(n);
         let a = entry.args;
+        let mut grown = None;
         let mut changed = RangeSet::new();
         let mut add = |start: u64, len: u64| {
             let end = start.saturating_add(page_up(len));
@@ -897,6 +922,9 @@ impl Tracer {
             }
             libc::SYS_mremap => {
                 let (old_len, new_len) = (page_up(a[1]), page_up(a[2]));
+                if new_len > old_len {
+                    grown = Some(rval.saturating_add(old_len)..rval.saturating_add(new_len));
+                }
                 let space = &self.spaces[&space_id];
                 if let Some(uffd) = &space.uffd {
                     // The moved or grown mapping keeps its registration (EVENT_REMAP); this only
@@ -918,7 +946,7 @@ impl Tracer {
             libc::SYS_brk => self.on_brk(pid, tid, space_id, rval),
             libc::SYS_madvise => {
                 let Some(advice) = discard_advice(a[2] as i32) else {
-                    return (false, changed);
+                    return ExitReport { changed, ..nothing };
                 };
                 let range = a[0]..a[0].saturating_add(page_up(a[1]));
                 let space = &self.spaces[&space_id];
@@ -934,7 +962,11 @@ impl Tracer {
             }
             _ => {}
         }
-        (false, changed)
+        ExitReport {
+            changed,
+            grown,
+            ..nothing
+        }
     }
 
     fn on_mmap(
