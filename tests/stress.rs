@@ -3,9 +3,9 @@
 //! with zero mismatched pages at every check, the traced program exiting as it does untraced,
 //! and no run outliving its timeout.
 //!
-//! `cargo test` runs a short profile (8 and 64 threads, seeds 1 and 2, 300 ms each). The soak profile (`MEVI_SOAK=1 cargo test stress`, or
-//! `cargo test -- --ignored soak`) runs each case for `MEVI_SOAK_SECS` seconds (default 30) per
-//! thread count and seed, and prints its figures.
+//! `cargo test` runs a short profile (8 and 64 threads, seeds 1 and 2, 300 ms each). The soak
+//! profile (`MEVI_SOAK=1 cargo test stress`, or `cargo test -- --ignored soak`) runs each case for
+//! `MEVI_SOAK_SECS` seconds (default 30) per thread count and seed, and prints its figures.
 
 use std::process::Command;
 use std::time::Duration;
