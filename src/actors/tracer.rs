@@ -99,8 +99,6 @@ struct Thread {
     in_vfork: bool,
     /// Left in a group stop (PTRACE_LISTEN) until SIGCONT.
     listening: bool,
-    /// Sent PTRACE_INTERRUPT; the trap it causes may still come after another stop.
-    interrupted: bool,
     /// Counts seccomp stops, so that a wait for "this syscall's exit" is not confused with the
     /// next syscall's.
     serial: u64,
@@ -138,7 +136,6 @@ impl Thread {
             exiting: false,
             in_vfork: false,
             listening: false,
-            interrupted: false,
             serial: 0,
             raced: RangeSet::new(),
         }
@@ -356,10 +353,8 @@ impl Tracer {
             self.on_attached(tid);
             return;
         }
-        if sig == Signal::SIGTRAP {
-            // Our PTRACE_INTERRUPT's trap (it may come after another stop it was sent during).
-            thread.interrupted = false;
-        }
+        // A SIGTRAP event stop is our PTRACE_INTERRUPT's trap. It may come late, after another stop
+        // it was sent during; then it is resumed like any other (or held, if a checkpoint is on).
         let pre_exec = self
             .processes
             .get(&thread.pid)
@@ -408,7 +403,6 @@ impl Tracer {
             }
             // ESRCH: it is dying; its end will be reported, and it needs no stopping.
             if ptrace::interrupt(Pid::from_raw(tid)).is_ok() {
-                t.interrupted = true;
                 waiting.insert(tid);
             }
         }
