@@ -24,6 +24,7 @@ use userfaultfd::EventBuffer;
 
 use super::sequencer::{SequencerHandle, Stamped};
 use crate::event::{Event, MapKind, PageState, SpaceId, VerifyPoint};
+use crate::kernel;
 use crate::kernel::procfs::{self, Pagemap};
 use crate::kernel::uffd::{AddressSpaceUffd, Resolution, UffdMessage};
 use crate::verify::Probe;
@@ -502,7 +503,7 @@ impl Poller {
     }
 
     fn page_align(&self, n: u64) -> u64 {
-        n.wrapping_add(self.page_size - 1) & !(self.page_size - 1)
+        kernel::page_align(n, self.page_size)
     }
 
     fn learn_threads(&mut self, event: &Event) {

@@ -33,8 +33,8 @@ use crate::event::{
 use crate::kernel::inject::{self, InjectError, Injection, SyscallSite};
 use crate::kernel::procfs::{self, Pagemap};
 use crate::kernel::spawn::{self, Prepared};
-use crate::kernel::tick;
 use crate::kernel::uffd::AddressSpaceUffd;
+use crate::kernel::{self, tick};
 
 pub struct TracerConfig {
     pub program: PathBuf,
@@ -557,11 +557,8 @@ impl Tracer {
         self.go(tid, Resume::Syscall);
     }
 
-    /// A length or address rounded up to a page as the kernel's PAGE_ALIGN does, wrap included
-    /// (mremap accepts an old_size that wraps to 0).
     fn page_align(&self, n: u64) -> u64 {
-        let page_size = self.config.page_size;
-        n.wrapping_add(page_size - 1) & !(page_size - 1)
+        kernel::page_align(n, self.config.page_size)
     }
 
     /// The process and live space of a thread; `spaces[&id]` is safe with the id returned.
