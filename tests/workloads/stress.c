@@ -67,7 +67,7 @@
  * that did not exit 0 (kill: not killed by SIGKILL) or a bounded wait that ran out; 2 on bad
  * usage.
  */
-#define _GNU_SOURCE
+#include "truth.h" /* first: defines _GNU_SOURCE */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -102,20 +102,6 @@ static int g_threads;
 static unsigned long long g_seed;
 static long g_millis;
 
-static void write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            return;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-}
-
 /* One line "stress CASE: MSG[: errno N (TEXT)]" on stderr, then _exit(1) (whole process). */
 __attribute__((format(printf, 2, 3))) static _Noreturn void die(int err, const char *fmt, ...)
 {
@@ -131,7 +117,7 @@ __attribute__((format(printf, 2, 3))) static _Noreturn void die(int err, const c
     else
         k = snprintf(buf, sizeof buf, "stress %s: %s\n", g_case, msg);
     if (k > 0)
-        write_all(2, buf, (size_t)k < sizeof buf ? (size_t)k : sizeof buf - 1);
+        truth_write_all(2, buf, (size_t)k < sizeof buf ? (size_t)k : sizeof buf - 1);
     _exit(1);
 }
 
@@ -430,7 +416,7 @@ static void report(long iters, long skips, int with_skips, const char *extra)
     else
         k = snprintf(buf, sizeof buf, "stress %s: %ld iterations%s\n", g_case, iters, extra);
     if (k > 0)
-        write_all(2, buf, (size_t)k < sizeof buf ? (size_t)k : sizeof buf - 1);
+        truth_write_all(2, buf, (size_t)k < sizeof buf ? (size_t)k : sizeof buf - 1);
 }
 
 /* ---- children ---- */
@@ -1453,7 +1439,7 @@ static int run_all(void)
                              all_cases[i], WIFEXITED(st) ? "exit" : "signal",
                              WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
             if (k > 0)
-                write_all(2, buf, (size_t)k < sizeof buf ? (size_t)k : sizeof buf - 1);
+                truth_write_all(2, buf, (size_t)k < sizeof buf ? (size_t)k : sizeof buf - 1);
             failed++;
         }
     }
@@ -1471,7 +1457,7 @@ static _Noreturn void usage(void)
         "usage: stress CASE THREADS SEED MILLIS\n"
         "  CASE: reuse discard layout mremap brk fork vfork exec exec-child fixed exits kill\n"
         "        free populate all\n";
-    write_all(2, msg, sizeof msg - 1);
+    truth_write_all(2, msg, sizeof msg - 1);
     _exit(2);
 }
 
