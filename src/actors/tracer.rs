@@ -704,28 +704,13 @@ impl Tracer {
                         range: entry.start..entry.end,
                     });
                 }
-                // The whole mapping, never a part: registering part of an unregistered mapping
-                // (another thread's, not reported yet) would split it, and the program could
-                // then see EFAULT from an mremap that spans the two halves.
-                let tracked = entry.is_private_anon()
-                    && space_ref
-                        .uffd
-                        .as_ref()
-                        .is_some_and(|u| u.register(entry.start, entry.end).is_ok());
                 let at = MapAt {
                     pid,
                     tid,
                     space,
                     range: clip,
                 };
-                send_map(
-                    space_ref,
-                    at,
-                    &entry.prot,
-                    entry.kind(),
-                    entry.stream_path(),
-                    tracked,
-                );
+                send_maps_entry(space_ref, at, entry);
             }
         }
         self.note_races(tid, space, &ranges);
@@ -1546,25 +1531,13 @@ fn discard_advice(advice: i32) -> Option<&'static str> {
 /// Describes a space whole, as its page tables say: every mapping, with its present pages.
 fn send_snapshot(space: &Space, id: SpaceId, pid: i32, tid: i32, maps: &[procfs::MapsEntry]) {
     for entry in maps {
-        let tracked = entry.is_private_anon()
-            && space
-                .uffd
-                .as_ref()
-                .is_some_and(|u| u.register(entry.start, entry.end).is_ok());
         let at = MapAt {
             pid,
             tid,
             space: id,
             range: entry.start..entry.end,
         };
-        send_map(
-            space,
-            at,
-            &entry.prot,
-            entry.kind(),
-            entry.stream_path(),
-            tracked,
-        );
+        let tracked = send_maps_entry(space, at, entry);
         if entry.path == "[stack]" && tracked {
             // Unlimited: the legacy layout keeps mappings far from the stack.
             let limit = procfs::stack_limit(pid).unwrap_or(1 << 40);
@@ -1575,6 +1548,28 @@ fn send_snapshot(space: &Space, id: SpaceId, pid: i32, tid: i32, maps: &[procfs:
             });
         }
     }
+}
+
+/// Sends `at.range` (all or part of a `/proc/PID/maps` entry) to its lane as that mapping,
+/// registered if it is private anonymous memory; whether it is tracked.
+fn send_maps_entry(space: &Space, at: MapAt, entry: &procfs::MapsEntry) -> bool {
+    // The whole mapping, never a part: registering part of an unregistered mapping (another
+    // thread's, not reported yet) would split it, and the program could then see EFAULT from an
+    // mremap that spans the two halves.
+    let tracked = entry.is_private_anon()
+        && space
+            .uffd
+            .as_ref()
+            .is_some_and(|u| u.register(entry.start, entry.end).is_ok());
+    send_map(
+        space,
+        at,
+        &entry.prot,
+        entry.kind(),
+        entry.stream_path(),
+        tracked,
+    );
+    tracked
 }
 
 /// Sends a new mapping to its lane. Its pages can already be present (`MAP_POPULATE`, locked
