@@ -58,6 +58,15 @@ struct Checked {
 }
 
 impl Checked {
+    /// Adds another's figures and failures to these.
+    fn add(&mut self, other: Checked) {
+        self.points += other.points;
+        self.pages += other.pages;
+        self.mismatched += other.mismatched;
+        self.skipped += other.skipped;
+        self.failures.extend(other.failures);
+    }
+
     fn assert_passed(&self) {
         assert!(self.failures.is_empty(), "{}", self.failures.join("\n"));
     }
@@ -131,11 +140,7 @@ fn race(case: &str, profile: &Profile) -> Checked {
                 "{what}: {} checks, {} pages checked, {} mismatched, {} skipped",
                 run.points, run.pages, run.mismatched, run.skipped
             );
-            total.points += run.points;
-            total.pages += run.pages;
-            total.skipped += run.skipped;
-            total.mismatched += run.mismatched;
-            total.failures.extend(run.failures);
+            total.add(run);
         }
     }
     total
@@ -223,11 +228,7 @@ fn soak_every_case() {
             "soak {case}: {} checks, {} pages checked, {} mismatched, {} skipped",
             c.points, c.pages, c.mismatched, c.skipped
         );
-        all.points += c.points;
-        all.pages += c.pages;
-        all.mismatched += c.mismatched;
-        all.skipped += c.skipped;
-        all.failures.extend(c.failures);
+        all.add(c);
     }
     eprintln!(
         "soak total: {} checks, {} pages checked, {} mismatched, {} skipped",
