@@ -33,6 +33,9 @@ pub struct RunOptions {
     pub verify: bool,
     /// With `verify`: also stop every thread this often and check every space.
     pub verify_every: Option<std::time::Duration>,
+    /// Gather adjacent first touches by one thread for up to this long into one `resident`
+    /// line; zero writes one line per fault.
+    pub coalesce: std::time::Duration,
     /// Test hook: drop the first resident page from the replayed state, so a check must fail.
     pub corrupt_state: bool,
 }
@@ -141,6 +144,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
         lane_capacity: LANE_CAPACITY,
         verify: options.verify,
         verify_every: options.verify_every.filter(|_| options.verify),
+        coalesce: Some(options.coalesce).filter(|d| !d.is_zero()),
     };
     let tracer = Tracer::new(config, runtime.handle().clone(), sequencer_handle, root_pid);
     let traced = std::thread::Builder::new()

@@ -143,3 +143,63 @@ fn demo_runs_a_multithreaded_workload_with_nothing_installed() {
     assert_eq!(status, 0);
     assert!(out.lines().count() >= 3, "{out}");
 }
+
+/// `--coalesce-ms` changes how many `resident` lines there are, never what they replay to: the
+/// same program, with ASLR off so that both runs use the same addresses, traced with one line per
+/// fault and with touches gathered, ends in the same page states, and both agree with the kernel.
+#[test]
+fn coalesced_first_touches_replay_to_the_same_state_as_one_line_per_fault() {
+    let program = [
+        "setarch".into(),
+        "--addr-no-randomize".into(),
+        workload("coalesce"),
+    ];
+    let one_per_fault = trace(&["--verify", "--coalesce-ms", "0"], &program);
+    let coalesced = trace(&["--verify", "--coalesce-ms", "1000"], &program);
+    let resident = |t: &crate::util::Traced| -> (u64, u64) {
+        let (mut lines, mut faults) = (0, 0);
+        for e in t.events("resident") {
+            if let Event::Resident { faults: n, .. } = e {
+                lines += 1;
+                faults += n;
+            }
+        }
+        (lines, faults)
+    };
+    for t in [&one_per_fault, &coalesced] {
+        assert_eq!(t.status, 0, "{}", t.stderr);
+        t.assert_matches_kernel();
+        for name in ["ascending", "descending", "read", "dropped"] {
+            let region = &t.truth("region", name)[0];
+            assert_eq!(region.present, 512, "{name}: the kernel's count");
+        }
+    }
+    let (lines, faults) = resident(&one_per_fault);
+    assert_eq!(lines, faults, "--coalesce-ms 0 writes one line per fault");
+    let (coalesced_lines, coalesced_faults) = resident(&coalesced);
+    assert_eq!(coalesced_faults, faults, "the same first touches, counted");
+    assert!(
+        coalesced_lines * 4 < lines,
+        "{coalesced_lines} coalesced lines for {lines} faults"
+    );
+    let root = |t: &crate::util::Traced| {
+        let pid = t.lines.iter().find_map(|l| match l.event {
+            Event::Exec { pid, .. } => Some(pid),
+            _ => None,
+        });
+        let space = t.space_of(pid.expect("an exec line"));
+        t.replay.spaces[&space].clone()
+    };
+    let (a, b) = (root(&one_per_fault), root(&coalesced));
+    assert_eq!(a.resident, b.resident, "resident pages differ");
+    assert_eq!(a.resident_bytes, b.resident_bytes);
+    assert_eq!(a.peak_resident_bytes, b.peak_resident_bytes);
+    let tracked = |s: &mevi_actors::model::AddressSpace| -> Vec<std::ops::Range<u64>> {
+        s.mappings
+            .iter()
+            .filter(|(_, m)| m.tracked)
+            .map(|(r, _)| r.clone())
+            .collect()
+    };
+    assert_eq!(tracked(&a), tracked(&b), "tracked mappings differ");
+}

@@ -15,7 +15,7 @@ use std::ops::Range;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
 use std::sync::mpsc::SyncSender;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use async_channel::{Receiver, Sender};
 use tokio::io::Interest;
@@ -90,6 +90,52 @@ pub struct PagesAtExit {
 /// the descriptor (at most 64 faults): this is far more than enough.
 const RECENT_RESOLUTIONS: usize = 1 << 16;
 
+/// How a lane is set up.
+#[derive(Clone, Copy, Debug)]
+pub struct LaneConfig {
+    pub page_size: u64,
+    /// Inbox size: the tracer blocks (and its tracee waits) when the lane is this far behind.
+    pub capacity: usize,
+    /// `--coalesce-ms`: how long a run of adjacent first touches by one thread may grow before
+    /// its `resident` line goes out; `None` writes one line per fault.
+    pub coalesce: Option<Duration>,
+}
+
+/// First touches by one thread of adjacent pages, one way, with the same access, not yet sent:
+/// one `resident` line once it ends.
+///
+/// Holding them back is safe because every other line of this lane flushes them first: the only
+/// lines a run can move past are other threads' `resident` lines, which are about other pages
+/// (a page is resolved once until a discard or an unmap, and those are lines of this lane), so
+/// a replay comes to the same state (docs/ordering.md, R9).
+#[derive(Debug)]
+struct TouchRun {
+    at: Instant,
+    pid: i32,
+    tid: i32,
+    start: u64,
+    end: u64,
+    write: bool,
+    faults: u64,
+}
+
+impl TouchRun {
+    fn into_stamped(self, space: SpaceId) -> Stamped {
+        Stamped {
+            at: self.at,
+            event: Event::Resident {
+                pid: self.pid,
+                tid: self.tid,
+                space,
+                start: self.start,
+                end: self.end,
+                write: self.write,
+                faults: self.faults,
+            },
+        }
+    }
+}
+
 /// A range where a layout change is under way: the userfaultfd has said so (`UNMAP`, `REMAP`,
 /// `REMOVE`), but the syscall's report has not reached the lane yet. A fault resolved there now
 /// could land in the new layout and be written before the change that made it: such faults are
@@ -140,6 +186,9 @@ pub struct Poller {
     inbox: Receiver<LaneMessage>,
     out: SequencerHandle,
     page_size: u64,
+    coalesce: Option<Duration>,
+    /// Runs of first touches not yet sent, oldest first (at most one per thread).
+    runs: Vec<TouchRun>,
     /// Which process each thread of this space belongs to.
     tids: HashMap<i32, i32>,
     /// The main thread's stack: its process, its range, and how far it may grow.
@@ -163,17 +212,18 @@ impl Poller {
         uffd: Option<Arc<AddressSpaceUffd>>,
         pagemap: Option<Arc<Pagemap>>,
         out: SequencerHandle,
-        page_size: u64,
-        capacity: usize,
+        config: LaneConfig,
     ) -> (Self, PollerHandle) {
-        let (tx, inbox) = async_channel::bounded(capacity);
+        let (tx, inbox) = async_channel::bounded(config.capacity);
         let poller = Self {
             space,
             uffd,
             pagemap,
             inbox,
             out,
-            page_size,
+            page_size: config.page_size,
+            coalesce: config.coalesce.filter(|d| !d.is_zero()),
+            runs: Vec::new(),
             tids: HashMap::new(),
             stack: None,
             begun: HashMap::new(),
@@ -206,7 +256,18 @@ impl Poller {
         };
         let inbox = self.inbox.clone();
         let mut read = Vec::new();
+        // When the oldest run of first touches is due (reset only when that changes).
+        let flush_timer = tokio::time::sleep(Duration::ZERO);
+        tokio::pin!(flush_timer);
+        let mut timer_for: Option<Instant> = None;
         loop {
+            let due = self.runs_due();
+            if due != timer_for {
+                if let Some(due) = due {
+                    flush_timer.as_mut().reset(due.into());
+                }
+                timer_for = due;
+            }
             let readable = async {
                 match &fd {
                     Some(fd) => fd.readable().await,
@@ -220,6 +281,9 @@ impl Poller {
                     // The space has no process left: nothing more can fault in it.
                     Err(_) => break,
                 },
+                () = &mut flush_timer, if timer_for.is_some() => {
+                    self.flush_runs_due().await;
+                }
                 guard = readable => {
                     let Ok(mut guard) = guard else { break };
                     self.read_uffd(&mut read);
@@ -240,6 +304,7 @@ impl Poller {
                 }
             }
         }
+        self.flush_runs().await;
         tracing::debug!(space = self.space, counters = ?self.counters, "poller done");
     }
 
@@ -376,7 +441,7 @@ impl Poller {
                             end: run.end,
                             advice: advice.to_string(),
                         };
-                        self.out.send(Stamped { at, event }).await;
+                        self.emit(Stamped { at, event }).await;
                     }
                 }
             }
@@ -398,7 +463,7 @@ impl Poller {
                     skipped: None,
                     probe: Some(probe),
                 };
-                self.out.send(Stamped::now(event)).await;
+                self.emit(Stamped::now(event)).await;
             }
         }
     }
@@ -410,7 +475,7 @@ impl Poller {
             Event::ThreadExit { tid, .. } | Event::Exit { tid, .. } => Some(tid),
             _ => None,
         };
-        self.out.send(stamped).await;
+        self.emit(stamped).await;
         if let Some(tid) = ended {
             self.end_syscall(tid).await;
         }
@@ -565,22 +630,74 @@ impl Poller {
                 self.counters.resolved += 1;
                 let pid = self.pid_of(tid);
                 self.grow_stack(addr, tid, at).await;
-                let event = Event::Resident {
+                self.touched(TouchRun {
+                    at,
                     pid,
                     tid,
-                    space: self.space,
                     start: addr,
                     end: addr + self.page_size,
                     write,
                     faults: 1,
-                };
-                self.out.send(Stamped { at, event }).await;
+                })
+                .await;
             }
             Resolution::Refused(errno) => {
                 self.counters.refused += 1;
                 tracing::trace!(space = self.space, addr, errno, "resolution refused");
             }
             Resolution::Gone => {}
+        }
+    }
+
+    /// Sends a line on in lane order, after the first touches held back so far.
+    async fn emit(&mut self, stamped: Stamped) {
+        self.flush_runs().await;
+        self.out.send(stamped).await;
+    }
+
+    /// A first touch resolved: it extends its thread's run when adjacent, else goes in a new one.
+    async fn touched(&mut self, touch: TouchRun) {
+        if self.coalesce.is_none() {
+            return self.out.send(touch.into_stamped(self.space)).await;
+        }
+        if let Some(i) = self.runs.iter().position(|r| r.tid == touch.tid) {
+            let run = &mut self.runs[i];
+            if run.write == touch.write && run.pid == touch.pid {
+                if run.end == touch.start {
+                    run.end = touch.end;
+                    run.faults += 1;
+                    return;
+                }
+                if run.start == touch.end {
+                    run.start = touch.start;
+                    run.faults += 1;
+                    return;
+                }
+            }
+            let ended = self.runs.remove(i);
+            self.out.send(ended.into_stamped(self.space)).await;
+        }
+        self.runs.push(touch);
+    }
+
+    /// When the oldest held run must go out.
+    fn runs_due(&self) -> Option<Instant> {
+        Some(self.runs.first()?.at + self.coalesce?)
+    }
+
+    async fn flush_runs_due(&mut self) {
+        let Some(window) = self.coalesce else { return };
+        let now = Instant::now();
+        // Oldest first: the due ones are a prefix.
+        let due = self.runs.partition_point(|r| r.at + window <= now);
+        for run in self.runs.drain(..due).collect::<Vec<_>>() {
+            self.out.send(run.into_stamped(self.space)).await;
+        }
+    }
+
+    async fn flush_runs(&mut self) {
+        for run in std::mem::take(&mut self.runs) {
+            self.out.send(run.into_stamped(self.space)).await;
         }
     }
 
@@ -614,6 +731,6 @@ impl Poller {
             tracked: true,
             state: Some(PageState::NotResident),
         };
-        self.out.send(Stamped { at, event }).await;
+        self.emit(Stamped { at, event }).await;
     }
 }

@@ -25,7 +25,7 @@ use nix::sys::signal::Signal;
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
-use super::poller::{LaneMessage, PagesAtExit, Poller, PollerHandle};
+use super::poller::{LaneConfig, LaneMessage, PagesAtExit, Poller, PollerHandle};
 use super::sequencer::{SequencerHandle, Stamped};
 use crate::event::{
     Event, ForkKind, MapKind, PageState, SpaceId, VerifyPoint, prot_string, signal_name,
@@ -48,6 +48,9 @@ pub struct TracerConfig {
     pub verify: bool,
     /// `--verify-every`: also stop every traced thread this often and check every space.
     pub verify_every: Option<Duration>,
+    /// `--coalesce-ms`: how long adjacent first touches by one thread may be gathered into one
+    /// `resident` line (`None`: one line per fault).
+    pub coalesce: Option<Duration>,
 }
 
 /// How long a checkpoint waits for every thread to stop before it gives up and lets them go (a
@@ -1286,8 +1289,11 @@ impl Tracer {
             uffd.clone(),
             pagemap.clone(),
             self.sequencer.clone(),
-            page_size,
-            self.config.lane_capacity,
+            LaneConfig {
+                page_size,
+                capacity: self.config.lane_capacity,
+                coalesce: self.config.coalesce,
+            },
         );
         self.runtime.spawn(poller.run());
         let maps = procfs::read_maps(tid).unwrap_or_default();

@@ -8,6 +8,10 @@ use clap::{Parser, Subcommand};
 use mevi_actors::model::Replay;
 use mevi_actors::run::{RunOptions, run};
 
+/// How long a run of first touches may grow before its line goes out: well under the 100 ms in
+/// which the stream is flushed, so a reader following it live sees touches as promptly.
+const DEFAULT_COALESCE_MS: u64 = 10;
+
 #[derive(Parser)]
 #[command(
     name = "mevi-actors",
@@ -50,6 +54,10 @@ enum Command {
         /// address space (slows the program down; meant for testing).
         #[arg(long, value_name = "MS", requires = "verify", value_parser = clap::value_parser!(u64).range(1..))]
         verify_every: Option<u64>,
+        /// Gather first touches of adjacent pages by one thread for up to MS milliseconds into
+        /// one `resident` line (its `faults` counts them); 0 writes one line per fault.
+        #[arg(long, value_name = "MS", default_value_t = DEFAULT_COALESCE_MS)]
+        coalesce_ms: u64,
         /// Test hook: forget the first resident page in the replayed state, so that --verify
         /// must find a mismatch.
         #[arg(long, hide = true)]
@@ -89,6 +97,7 @@ fn main() -> ExitCode {
             no_summary,
             verify,
             verify_every,
+            coalesce_ms,
             test_corrupt_state,
             program,
         } => {
@@ -99,6 +108,7 @@ fn main() -> ExitCode {
                 summary: !no_summary,
                 verify,
                 verify_every: verify_every.map(std::time::Duration::from_millis),
+                coalesce: std::time::Duration::from_millis(coalesce_ms),
                 corrupt_state: test_corrupt_state,
             })
             .status
@@ -118,6 +128,7 @@ fn main() -> ExitCode {
                 summary: true,
                 verify: false,
                 verify_every: None,
+                coalesce: std::time::Duration::from_millis(DEFAULT_COALESCE_MS),
                 corrupt_state: false,
             })
             .status
