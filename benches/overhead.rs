@@ -1,0 +1,645 @@
+//! `cargo bench`: what tracing costs, measured side by side.
+//!
+//! Each workload (benches/workloads/bench.c, plus `sort` and `/bin/true`) runs untraced, under
+//! mevi-actors, and under every reference present: the floor (a minimal userfaultfd handler in
+//! this file, on the fault workloads) and strace. Runs alternate (one of each runner, then the
+//! next round), and each ratio is the median of the ratios of one round, so that a slow spell of
+//! this shared machine weighs on both sides of a pair. Nothing here asserts a time: the table is
+//! the result, and README.md shows one.
+//!
+//! `MEVI_BENCH_ROUNDS=N` changes the number of rounds (default 5); `MEVI_BENCH_ONLY=substring`
+//! runs the workloads whose name contains it.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use userfaultfd::{Event as UffdEvent, EventBuffer, ReadWrite, Uffd};
+
+/// How long the busy floor keeps reading an empty descriptor before it sleeps in `poll`.
+const BUSY_READ: Duration = Duration::from_micros(50);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Runner {
+    Untraced,
+    Mevi,
+    /// mevi-actors without userfaultfd: the layout tracking alone.
+    MeviNoFaults,
+    /// One thread: poll, read a batch, resolve each fault.
+    Floor,
+    /// The same, reading again for `BUSY_READ` before each sleep.
+    FloorBusy,
+    StraceSeccomp,
+    Strace,
+}
+
+impl Runner {
+    fn label(self) -> &'static str {
+        match self {
+            Runner::Untraced => "untraced",
+            Runner::Mevi => "mevi-actors",
+            Runner::MeviNoFaults => "mevi-actors --no-faults",
+            Runner::Floor => "floor (poll)",
+            Runner::FloorBusy => "floor (busy-read 50us)",
+            Runner::StraceSeccomp => "strace --seccomp-bpf",
+            Runner::Strace => "strace",
+        }
+    }
+}
+
+struct Workload {
+    name: &'static str,
+    what: String,
+    argv: Vec<String>,
+    runners: Vec<Runner>,
+    /// Runners too slow for every round (strace on a million syscalls): run once, and said so.
+    once: Vec<Runner>,
+}
+
+/// One timed run.
+#[derive(Clone, Debug)]
+struct Sample {
+    wall: Duration,
+    /// From mevi-actors' summary line: lines written and its own peak RSS.
+    lines: Option<u64>,
+    tracer_peak_rss: Option<u64>,
+}
+
+struct Bench {
+    mevi: PathBuf,
+    strace: Option<PathBuf>,
+    dir: PathBuf,
+    page_size: u64,
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; there is nothing to filter by name beyond MEVI_BENCH_ONLY.
+    let rounds: usize = std::env::var("MEVI_BENCH_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5);
+    let only = std::env::var("MEVI_BENCH_ONLY").ok();
+    let bench = Bench::new();
+    let started = Instant::now();
+    println!("mevi-actors overhead bench: {}", machine());
+    println!(
+        "{rounds} rounds, runners alternating; ratios are medians of per-round ratios to the \
+         untraced run"
+    );
+    if bench.strace.is_none() {
+        println!("strace: not found and could not be installed; its columns are skipped");
+    }
+    let mut targets = Vec::new();
+    for workload in bench.workloads() {
+        if only.as_deref().is_some_and(|o| !workload.name.contains(o)) {
+            continue;
+        }
+        let results = bench.measure(&workload, rounds);
+        report(&workload, &results, &mut targets);
+    }
+    if only.is_none() || only.as_deref().is_some_and(|o| "touch-1g".contains(o)) {
+        targets.push(bench.memory_for_one_gib());
+    }
+    println!("\ntargets");
+    for t in &targets {
+        println!("  {t}");
+    }
+    println!("\nbench took {:.0} s", started.elapsed().as_secs_f64());
+}
+
+impl Bench {
+    fn new() -> Self {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bench");
+        std::fs::create_dir_all(&dir).expect("creating the bench's directory");
+        // SAFETY: sysconf has no preconditions.
+        let page_size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
+        Self {
+            mevi: PathBuf::from(env!("CARGO_BIN_EXE_mevi-actors")),
+            strace: find_or_install_strace(),
+            dir,
+            page_size,
+        }
+    }
+
+    fn workloads(&self) -> Vec<Workload> {
+        use Runner::*;
+        let bench = compile(&self.dir).display().to_string();
+        let strace: Vec<Runner> = if self.strace.is_some() {
+            vec![StraceSeccomp, Strace]
+        } else {
+            vec![]
+        };
+        let with = |base: &[Runner], extra: &[Runner]| -> Vec<Runner> {
+            base.iter().chain(extra).copied().collect()
+        };
+        let faults = [Untraced, Mevi, Floor, FloorBusy];
+        let layout = [Untraced, Mevi, MeviNoFaults];
+        let mut list = Vec::new();
+        for (threads, access) in [(1, "write"), (2, "write"), (1, "read"), (2, "read")] {
+            list.push(Workload {
+                name: leak(format!("touch-{access}-{threads}t")),
+                what: format!("touch 256 MiB, {threads} thread(s), {access} faults"),
+                argv: vec![
+                    bench.clone(),
+                    "touch".into(),
+                    threads.to_string(),
+                    "256".into(),
+                    access.into(),
+                ],
+                runners: faults.to_vec(),
+                once: vec![],
+            });
+        }
+        list.push(Workload {
+            name: "churn",
+            what: "4 threads x 2000 rounds of mmap/touch/madvise/munmap 64 KiB".into(),
+            argv: vec![bench.clone(), "churn".into(), "4".into(), "2000".into()],
+            runners: with(&layout, &strace),
+            once: vec![],
+        });
+        list.push(Workload {
+            name: "syscalls",
+            what: "2 threads x 1,000,000 getppid()".into(),
+            argv: vec![
+                bench.clone(),
+                "syscalls".into(),
+                "2".into(),
+                "1000000".into(),
+            ],
+            runners: vec![Untraced, Mevi],
+            once: strace.clone(),
+        });
+        list.push(Workload {
+            name: "forkexec",
+            what: "fork + exec /bin/true, 300 times".into(),
+            argv: vec![bench.clone(), "forkexec".into(), "300".into()],
+            runners: with(&layout, &strace),
+            once: vec![],
+        });
+        list.push(Workload {
+            name: "malloc",
+            what: "glibc malloc/memset/free, 4 threads x 20000".into(),
+            argv: vec![bench.clone(), "malloc".into(), "4".into(), "20000".into()],
+            runners: with(&layout, &strace),
+            once: vec![],
+        });
+        let input = self.sort_input();
+        list.push(Workload {
+            name: "sort",
+            what: "GNU sort of a 16 MiB file (2 threads)".into(),
+            argv: vec![
+                "sort".into(),
+                "--parallel=2".into(),
+                "-o".into(),
+                self.dir.join("sorted").display().to_string(),
+                input.display().to_string(),
+            ],
+            runners: with(&layout, &strace),
+            once: vec![],
+        });
+        list.push(Workload {
+            name: "true",
+            what: "/bin/true".into(),
+            argv: vec!["/bin/true".into()],
+            runners: vec![Untraced, Mevi],
+            once: vec![],
+        });
+        list
+    }
+
+    /// A file of random lines for `sort`, made once.
+    fn sort_input(&self) -> PathBuf {
+        let path = self.dir.join("sort-input");
+        if std::fs::metadata(&path).is_ok_and(|m| m.len() > 16 << 20) {
+            return path;
+        }
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut text = String::with_capacity(17 << 20);
+        while text.len() <= 16 << 20 {
+            for _ in 0..(8 + seed % 40) {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                text.push((b'a' + (seed % 26) as u8) as char);
+            }
+            text.push('\n');
+        }
+        std::fs::write(&path, text).expect("writing sort's input");
+        path
+    }
+
+    fn measure(&self, w: &Workload, rounds: usize) -> BTreeMap<Runner, Vec<Sample>> {
+        println!("\n{}: {}", w.name, w.what);
+        let mut results: BTreeMap<Runner, Vec<Sample>> = BTreeMap::new();
+        // One run of each first, not counted: page cache, binaries, the file sort reads.
+        for &r in &w.runners {
+            self.run(r, &w.argv);
+        }
+        for _ in 0..rounds {
+            for &r in &w.runners {
+                results.entry(r).or_default().push(self.run(r, &w.argv));
+            }
+        }
+        for &r in &w.once {
+            results.entry(r).or_default().push(self.run(r, &w.argv));
+        }
+        results
+    }
+
+    fn run(&self, runner: Runner, argv: &[String]) -> Sample {
+        match runner {
+            Runner::Untraced => self.timed(Command::new(&argv[0]).args(&argv[1..]), None),
+            Runner::Mevi | Runner::MeviNoFaults => {
+                let out = self.dir.join("stream.jsonl");
+                let mut cmd = Command::new(&self.mevi);
+                cmd.args(["run", "--no-summary", "-o"]).arg(&out);
+                if runner == Runner::MeviNoFaults {
+                    cmd.arg("--no-faults");
+                }
+                cmd.arg("--").args(argv);
+                self.timed(&mut cmd, Some(&out))
+            }
+            Runner::Floor => self.floor(argv, Duration::ZERO),
+            Runner::FloorBusy => self.floor(argv, BUSY_READ),
+            Runner::StraceSeccomp | Runner::Strace => {
+                let strace = self.strace.as_ref().expect("strace runs only when present");
+                let mut cmd = Command::new(strace);
+                cmd.args(["-f", "-qq"]);
+                if runner == Runner::StraceSeccomp {
+                    cmd.arg("--seccomp-bpf");
+                }
+                cmd.args(["-e", "trace=%memory", "-o", "/dev/null", "--"])
+                    .args(argv);
+                self.timed(&mut cmd, None)
+            }
+        }
+    }
+
+    /// Runs `cmd` to its end; with `stream`, reads mevi-actors' summary line from it.
+    fn timed(&self, cmd: &mut Command, stream: Option<&Path>) -> Sample {
+        let start = Instant::now();
+        let status = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .status()
+            .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
+        let wall = start.elapsed();
+        assert!(status.success(), "{cmd:?} failed: {status}");
+        let (lines, tracer_peak_rss) = stream.map_or((None, None), summary_of);
+        Sample {
+            wall,
+            lines,
+            tracer_peak_rss,
+        }
+    }
+
+    /// The program with the floor's handler resolving its first touches.
+    fn floor(&self, argv: &[String], busy: Duration) -> Sample {
+        let sock = self.dir.join("floor.sock");
+        let _ = std::fs::remove_file(&sock);
+        let listener = UnixListener::bind(&sock).expect("binding the floor's socket");
+        let start = Instant::now();
+        let mut child = Command::new(&argv[0])
+            .args(&argv[1..])
+            .env("MEVI_BENCH_FLOOR_SOCK", &sock)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawning the workload");
+        let (mut stream, _) = listener.accept().expect("the workload's connection");
+        let uffd = receive_fd(&stream);
+        let stop = Arc::new(AtomicBool::new(false));
+        let handler = {
+            let stop = stop.clone();
+            let page_size = self.page_size;
+            std::thread::spawn(move || floor_handler(uffd, page_size, busy, &stop))
+        };
+        stream.write_all(&[0]).expect("answering the workload");
+        let status = child.wait().expect("waiting for the workload");
+        let wall = start.elapsed();
+        stop.store(true, Ordering::Relaxed);
+        let resolved = handler.join().expect("the floor's handler");
+        assert!(
+            status.success(),
+            "the workload failed under the floor: {status}"
+        );
+        assert!(resolved > 0, "the floor resolved no fault");
+        Sample {
+            wall,
+            lines: None,
+            tracer_peak_rss: None,
+        }
+    }
+
+    /// mevi-actors' own peak RSS while it traces 1 GiB of first touches.
+    fn memory_for_one_gib(&self) -> String {
+        let bench = compile(&self.dir).display().to_string();
+        let argv: Vec<String> = vec![
+            bench,
+            "touch".into(),
+            "2".into(),
+            "1024".into(),
+            "write".into(),
+        ];
+        println!("\ntouch-1g: touch 1 GiB, 2 threads, write faults (mevi-actors only, once)");
+        let s = self.run(Runner::Mevi, &argv);
+        let rss = s.tracer_peak_rss.unwrap_or(0);
+        println!(
+            "  {:<24} {:>9.3} s  {} lines, mevi-actors peak RSS {}",
+            Runner::Mevi.label(),
+            s.wall.as_secs_f64(),
+            s.lines.unwrap_or(0),
+            mib(rss)
+        );
+        target(
+            "mevi-actors' peak RSS tracing 1 GiB touched < 64 MiB",
+            mib(rss),
+            rss < 64 << 20,
+        )
+    }
+}
+
+/// The floor's one thread: wait for the descriptor to be readable, read a batch, resolve each
+/// fault as mevi-actors does (a copied zero page for writes, the zero page for reads).
+fn floor_handler(uffd: Uffd, page_size: u64, busy: Duration, stop: &AtomicBool) -> u64 {
+    let mut buf = EventBuffer::new(64);
+    let zeros = vec![0u8; page_size as usize];
+    let mut resolved = 0;
+    let mut last = Instant::now();
+    loop {
+        let mut read_any = false;
+        let events = uffd.read_events(&mut buf).expect("reading the userfaultfd");
+        for event in events {
+            read_any = true;
+            if let Ok(UffdEvent::Pagefault { addr, rw, .. }) = event {
+                let page = (addr as u64 & !(page_size - 1)) as *mut libc::c_void;
+                let len = page_size as usize;
+                // SAFETY: the kernel checks that `page` is in the workload's registered range;
+                // `zeros` is a live page-sized buffer that COPY only reads.
+                let done = unsafe {
+                    if rw == ReadWrite::Write {
+                        uffd.copy(zeros.as_ptr().cast(), page, len, true)
+                    } else {
+                        uffd.zeropage(page, len, true)
+                    }
+                };
+                match done {
+                    Ok(_) => resolved += 1,
+                    Err(_) => {
+                        let _ = uffd.wake(page, len);
+                    }
+                }
+            }
+        }
+        if read_any {
+            last = Instant::now();
+            continue;
+        }
+        if last.elapsed() < busy {
+            std::hint::spin_loop();
+            continue;
+        }
+        if stop.load(Ordering::Relaxed) {
+            return resolved;
+        }
+        let mut fds = [libc::pollfd {
+            fd: uffd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        // SAFETY: one valid pollfd; the timeout lets the thread see `stop`.
+        unsafe { libc::poll(fds.as_mut_ptr(), 1, 20) };
+    }
+}
+
+/// The userfaultfd the workload sent with SCM_RIGHTS.
+fn receive_fd(stream: &std::os::unix::net::UnixStream) -> Uffd {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    let mut byte = [0u8; 1];
+    let mut iov = [std::io::IoSliceMut::new(&mut byte)];
+    let mut space = nix::cmsg_space!(std::os::fd::RawFd);
+    let msg = recvmsg::<()>(
+        stream.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::empty(),
+    )
+    .expect("receiving the userfaultfd");
+    for cmsg in msg.cmsgs().expect("control messages") {
+        if let ControlMessageOwned::ScmRights(fds) = cmsg
+            && let Some(&fd) = fds.first()
+        {
+            // SAFETY: the kernel just installed `fd` in this process for us alone.
+            let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+            // SAFETY: `owned` is a userfaultfd the workload already did the API handshake on.
+            return unsafe { Uffd::from_raw_fd(std::os::fd::IntoRawFd::into_raw_fd(owned)) };
+        }
+    }
+    panic!("the workload sent no descriptor");
+}
+
+fn summary_of(stream: &Path) -> (Option<u64>, Option<u64>) {
+    let text = std::fs::read_to_string(stream).unwrap_or_default();
+    let Some(last) = text.lines().last() else {
+        return (None, None);
+    };
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(last) else {
+        return (None, None);
+    };
+    let totals = &v["totals"];
+    (
+        totals["lines"].as_u64(),
+        totals["tracer_peak_rss_bytes"].as_u64(),
+    )
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+fn secs(samples: &[Sample]) -> Vec<f64> {
+    samples.iter().map(|s| s.wall.as_secs_f64()).collect()
+}
+
+/// The median of `a[i] / b[i]` over the rounds both ran in; a lone run against the median of `b`.
+fn paired_ratio(a: &[Sample], b: &[Sample]) -> f64 {
+    if a.len() == b.len() {
+        median(
+            a.iter()
+                .zip(b)
+                .map(|(x, y)| x.wall.as_secs_f64() / y.wall.as_secs_f64())
+                .collect(),
+        )
+    } else {
+        median(secs(a)) / median(secs(b))
+    }
+}
+
+fn report(w: &Workload, results: &BTreeMap<Runner, Vec<Sample>>, targets: &mut Vec<String>) {
+    let Some(base) = results.get(&Runner::Untraced) else {
+        return;
+    };
+    for (&runner, samples) in results {
+        let mut line = format!(
+            "  {:<24} {:>9.3} s {:>8.2}x",
+            runner.label(),
+            median(secs(samples)),
+            paired_ratio(samples, base)
+        );
+        if w.once.contains(&runner) {
+            line.push_str("  (1 run: too slow for every round)");
+        }
+        if runner == Runner::Mevi {
+            for reference in [Runner::Floor, Runner::FloorBusy, Runner::StraceSeccomp] {
+                if let Some(r) = results.get(&reference) {
+                    line.push_str(&format!(
+                        "  {:.2}x {}",
+                        paired_ratio(samples, r),
+                        reference.label()
+                    ));
+                }
+            }
+            let lines: Vec<f64> = samples
+                .iter()
+                .filter_map(|s| Some(s.lines? as f64 / s.wall.as_secs_f64()))
+                .collect();
+            let rss = samples.iter().filter_map(|s| s.tracer_peak_rss).max();
+            line.push_str(&format!(
+                "  {:.0} lines/s, peak RSS {}",
+                median(lines),
+                rss.map_or("?".into(), mib)
+            ));
+        }
+        println!("{line}");
+    }
+    let Some(mevi) = results.get(&Runner::Mevi) else {
+        return;
+    };
+    let vs = |r: Runner| results.get(&r).map(|s| paired_ratio(mevi, s));
+    match w.name {
+        n if n.starts_with("touch") => {
+            if let Some(x) = vs(Runner::Floor) {
+                targets.push(target(
+                    &format!("{n}: within 1.15x of the polling floor"),
+                    format!("{x:.2}x"),
+                    x <= 1.15,
+                ));
+            }
+        }
+        "syscalls" => {
+            let x = paired_ratio(mevi, base);
+            targets.push(target(
+                "syscalls: within 1.05x of untraced",
+                format!("{x:.2}x"),
+                x <= 1.05,
+            ));
+        }
+        "churn" | "forkexec" => {
+            if let Some(x) = vs(Runner::StraceSeccomp) {
+                targets.push(target(
+                    &format!("{}: no slower than strace --seccomp-bpf", w.name),
+                    format!("{x:.2}x"),
+                    x <= 1.0,
+                ));
+            }
+        }
+        "true" => {
+            let extra = (median(secs(mevi)) - median(secs(base))) * 1e3;
+            targets.push(target(
+                "run -- /bin/true: under 20 ms over untraced",
+                format!("+{extra:.1} ms"),
+                extra < 20.0,
+            ));
+        }
+        _ => {}
+    }
+}
+
+fn target(what: &str, measured: String, met: bool) -> String {
+    format!(
+        "{:<56} {:>10}  {}",
+        what,
+        measured,
+        if met { "met" } else { "NOT MET" }
+    )
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64)
+}
+
+fn leak(s: String) -> &'static str {
+    Box::leak(s.into_boxed_str())
+}
+
+/// Compiles the workloads once per bench run.
+fn compile(dir: &Path) -> PathBuf {
+    let out = dir.join("bench-workload");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/workloads/bench.c");
+    let fresh = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if fresh(&out).is_some() && fresh(&out) >= fresh(&src) {
+        return out;
+    }
+    let status = Command::new("cc")
+        .args(["-O2", "-pthread", "-Wall", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .status()
+        .expect("running cc");
+    assert!(status.success(), "cc failed for {}", src.display());
+    out
+}
+
+/// strace from PATH; when missing, installed from Debian's packages (the bench's setup).
+fn find_or_install_strace() -> Option<PathBuf> {
+    let find = || {
+        std::env::var_os("PATH").and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|d| d.join("strace"))
+                .find(|p| p.is_file())
+        })
+    };
+    if let Some(p) = find() {
+        return Some(p);
+    }
+    println!("strace not found: installing it (apt-get install strace)");
+    let installed = Command::new("sh")
+        .args([
+            "-c",
+            "DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends strace \
+             || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+             --no-install-recommends strace)",
+        ])
+        .status()
+        .is_ok_and(|s| s.success());
+    if installed { find() } else { None }
+}
+
+/// The machine, for the table's heading.
+fn machine() -> String {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_default();
+    let mut kernel = String::new();
+    let _ = std::fs::File::open("/proc/sys/kernel/osrelease")
+        .and_then(|mut f| f.read_to_string(&mut kernel));
+    format!("{cpus} CPUs ({model}), Linux {}", kernel.trim())
+}

@@ -1,0 +1,259 @@
+/*
+ * bench.c - the workloads `cargo bench` times, untraced and under each tracer.
+ *
+ *   bench touch THREADS MIB write|read   each thread first-touches its slice of one fresh
+ *                                        MIB MiB private anonymous mapping, page by page
+ *   bench churn THREADS ITERS            each thread: mmap 64 KiB, write every page,
+ *                                        madvise(DONTNEED), write half again, munmap
+ *   bench syscalls THREADS N             each thread makes N getppid() calls (no memory)
+ *   bench forkexec N                     fork + exec /bin/true, N times, one after the other
+ *   bench malloc THREADS ITERS           glibc malloc/memset/free, 16 B to 256 KiB, from
+ *                                        each thread, up to 64 blocks live per thread
+ *
+ * The floor: when MEVI_BENCH_FLOOR_SOCK names a Unix socket, `touch` registers its mapping with
+ * a userfaultfd of its own and hands the descriptor to the listener there (SCM_RIGHTS), which
+ * resolves every first touch; the threads start once the listener has answered.
+ */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <linux/userfaultfd.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void die(const char *what)
+{
+    perror(what);
+    exit(2);
+}
+
+static long page;
+
+/* Every worker waits here so that the threads start their timed work together. */
+static pthread_barrier_t start;
+
+struct slice {
+    char *base;
+    size_t len;
+    int write;
+    long iters;
+    unsigned seed;
+};
+
+static void run_threads(int n, void *(*worker)(void *), struct slice *slices)
+{
+    pthread_t th[64];
+    if (n < 1 || n > 64) {
+        fprintf(stderr, "bench: 1 to 64 threads\n");
+        exit(2);
+    }
+    pthread_barrier_init(&start, NULL, (unsigned)n);
+    for (int i = 0; i < n; i++)
+        if (pthread_create(&th[i], NULL, worker, &slices[i]))
+            die("pthread_create");
+    for (int i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
+}
+
+static void *touch_worker(void *arg)
+{
+    struct slice *s = arg;
+    pthread_barrier_wait(&start);
+    unsigned sum = 0;
+    for (size_t off = 0; off < s->len; off += (size_t)page) {
+        if (s->write)
+            s->base[off] = 1;
+        else
+            sum += *(volatile char *)(s->base + off);
+    }
+    return (void *)(uintptr_t)sum;
+}
+
+/* Registers [base, base+len) with a new userfaultfd and gives it to the bench's floor handler. */
+static void hand_to_floor(const char *sock_path, char *base, size_t len)
+{
+    int uffd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+    if (uffd < 0)
+        die("userfaultfd");
+    struct uffdio_api api = {.api = UFFD_API, .features = 0};
+    if (ioctl(uffd, UFFDIO_API, &api))
+        die("UFFDIO_API");
+    struct uffdio_register reg = {
+        .range = {.start = (uintptr_t)base, .len = len},
+        .mode = UFFDIO_REGISTER_MODE_MISSING,
+    };
+    if (ioctl(uffd, UFFDIO_REGISTER, &reg))
+        die("UFFDIO_REGISTER");
+    int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (sock < 0)
+        die("socket");
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    strncpy(addr.sun_path, sock_path, sizeof addr.sun_path - 1);
+    if (connect(sock, (struct sockaddr *)&addr, sizeof addr))
+        die("connect");
+    char byte = 0;
+    struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } control;
+    struct msghdr msg = {
+        .msg_iov = &iov,
+        .msg_iovlen = 1,
+        .msg_control = control.buf,
+        .msg_controllen = sizeof control.buf,
+    };
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &uffd, sizeof(int));
+    if (sendmsg(sock, &msg, 0) != 1)
+        die("sendmsg");
+    /* The handler answers once it is polling: no fault may wait for it to start. */
+    if (read(sock, &byte, 1) != 1)
+        die("waiting for the floor handler");
+    close(sock);
+    close(uffd);
+}
+
+static int touch(int threads, long mib, int write)
+{
+    size_t len = (size_t)mib << 20;
+    char *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED)
+        die("mmap");
+    const char *floor_sock = getenv("MEVI_BENCH_FLOOR_SOCK");
+    if (floor_sock)
+        hand_to_floor(floor_sock, base, len);
+    struct slice slices[64];
+    size_t each = len / (size_t)threads / (size_t)page * (size_t)page;
+    for (int i = 0; i < threads; i++)
+        slices[i] = (struct slice){.base = base + (size_t)i * each, .len = each, .write = write};
+    run_threads(threads, touch_worker, slices);
+    return 0;
+}
+
+static void *churn_worker(void *arg)
+{
+    struct slice *s = arg;
+    const size_t len = 64 << 10;
+    pthread_barrier_wait(&start);
+    for (long i = 0; i < s->iters; i++) {
+        char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED)
+            die("mmap");
+        for (size_t off = 0; off < len; off += (size_t)page)
+            p[off] = 1;
+        if (madvise(p, len, MADV_DONTNEED))
+            die("madvise");
+        for (size_t off = 0; off < len / 2; off += (size_t)page)
+            p[off] = 2;
+        if (munmap(p, len))
+            die("munmap");
+    }
+    return NULL;
+}
+
+static void *syscall_worker(void *arg)
+{
+    struct slice *s = arg;
+    pthread_barrier_wait(&start);
+    for (long i = 0; i < s->iters; i++)
+        syscall(SYS_getppid);
+    return NULL;
+}
+
+static unsigned next_random(unsigned *seed)
+{
+    *seed = *seed * 1103515245u + 12345u;
+    return *seed >> 8;
+}
+
+static void *malloc_worker(void *arg)
+{
+    struct slice *s = arg;
+    void *live[64] = {0};
+    pthread_barrier_wait(&start);
+    for (long i = 0; i < s->iters; i++) {
+        int slot = (int)(i % 64);
+        free(live[slot]);
+        /* Sizes spread over 2^4 .. 2^18 bytes: tcache, arenas, and mmap'd chunks. */
+        size_t lo = (size_t)1 << (4 + next_random(&s->seed) % 15);
+        size_t size = lo + next_random(&s->seed) % lo;
+        char *p = malloc(size);
+        if (!p)
+            die("malloc");
+        memset(p, (int)(i & 0x7f) | 1, size);
+        live[slot] = p;
+    }
+    for (int i = 0; i < 64; i++)
+        free(live[i]);
+    return NULL;
+}
+
+static int per_thread(int threads, long iters, void *(*worker)(void *))
+{
+    struct slice slices[64];
+    for (int i = 0; i < threads && i < 64; i++)
+        slices[i] = (struct slice){.iters = iters, .seed = (unsigned)i + 1};
+    run_threads(threads, worker, slices);
+    return 0;
+}
+
+static int forkexec(long n)
+{
+    for (long i = 0; i < n; i++) {
+        pid_t pid = fork();
+        if (pid < 0)
+            die("fork");
+        if (pid == 0) {
+            execl("/bin/true", "true", (char *)NULL);
+            _exit(127);
+        }
+        int status;
+        if (waitpid(pid, &status, 0) < 0)
+            die("waitpid");
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            fprintf(stderr, "bench: /bin/true failed (status %#x)\n", status);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: bench touch THREADS MIB write|read | churn THREADS ITERS | "
+                    "syscalls THREADS N | forkexec N | malloc THREADS ITERS\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    page = sysconf(_SC_PAGESIZE);
+    if (argc < 3)
+        usage();
+    const char *mode = argv[1];
+    if (!strcmp(mode, "touch") && argc == 5)
+        return touch(atoi(argv[2]), atol(argv[3]), !strcmp(argv[4], "write"));
+    if (!strcmp(mode, "churn") && argc == 4)
+        return per_thread(atoi(argv[2]), atol(argv[3]), churn_worker);
+    if (!strcmp(mode, "syscalls") && argc == 4)
+        return per_thread(atoi(argv[2]), atol(argv[3]), syscall_worker);
+    if (!strcmp(mode, "malloc") && argc == 4)
+        return per_thread(atoi(argv[2]), atol(argv[3]), malloc_worker);
+    if (!strcmp(mode, "forkexec") && argc == 3)
+        return forkexec(atol(argv[2]));
+    usage();
+    return 2;
+}
