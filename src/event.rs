@@ -69,8 +69,8 @@ pub struct RunTotals {
     pub unmaps: u64,
     pub peak_resident_bytes: u64,
     pub lines: u64,
-    /// mevi-actors' own peak resident set, in bytes (`getrusage(RUSAGE_SELF)` at the end): the
-    /// tracer's cost in memory, without the traced program's.
+    /// mevi-actors' own peak resident set, in bytes (`VmHWM` at the end): the tracer's cost in
+    /// memory, without the traced program's.
     #[serde(default)]
     pub tracer_peak_rss_bytes: u64,
     /// Only with `--verify`.

@@ -371,12 +371,11 @@ impl StateActor {
     }
 }
 
-/// This process's peak resident set so far. `RUSAGE_SELF` leaves out the traced program, which
-/// `wait4`'s figure for mevi-actors would include (docs/kernel-facts.md).
+/// This process's peak resident set so far: the high-water mark of its own memory. Neither
+/// rusage figure is that: `wait4`'s includes the traced program, and even `RUSAGE_SELF` includes
+/// the peak of whoever spawned us, which `execve` folds in (docs/kernel-facts.md).
 fn own_peak_rss_bytes() -> u64 {
-    use nix::sys::resource::{UsageWho, getrusage};
-    // ru_maxrss is in KiB on Linux.
-    getrusage(UsageWho::RUSAGE_SELF).map_or(0, |u| u.max_rss().max(0) as u64 * 1024)
+    crate::kernel::procfs::own_peak_rss().unwrap_or(0)
 }
 
 /// The closing table on stderr.

@@ -149,6 +149,20 @@ pub fn start_brk(pid: i32) -> Option<u64> {
 }
 
 /// The path behind a file descriptor of a process.
+/// `VmHWM` of /proc/self/status, in bytes: the peak resident set of this process's memory.
+pub fn own_peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .strip_suffix("kB")?
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    Some(kib * 1024)
+}
+
 pub fn fd_path(pid: i32, fd: i32) -> Option<String> {
     std::fs::read_link(format!("/proc/{pid}/fd/{fd}"))
         .ok()
