@@ -8,7 +8,8 @@
 //! the result, and README.md shows one.
 //!
 //! `MEVI_BENCH_ROUNDS=N` changes the number of rounds (default 5); `MEVI_BENCH_ONLY=substring`
-//! runs the workloads whose name contains it.
+//! runs the workloads whose name contains it; `MEVI_BENCH_COMPARE=path` adds another build of
+//! mevi-actors beside this one, to try a change.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -31,6 +32,8 @@ enum Runner {
     Mevi,
     /// mevi-actors without userfaultfd: the layout tracking alone.
     MeviNoFaults,
+    /// Another build of mevi-actors (`MEVI_BENCH_COMPARE`), for trying a change side by side.
+    MeviCompared,
     /// One thread: poll, read a batch, resolve each fault.
     Floor,
     /// The same, reading again for `BUSY_READ` before each sleep.
@@ -45,6 +48,7 @@ impl Runner {
             Runner::Untraced => "untraced",
             Runner::Mevi => "mevi-actors",
             Runner::MeviNoFaults => "mevi-actors --no-faults",
+            Runner::MeviCompared => "MEVI_BENCH_COMPARE",
             Runner::Floor => "floor (poll)",
             Runner::FloorBusy => "floor (busy-read 50us)",
             Runner::StraceSeccomp => "strace --seccomp-bpf",
@@ -73,6 +77,7 @@ struct Sample {
 
 struct Bench {
     mevi: PathBuf,
+    compared: Option<PathBuf>,
     strace: Option<PathBuf>,
     dir: PathBuf,
     page_size: u64,
@@ -121,6 +126,7 @@ impl Bench {
         let page_size = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as u64;
         Self {
             mevi: PathBuf::from(env!("CARGO_BIN_EXE_mevi-actors")),
+            compared: std::env::var_os("MEVI_BENCH_COMPARE").map(PathBuf::from),
             strace: find_or_install_strace(),
             dir,
             page_size,
@@ -175,7 +181,11 @@ impl Bench {
             runners: vec![Untraced, Mevi],
             // Each strace run takes over 2 minutes here: strace 6.1 stops every syscall of a
             // thread, filter or not. One run of the filtered one, to keep the bench short.
-            once: strace.iter().copied().filter(|&r| r == StraceSeccomp).collect(),
+            once: strace
+                .iter()
+                .copied()
+                .filter(|&r| r == StraceSeccomp)
+                .collect(),
         });
         list.push(Workload {
             name: "forkexec",
@@ -239,12 +249,17 @@ impl Bench {
     fn measure(&self, w: &Workload, rounds: usize) -> BTreeMap<Runner, Vec<Sample>> {
         println!("\n{}: {}", w.name, w.what);
         let mut results: BTreeMap<Runner, Vec<Sample>> = BTreeMap::new();
+        let mut runners = w.runners.clone();
+        if self.compared.is_some() {
+            runners.insert(2, Runner::MeviCompared);
+        }
+
         // One run of each first, not counted: page cache, binaries, the file sort reads.
-        for &r in &w.runners {
+        for &r in &runners {
             self.run(r, &w.argv);
         }
         for _ in 0..rounds {
-            for &r in &w.runners {
+            for &r in &runners {
                 results.entry(r).or_default().push(self.run(r, &w.argv));
             }
         }
@@ -257,9 +272,13 @@ impl Bench {
     fn run(&self, runner: Runner, argv: &[String]) -> Sample {
         match runner {
             Runner::Untraced => self.timed(Command::new(&argv[0]).args(&argv[1..]), None),
-            Runner::Mevi | Runner::MeviNoFaults => {
+            Runner::Mevi | Runner::MeviNoFaults | Runner::MeviCompared => {
                 let out = self.dir.join("stream.jsonl");
-                let mut cmd = Command::new(&self.mevi);
+                let mevi = match runner {
+                    Runner::MeviCompared => self.compared.as_ref().expect("MEVI_BENCH_COMPARE"),
+                    _ => &self.mevi,
+                };
+                let mut cmd = Command::new(mevi);
                 cmd.args(["run", "--no-summary", "-o"]).arg(&out);
                 if runner == Runner::MeviNoFaults {
                     cmd.arg("--no-faults");
@@ -502,7 +521,7 @@ fn report(w: &Workload, results: &BTreeMap<Runner, Vec<Sample>>, targets: &mut V
         if w.once.contains(&runner) {
             line.push_str("  (1 run: too slow for every round; plain strace not run)");
         }
-        if runner == Runner::Mevi {
+        if matches!(runner, Runner::Mevi | Runner::MeviCompared) {
             for reference in [Runner::Floor, Runner::FloorBusy, Runner::StraceSeccomp] {
                 if let Some(r) = results.get(&reference) {
                     line.push_str(&format!(

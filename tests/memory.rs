@@ -21,17 +21,24 @@ fn read_touches_are_reported_as_reads_and_write_touches_as_writes() {
     let t = trace(&[], &[workload("one_thread")]);
     let read = &t.truth("region", "read")[0];
     let touch = &t.truth("region", "touch")[0];
+    // One entry per page (lines may cover several adjacent pages).
     let in_range = |e: &Event, r: &crate::util::Truth| match e {
-        Event::Resident { start, write, .. } if *start >= r.start && *start < r.end => Some(*write),
+        Event::Resident {
+            start, end, write, ..
+        } if *start >= r.start && *start < r.end => {
+            Some(vec![*write; ((end - start) / crate::util::PAGE) as usize])
+        }
         _ => None,
     };
     let reads: Vec<bool> = t
         .events("resident")
         .filter_map(|e| in_range(e, read))
+        .flatten()
         .collect();
     let writes: Vec<bool> = t
         .events("resident")
         .filter_map(|e| in_range(e, touch))
+        .flatten()
         .collect();
     assert_eq!(reads.len(), 16);
     assert!(

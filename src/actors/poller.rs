@@ -14,6 +14,7 @@ use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::time::{Duration, Instant};
 
@@ -136,6 +137,10 @@ impl TouchRun {
     }
 }
 
+/// How long the poller keeps reading an empty descriptor after a batch before it sleeps until
+/// the descriptor is readable (measured in docs/performance.md).
+const BUSY_READ: Duration = Duration::from_micros(50);
+
 /// A range where a layout change is under way: the userfaultfd has said so (`UNMAP`, `REMAP`,
 /// `REMOVE`), but the syscall's report has not reached the lane yet. A fault resolved there now
 /// could land in the new layout and be written before the change that made it: such faults are
@@ -146,16 +151,81 @@ struct Fence {
     waiting: HashSet<i32>,
 }
 
+/// How late the lane may take in a message that nothing waits for. Most of what the tracer sends
+/// need only be in the inbox before the thread resumes (R1: the poller drains its inbox after
+/// every read of the descriptor), not handled at once; waking the poller for each one cost about
+/// a fifth of a fork+exec's time (docs/performance.md). So the tracer wakes the poller for such
+/// messages at most once per this interval, and the poller, once woken, takes in the inbox again
+/// this long after: every message is handled within it.
+const INBOX_LATENCY: Duration = Duration::from_millis(5);
+
 /// The tracer's end of a lane. Dropping the last one ends the poller.
 #[derive(Clone, Debug)]
 pub struct PollerHandle {
+    inner: Arc<LaneSender>,
+}
+
+#[derive(Debug)]
+struct LaneSender {
     tx: Sender<LaneMessage>,
+    wake: Arc<LaneWake>,
+}
+
+/// How the tracer wakes a poller (the poller does not listen to its inbox itself).
+#[derive(Debug)]
+struct LaneWake {
+    notify: tokio::sync::Notify,
+    /// When the tracer last woke the poller, in nanoseconds since `epoch` (only the tracer
+    /// thread writes it).
+    last_wake_ns: AtomicU64,
+    epoch: Instant,
+    /// The poller holds faults behind fences: an `Ended` may release them and must wake it.
+    holding: AtomicBool,
+}
+
+impl LaneWake {
+    fn wake(&self) {
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        self.last_wake_ns.store(now, Ordering::Relaxed);
+        self.notify.notify_one();
+    }
+
+    /// Whether a message sent now might not be taken in by the drain that follows the last wake.
+    fn stale(&self) -> bool {
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        now.saturating_sub(self.last_wake_ns.load(Ordering::Relaxed))
+            >= INBOX_LATENCY.as_nanos() as u64
+    }
+}
+
+impl Drop for LaneSender {
+    fn drop(&mut self) {
+        // Closed first, so that the poller, once woken, finds the inbox closed and ends.
+        self.tx.close();
+        self.wake.notify.notify_one();
+    }
 }
 
 impl PollerHandle {
     /// Called from the tracer thread; blocks while the lane is full (the tracee waits).
     pub fn send(&self, message: LaneMessage) {
-        let _ = self.tx.send_blocking(message);
+        let LaneSender { tx, wake } = &*self.inner;
+        let checkpoint = matches!(message, LaneMessage::Checkpoint { .. });
+        let ended = matches!(message, LaneMessage::Ended { .. });
+        match tx.try_send(message) {
+            Ok(()) => {}
+            Err(async_channel::TrySendError::Full(message)) => {
+                wake.wake();
+                let _ = tx.send_blocking(message);
+            }
+            Err(async_channel::TrySendError::Closed(_)) => return,
+        }
+        // Pairs with the poller's store of `holding` and its drain after it: either the poller
+        // sees this message, or this sees `holding`.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if checkpoint || (ended && wake.holding.load(Ordering::SeqCst)) || wake.stale() {
+            wake.wake();
+        }
     }
 
     pub fn observed(&self, event: Event) {
@@ -184,6 +254,7 @@ pub struct Poller {
     uffd: Option<Arc<AddressSpaceUffd>>,
     pagemap: Option<Arc<Pagemap>>,
     inbox: Receiver<LaneMessage>,
+    wake: Arc<LaneWake>,
     out: SequencerHandle,
     page_size: u64,
     coalesce: Option<Duration>,
@@ -215,11 +286,18 @@ impl Poller {
         config: LaneConfig,
     ) -> (Self, PollerHandle) {
         let (tx, inbox) = async_channel::bounded(config.capacity);
+        let wake = Arc::new(LaneWake {
+            notify: tokio::sync::Notify::new(),
+            last_wake_ns: AtomicU64::new(0),
+            epoch: Instant::now(),
+            holding: AtomicBool::new(false),
+        });
         let poller = Self {
             space,
             uffd,
             pagemap,
             inbox,
+            wake: wake.clone(),
             out,
             page_size: config.page_size,
             coalesce: config.coalesce.filter(|d| !d.is_zero()),
@@ -233,7 +311,10 @@ impl Poller {
             counters: Counters::default(),
             buf: EventBuffer::new(64),
         };
-        (poller, PollerHandle { tx })
+        let handle = PollerHandle {
+            inner: Arc::new(LaneSender { tx, wake }),
+        };
+        (poller, handle)
     }
 
     pub async fn run(mut self) {
@@ -260,7 +341,26 @@ impl Poller {
         let flush_timer = tokio::time::sleep(Duration::ZERO);
         tokio::pin!(flush_timer);
         let mut timer_for: Option<Instant> = None;
+        // The inbox is taken in again INBOX_LATENCY after each wake by the tracer; the lane's
+        // creation counts as one.
+        let wake = self.wake.clone();
+        let again = tokio::time::sleep(INBOX_LATENCY);
+        tokio::pin!(again);
+        let mut again_armed = true;
         loop {
+            // Say whether an `Ended` must wake us; then take in what was sent before the tracer
+            // could see it (pairs with the fence in `PollerHandle::send`).
+            let holding = !self.held.is_empty();
+            wake.holding.store(holding, Ordering::SeqCst);
+            if holding {
+                std::sync::atomic::fence(Ordering::SeqCst);
+                if !inbox.is_empty() {
+                    if self.take_inbox(&inbox).await {
+                        break;
+                    }
+                    continue;
+                }
+            }
             let due = self.runs_due();
             if due != timer_for {
                 if let Some(due) = due {
@@ -276,11 +376,19 @@ impl Poller {
             };
             tokio::select! {
                 biased;
-                message = inbox.recv() => match message {
-                    Ok(message) => self.handle(message).await,
-                    // The space has no process left: nothing more can fault in it.
-                    Err(_) => break,
-                },
+                () = wake.notify.notified() => {
+                    if self.take_inbox(&inbox).await {
+                        break;
+                    }
+                    again.as_mut().reset((Instant::now() + INBOX_LATENCY).into());
+                    again_armed = true;
+                }
+                () = &mut again, if again_armed => {
+                    again_armed = false;
+                    if self.take_inbox(&inbox).await {
+                        break;
+                    }
+                }
                 () = &mut flush_timer, if timer_for.is_some() => {
                     self.flush_runs_due().await;
                 }
@@ -292,20 +400,54 @@ impl Poller {
                         continue;
                     }
                     drop(guard);
-                    while let Ok(message) = inbox.try_recv() {
-                        if let LaneMessage::Checkpoint { .. } = message {
-                            // Everything before the checkpoint is in (the tracer sends nothing
-                            // until it is over): what was read must be resolved before the check.
-                            self.on_batch(std::mem::take(&mut read)).await;
+                    self.on_read(&mut read, &inbox).await;
+                    // Faults come in streams: the next one is usually raised a few microseconds
+                    // after its thread is woken. Reading again for a moment before going back to
+                    // sleep spares both sides a wake-up through the scheduler.
+                    let mut until = Instant::now() + BUSY_READ;
+                    while Instant::now() < until {
+                        self.read_uffd(&mut read);
+                        if read.is_empty() {
+                            std::hint::spin_loop();
+                            continue;
                         }
-                        self.handle(message).await;
+                        self.on_read(&mut read, &inbox).await;
+                        until = Instant::now() + BUSY_READ;
                     }
-                    self.on_batch(std::mem::take(&mut read)).await;
                 }
             }
         }
         self.flush_runs().await;
         tracing::debug!(space = self.space, counters = ?self.counters, "poller done");
+    }
+
+    /// Handles everything in the inbox; whether it is closed (the space has no process left:
+    /// nothing more can fault in it).
+    async fn take_inbox(&mut self, inbox: &Receiver<LaneMessage>) -> bool {
+        loop {
+            match inbox.try_recv() {
+                Ok(message) => self.handle(message).await,
+                Err(async_channel::TryRecvError::Empty) => return false,
+                Err(async_channel::TryRecvError::Closed) => return true,
+            }
+        }
+    }
+
+    /// What one read returned: the inbox first (R1), then the batch; then the runs of first
+    /// touches that are due, since a stream of faults may keep the loop here past their time.
+    async fn on_read(&mut self, read: &mut Vec<UffdMessage>, inbox: &Receiver<LaneMessage>) {
+        while let Ok(message) = inbox.try_recv() {
+            if let LaneMessage::Checkpoint { .. } = message {
+                // Everything before the checkpoint is in (the tracer sends nothing until it is
+                // over): what was read must be resolved before the check.
+                self.on_batch(std::mem::take(read)).await;
+            }
+            self.handle(message).await;
+        }
+        self.on_batch(std::mem::take(read)).await;
+        if self.runs_due().is_some_and(|due| due <= Instant::now()) {
+            self.flush_runs_due().await;
+        }
     }
 
     /// One non-blocking read of the descriptor into `read` (emptied first).
