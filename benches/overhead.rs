@@ -30,6 +30,9 @@ const BUSY_READ: Duration = Duration::from_micros(50);
 enum Runner {
     Untraced,
     Mevi,
+    /// Untraced, under a seccomp filter that allows everything: what any seccomp-based tracer
+    /// costs a syscall it does not stop.
+    SeccompOnly,
     /// mevi-actors without userfaultfd: the layout tracking alone.
     MeviNoFaults,
     /// Another build of mevi-actors (`MEVI_BENCH_COMPARE`), for trying a change side by side.
@@ -47,6 +50,7 @@ impl Runner {
         match self {
             Runner::Untraced => "untraced",
             Runner::Mevi => "mevi-actors",
+            Runner::SeccompOnly => "seccomp filter, no tracer",
             Runner::MeviNoFaults => "mevi-actors --no-faults",
             Runner::MeviCompared => "MEVI_BENCH_COMPARE",
             Runner::Floor => "floor (poll)",
@@ -178,7 +182,7 @@ impl Bench {
                 "2".into(),
                 "1000000".into(),
             ],
-            runners: vec![Untraced, Mevi],
+            runners: vec![Untraced, Mevi, SeccompOnly],
             // Each strace run takes over 2 minutes here: strace 6.1 stops every syscall of a
             // thread, filter or not. One run of the filtered one, to keep the bench short.
             once: strace
@@ -272,6 +276,12 @@ impl Bench {
     fn run(&self, runner: Runner, argv: &[String]) -> Sample {
         match runner {
             Runner::Untraced => self.timed(Command::new(&argv[0]).args(&argv[1..]), None),
+            Runner::SeccompOnly => self.timed(
+                Command::new(&argv[0])
+                    .args(&argv[1..])
+                    .env("MEVI_BENCH_SECCOMP", "1"),
+                None,
+            ),
             Runner::Mevi | Runner::MeviNoFaults | Runner::MeviCompared => {
                 let out = self.dir.join("stream.jsonl");
                 let mevi = match runner {
@@ -522,7 +532,12 @@ fn report(w: &Workload, results: &BTreeMap<Runner, Vec<Sample>>, targets: &mut V
             line.push_str("  (1 run: too slow for every round; plain strace not run)");
         }
         if matches!(runner, Runner::Mevi | Runner::MeviCompared) {
-            for reference in [Runner::Floor, Runner::FloorBusy, Runner::StraceSeccomp] {
+            for reference in [
+                Runner::Floor,
+                Runner::FloorBusy,
+                Runner::SeccompOnly,
+                Runner::StraceSeccomp,
+            ] {
                 if let Some(r) = results.get(&reference) {
                     line.push_str(&format!(
                         "  {:.2}x {}",
@@ -565,6 +580,13 @@ fn report(w: &Workload, results: &BTreeMap<Runner, Vec<Sample>>, targets: &mut V
                 format!("{x:.2}x"),
                 x <= 1.05,
             ));
+            if let Some(x) = vs(Runner::SeccompOnly) {
+                targets.push(target(
+                    "syscalls: within 1.05x of the seccomp filter alone",
+                    format!("{x:.2}x"),
+                    x <= 1.05,
+                ));
+            }
         }
         "churn" | "forkexec" => {
             if let Some(x) = vs(Runner::StraceSeccomp) {

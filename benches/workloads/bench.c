@@ -13,9 +13,15 @@
  * The floor: when MEVI_BENCH_FLOOR_SOCK names a Unix socket, `touch` registers its mapping with
  * a userfaultfd of its own and hands the descriptor to the listener there (SCM_RIGHTS), which
  * resolves every first touch; the threads start once the listener has answered.
+ *
+ * The seccomp floor: with MEVI_BENCH_SECCOMP set, the program first installs a filter that allows
+ * every syscall. It runs no BPF per call (the kernel caches a constant answer), but every syscall
+ * now takes the entry path that checks seccomp, as under mevi-actors' filter.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <linux/userfaultfd.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -24,6 +30,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -243,6 +250,13 @@ int main(int argc, char **argv)
     page = sysconf(_SC_PAGESIZE);
     if (argc < 3)
         usage();
+    if (getenv("MEVI_BENCH_SECCOMP")) {
+        struct sock_filter allow[] = {BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW)};
+        struct sock_fprog prog = {.len = 1, .filter = allow};
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+            || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog))
+            die("installing the seccomp filter");
+    }
     const char *mode = argv[1];
     if (!strcmp(mode, "touch") && argc == 5)
         return touch(atoi(argv[2]), atol(argv[3]), !strcmp(argv[4], "write"));
