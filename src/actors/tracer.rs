@@ -1268,8 +1268,10 @@ impl Tracer {
         // The space is made whatever happens below: its creation is already announced (or about
         // to be), and the process's exit needs a lane to be reported on.
         let mut died = None;
+        // Read first: the injection needs the vDSO's place, and changes no mapping.
+        let maps = procfs::read_maps(tid).unwrap_or_default();
         let uffd = if self.config.faults {
-            match self.inject_uffd(tid) {
+            match self.inject_uffd(tid, &maps) {
                 Ok(u) => Some(Arc::new(u)),
                 Err(InjectError::Io(e)) => {
                     tracing::warn!(tid, "no userfaultfd for space {id}: {e}; mappings only");
@@ -1296,7 +1298,6 @@ impl Tracer {
             },
         );
         self.runtime.spawn(poller.run());
-        let maps = procfs::read_maps(tid).unwrap_or_default();
         let brk = match origin {
             Origin::Exec { former_tid } => {
                 lane.send(LaneMessage::Observed(Stamped::now(Event::Exec {
@@ -1345,8 +1346,12 @@ impl Tracer {
 
     /// Creates a userfaultfd inside the tracee (so that it is bound to the tracee's mm), takes a
     /// copy, and closes the tracee's: if we die, the kernel releases everything.
-    fn inject_uffd(&mut self, tid: i32) -> Result<AddressSpaceUffd, InjectError> {
-        let site = self.site.address(tid)?;
+    fn inject_uffd(
+        &mut self,
+        tid: i32,
+        maps: &[procfs::MapsEntry],
+    ) -> Result<AddressSpaceUffd, InjectError> {
+        let site = self.site.address(tid, maps)?;
         let mut injection = Injection::begin(Pid::from_raw(tid), site)?;
         let fd = match inject::create_userfaultfd(&mut injection) {
             Ok(fd) => fd,

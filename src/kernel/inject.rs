@@ -1,7 +1,7 @@
 //! Running a system call inside a stopped tracee, and fetching its file descriptors.
 //!
 //! The tracee's instruction pointer is moved to a `syscall` instruction inside its vDSO (so none
-//! of its memory is written), its registers carry our call, and two `PTRACE_SYSCALL` steps run
+//! of its memory is written), its registers carry our call, and one `PTRACE_SINGLESTEP` runs
 //! it; then registers and signal mask are put back as they were. All signals are blocked while
 //! it runs, so no handler can run on borrowed registers. Only the tracer thread calls this.
 
@@ -45,9 +45,9 @@ pub struct SyscallSite {
 }
 
 impl SyscallSite {
-    /// The address of a `syscall` instruction (bytes 0f 05) in `pid`'s vDSO.
-    pub fn address(&mut self, pid: i32) -> io::Result<u64> {
-        let maps = procfs::read_maps(pid)?;
+    /// The address of a `syscall` instruction (bytes 0f 05) in `pid`'s vDSO; `maps` is its
+    /// `/proc/PID/maps`, read by the caller, which needs it anyway.
+    pub fn address(&mut self, pid: i32, maps: &[procfs::MapsEntry]) -> io::Result<u64> {
         let vdso = maps
             .iter()
             .find(|m| m.path == "[vdso]")
@@ -145,32 +145,37 @@ impl Injection {
             *slot = *arg;
         }
         ptrace::setregs(self.tid, regs)?;
-        self.step_to_syscall_stop()?; // entry
-        self.step_to_syscall_stop()?; // exit
+        self.step_over_syscall()?;
         let regs = ptrace::getregs(self.tid)?;
         Ok(regs.rax as i64)
     }
 
-    fn step_to_syscall_stop(&mut self) -> Result<(), InjectError> {
-        ptrace::syscall(self.tid, None)?;
+    /// Runs the one `syscall` instruction at `rip` with `PTRACE_SINGLESTEP`: the tracee stops
+    /// once, with a SIGTRAP, when the call has returned (`syscall_exit_work` reports the step).
+    /// Two `PTRACE_SYSCALL` stops (entry and exit) cost a round trip more.
+    fn step_over_syscall(&mut self) -> Result<(), InjectError> {
+        ptrace::step(self.tid, None)?;
         loop {
             let status = wait_for(self.tid)?;
             match status {
-                WaitStatus::PtraceSyscall(_) => return Ok(()),
-                // Every blockable signal is blocked: this is SIGSTOP (or a forced one). Deliver
-                // it now, so that the kernel settles it against a SIGCONT as it would untraced.
-                WaitStatus::Stopped(_, sig) => ptrace::syscall(self.tid, sig)?,
+                // Our step's trap. Every blockable signal is blocked, so no SIGTRAP of anyone
+                // else's can be delivered now; it is discarded by the next resume, which passes
+                // no signal.
+                WaitStatus::Stopped(_, Signal::SIGTRAP) => return Ok(()),
+                // SIGSTOP (or another forced signal): deliver it now, so that the kernel settles
+                // it against a SIGCONT as it would untraced.
+                WaitStatus::Stopped(_, sig) => ptrace::step(self.tid, sig)?,
                 // A group stop: our call must finish first; the caller then keeps it stopped.
                 WaitStatus::PtraceEvent(_, sig, libc::PTRACE_EVENT_STOP) => {
                     self.group_stop = matches!(
                         sig,
                         Signal::SIGSTOP | Signal::SIGTSTP | Signal::SIGTTIN | Signal::SIGTTOU
                     );
-                    ptrace::syscall(self.tid, None)?;
+                    ptrace::step(self.tid, None)?;
                 }
                 // The tracee's own seccomp filter traces our call: let it run.
                 WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_SECCOMP) => {
-                    ptrace::syscall(self.tid, None)?
+                    ptrace::step(self.tid, None)?
                 }
                 other => return Err(InjectError::Died(other)),
             }
