@@ -21,7 +21,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use mevi_actors::kernel::idle::IdlePolling;
 use userfaultfd::{Event as UffdEvent, EventBuffer, ReadWrite, Uffd};
+
+/// The workloads measured again with idle CPUs polling.
+const IDLE_POLL_WORKLOADS: [&str; 6] = [
+    "touch-write-1t",
+    "touch-write-2t",
+    "touch-read-1t",
+    "churn",
+    "forkexec",
+    "malloc",
+];
 
 /// How long the busy floor keeps reading an empty descriptor before it sleeps in `poll`.
 const BUSY_READ: Duration = Duration::from_micros(50);
@@ -61,6 +72,7 @@ impl Runner {
     }
 }
 
+#[derive(Clone)]
 struct Workload {
     name: &'static str,
     what: String,
@@ -82,6 +94,8 @@ struct Sample {
 struct Bench {
     mevi: PathBuf,
     compared: Option<PathBuf>,
+    /// Run mevi-actors with `--idle-poll`.
+    idle_poll: bool,
     strace: Option<PathBuf>,
     dir: PathBuf,
     page_size: u64,
@@ -94,7 +108,7 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(5);
     let only = std::env::var("MEVI_BENCH_ONLY").ok();
-    let bench = Bench::new();
+    let mut bench = Bench::new();
     let started = Instant::now();
     println!("mevi-actors overhead bench: {}", machine());
     println!(
@@ -105,15 +119,42 @@ fn main() {
         println!("strace: not found and could not be installed; its columns are skipped");
     }
     let mut targets = Vec::new();
-    for workload in bench.workloads() {
-        if only.as_deref().is_some_and(|o| !workload.name.contains(o)) {
-            continue;
-        }
-        let results = bench.measure(&workload, rounds);
-        report(&workload, &results, &mut targets);
+    let workloads = bench.workloads();
+    let selected = |w: &&Workload| only.as_deref().is_none_or(|o| w.name.contains(o));
+    for workload in workloads.iter().filter(selected) {
+        let results = bench.measure(workload, rounds);
+        report(workload, &results, "", &mut targets);
     }
     if only.is_none() || only.as_deref().is_some_and(|o| "touch-1g".contains(o)) {
         targets.push(bench.memory_for_one_gib());
+    }
+    // The same hand-offs with idle CPUs polling instead of halting, for every runner alike.
+    match IdlePolling::hold() {
+        Ok(_held) => {
+            println!(
+                "\n== idle CPUs polling: the bench holds /dev/cpu_dma_latency at 0 for every \
+                 runner, and mevi-actors runs with --idle-poll =="
+            );
+            bench.idle_poll = true;
+            for workload in workloads.iter().filter(selected) {
+                if !IDLE_POLL_WORKLOADS.contains(&workload.name) {
+                    continue;
+                }
+                let workload = Workload {
+                    runners: workload
+                        .runners
+                        .iter()
+                        .copied()
+                        .filter(|r| !matches!(r, Runner::Strace | Runner::MeviNoFaults))
+                        .collect(),
+                    once: vec![],
+                    ..workload.clone()
+                };
+                let results = bench.measure(&workload, rounds);
+                report(&workload, &results, "idle-poll: ", &mut targets);
+            }
+        }
+        Err(e) => println!("\nidle polling: cannot hold /dev/cpu_dma_latency ({e}); skipped"),
     }
     println!("\ntargets");
     for t in &targets {
@@ -131,6 +172,7 @@ impl Bench {
         Self {
             mevi: PathBuf::from(env!("CARGO_BIN_EXE_mevi-actors")),
             compared: std::env::var_os("MEVI_BENCH_COMPARE").map(PathBuf::from),
+            idle_poll: false,
             strace: find_or_install_strace(),
             dir,
             page_size,
@@ -292,6 +334,9 @@ impl Bench {
                 cmd.args(["run", "--no-summary", "-o"]).arg(&out);
                 if runner == Runner::MeviNoFaults {
                     cmd.arg("--no-faults");
+                }
+                if self.idle_poll {
+                    cmd.arg("--idle-poll");
                 }
                 cmd.arg("--").args(argv);
                 self.timed(&mut cmd, Some(&out))
@@ -517,7 +562,12 @@ fn paired_ratio(a: &[Sample], b: &[Sample]) -> f64 {
     }
 }
 
-fn report(w: &Workload, results: &BTreeMap<Runner, Vec<Sample>>, targets: &mut Vec<String>) {
+fn report(
+    w: &Workload,
+    results: &BTreeMap<Runner, Vec<Sample>>,
+    section: &str,
+    targets: &mut Vec<String>,
+) {
     let Some(base) = results.get(&Runner::Untraced) else {
         return;
     };
@@ -567,7 +617,7 @@ fn report(w: &Workload, results: &BTreeMap<Runner, Vec<Sample>>, targets: &mut V
         n if n.starts_with("touch") => {
             if let Some(x) = vs(Runner::Floor) {
                 targets.push(target(
-                    &format!("{n}: within 1.15x of the polling floor"),
+                    &format!("{section}{n}: within 1.15x of the polling floor"),
                     format!("{x:.2}x"),
                     x <= 1.15,
                 ));
@@ -576,13 +626,13 @@ fn report(w: &Workload, results: &BTreeMap<Runner, Vec<Sample>>, targets: &mut V
         "syscalls" => {
             let x = paired_ratio(mevi, base);
             targets.push(target(
-                "syscalls: within 1.05x of untraced",
+                &format!("{section}syscalls: within 1.05x of untraced"),
                 format!("{x:.2}x"),
                 x <= 1.05,
             ));
             if let Some(x) = vs(Runner::SeccompOnly) {
                 targets.push(target(
-                    "syscalls: within 1.05x of the seccomp filter alone",
+                    &format!("{section}syscalls: within 1.05x of the seccomp filter alone"),
                     format!("{x:.2}x"),
                     x <= 1.05,
                 ));
@@ -591,7 +641,7 @@ fn report(w: &Workload, results: &BTreeMap<Runner, Vec<Sample>>, targets: &mut V
         "churn" | "forkexec" => {
             if let Some(x) = vs(Runner::StraceSeccomp) {
                 targets.push(target(
-                    &format!("{}: no slower than strace --seccomp-bpf", w.name),
+                    &format!("{section}{}: no slower than strace --seccomp-bpf", w.name),
                     format!("{x:.2}x"),
                     x <= 1.0,
                 ));
@@ -600,7 +650,7 @@ fn report(w: &Workload, results: &BTreeMap<Runner, Vec<Sample>>, targets: &mut V
         "true" => {
             let extra = (median(secs(mevi)) - median(secs(base))) * 1e3;
             targets.push(target(
-                "run -- /bin/true: under 20 ms over untraced",
+                &format!("{section}run -- /bin/true: under 20 ms over untraced"),
                 format!("+{extra:.1} ms"),
                 extra < 20.0,
             ));
@@ -611,7 +661,7 @@ fn report(w: &Workload, results: &BTreeMap<Runner, Vec<Sample>>, targets: &mut V
 
 fn target(what: &str, measured: String, met: bool) -> String {
     format!(
-        "{:<56} {:>10}  {}",
+        "{:<68} {:>10}  {}",
         what,
         measured,
         if met { "met" } else { "NOT MET" }

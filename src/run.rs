@@ -36,9 +36,17 @@ pub struct RunOptions {
     /// Gather adjacent first touches by one thread for up to this long into one `resident`
     /// line; zero writes one line per fault.
     pub coalesce: std::time::Duration,
+    /// Keep idle CPUs polling while tracing (`/dev/cpu_dma_latency` held at 0), and let the
+    /// pollers spin only while a CPU is free.
+    pub idle_poll: bool,
     /// Test hook: drop the first resident page from the replayed state, so a check must fail.
     pub corrupt_state: bool,
 }
+
+/// How long a poller reads its empty userfaultfd again before it sleeps: the next fault of a
+/// stream usually comes within it, and catching it awake saves two wake-ups across CPUs, which
+/// cost tens of microseconds each on a VM (docs/performance.md).
+const BUSY_READ: std::time::Duration = std::time::Duration::from_micros(50);
 
 /// The exit status when `--verify` found the stream and the kernel disagreeing.
 pub const VERIFY_FAILED: i32 = 3;
@@ -110,6 +118,21 @@ pub fn run(options: RunOptions) -> RunOutcome {
         n if n > 0 => n as u64,
         _ => 4096,
     };
+    // Held until the trace ends.
+    let _idle_polling = if options.idle_poll {
+        match crate::kernel::idle::IdlePolling::hold() {
+            Ok(held) => Some(held),
+            Err(e) => {
+                eprintln!(
+                    "mevi-actors: --idle-poll: cannot hold /dev/cpu_dma_latency at 0 ({e}); \
+                     idle CPUs will halt as usual"
+                );
+                None
+            }
+        }
+    } else {
+        None
+    };
     let started = Instant::now();
     let state_options = StateOptions {
         human_summary: options.summary,
@@ -145,6 +168,9 @@ pub fn run(options: RunOptions) -> RunOutcome {
         verify: options.verify,
         verify_every: options.verify_every.filter(|_| options.verify),
         coalesce: Some(options.coalesce).filter(|d| !d.is_zero()),
+        busy_read: BUSY_READ,
+        // With idle CPUs polling, a spinning poller only helps while a CPU is free.
+        busy_read_needs_free_cpu: options.idle_poll,
     };
     let tracer = Tracer::new(config, runtime.handle().clone(), sequencer_handle, root_pid);
     let traced = std::thread::Builder::new()

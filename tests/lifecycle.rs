@@ -238,3 +238,24 @@ fn a_child_whose_parent_is_killed_before_its_fork_is_reported_is_still_followed(
         assert_eq!(t.events("exit").count(), born + 1);
     }
 }
+
+/// `--idle-poll` holds the kernel's CPU latency request at 0 while the program runs (the program
+/// reads the request's current value itself), and changes nothing in what the stream says.
+#[test]
+fn idle_poll_holds_the_cpu_latency_request_while_tracing() {
+    let read_request = "import struct; \
+        print(struct.unpack('i', open('/dev/cpu_dma_latency', 'rb').read(4))[0])";
+    let t = trace(&["--idle-poll"], &["/usr/bin/python3", "-c", read_request]);
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    assert_eq!(
+        t.stdout.trim(),
+        "0",
+        "the latency request seen by the program"
+    );
+    let t = trace(
+        &["--idle-poll", "--verify"],
+        &[workload("threads_region").as_os_str(), "4".as_ref()],
+    );
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    t.assert_matches_kernel();
+}

@@ -100,6 +100,13 @@ pub struct LaneConfig {
     /// `--coalesce-ms`: how long a run of adjacent first touches by one thread may grow before
     /// its `resident` line goes out; `None` writes one line per fault.
     pub coalesce: Option<Duration>,
+    /// How long the poller keeps reading an empty descriptor after a batch before it sleeps
+    /// until the descriptor is readable (docs/performance.md).
+    pub busy_read: Duration,
+    /// Read again only while fewer threads of the space fault than there are CPUs: with idle
+    /// CPUs polling (`--idle-poll`) a wake-up is cheap, and a spinning poller only takes a CPU
+    /// that a faulting thread could use.
+    pub busy_read_needs_free_cpu: bool,
 }
 
 /// First touches by one thread of adjacent pages, one way, with the same access, not yet sent:
@@ -136,10 +143,6 @@ impl TouchRun {
         }
     }
 }
-
-/// How long the poller keeps reading an empty descriptor after a batch before it sleeps until
-/// the descriptor is readable (measured in docs/performance.md).
-const BUSY_READ: Duration = Duration::from_micros(50);
 
 /// A range where a layout change is under way: the userfaultfd has said so (`UNMAP`, `REMAP`,
 /// `REMOVE`), but the syscall's report has not reached the lane yet. A fault resolved there now
@@ -258,6 +261,10 @@ pub struct Poller {
     out: SequencerHandle,
     page_size: u64,
     coalesce: Option<Duration>,
+    busy_read: Duration,
+    /// With `busy_read_needs_free_cpu`: the CPUs, and when each thread last faulted.
+    spin_cpus: Option<usize>,
+    faulted_at: HashMap<i32, Instant>,
     /// Runs of first touches not yet sent, oldest first (at most one per thread).
     runs: Vec<TouchRun>,
     /// Which process each thread of this space belongs to.
@@ -301,6 +308,11 @@ impl Poller {
             out,
             page_size: config.page_size,
             coalesce: config.coalesce.filter(|d| !d.is_zero()),
+            busy_read: config.busy_read,
+            spin_cpus: config
+                .busy_read_needs_free_cpu
+                .then(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+            faulted_at: HashMap::new(),
             runs: Vec::new(),
             tids: HashMap::new(),
             stack: None,
@@ -404,7 +416,7 @@ impl Poller {
                     // Faults come in streams: the next one is usually raised a few microseconds
                     // after its thread is woken. Reading again for a moment before going back to
                     // sleep spares both sides a wake-up through the scheduler.
-                    let mut until = Instant::now() + BUSY_READ;
+                    let mut until = Instant::now() + self.busy_read_now();
                     while Instant::now() < until {
                         self.read_uffd(&mut read);
                         if read.is_empty() {
@@ -412,13 +424,29 @@ impl Poller {
                             continue;
                         }
                         self.on_read(&mut read, &inbox).await;
-                        until = Instant::now() + BUSY_READ;
+                        until = Instant::now() + self.busy_read_now();
                     }
                 }
             }
         }
         self.flush_runs().await;
         tracing::debug!(space = self.space, counters = ?self.counters, "poller done");
+    }
+
+    /// How long to read again now (see `LaneConfig`).
+    fn busy_read_now(&mut self) -> Duration {
+        let Some(cpus) = self.spin_cpus else {
+            return self.busy_read;
+        };
+        // Threads that faulted within the last millisecond are taken to be running.
+        let now = Instant::now();
+        self.faulted_at
+            .retain(|_, &mut at| now.duration_since(at) < Duration::from_millis(1));
+        if self.faulted_at.len() < cpus {
+            self.busy_read
+        } else {
+            Duration::ZERO
+        }
     }
 
     /// Handles everything in the inbox; whether it is closed (the space has no process left:
@@ -765,6 +793,9 @@ impl Poller {
             Resolution::Resolved => {
                 tracing::trace!(space = self.space, addr, tid, write, "resolved");
                 let at = Instant::now();
+                if self.spin_cpus.is_some() {
+                    self.faulted_at.insert(tid, at);
+                }
                 if self.recent.len() == RECENT_RESOLUTIONS {
                     self.recent.pop_front();
                 }

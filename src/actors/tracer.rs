@@ -51,6 +51,10 @@ pub struct TracerConfig {
     /// `--coalesce-ms`: how long adjacent first touches by one thread may be gathered into one
     /// `resident` line (`None`: one line per fault).
     pub coalesce: Option<Duration>,
+    /// How long pollers read again before they sleep, and whether only with a CPU to spare
+    /// (see `LaneConfig`).
+    pub busy_read: Duration,
+    pub busy_read_needs_free_cpu: bool,
 }
 
 /// How long a checkpoint waits for every thread to stop before it gives up and lets them go (a
@@ -1295,6 +1299,8 @@ impl Tracer {
                 page_size,
                 capacity: self.config.lane_capacity,
                 coalesce: self.config.coalesce,
+                busy_read: self.config.busy_read,
+                busy_read_needs_free_cpu: self.config.busy_read_needs_free_cpu,
             },
         );
         self.runtime.spawn(poller.run());

@@ -58,6 +58,11 @@ enum Command {
         /// one `resident` line (its `faults` counts them); 0 writes one line per fault.
         #[arg(long, value_name = "MS", default_value_t = DEFAULT_COALESCE_MS)]
         coalesce_ms: u64,
+        /// Keep idle CPUs polling instead of halting while tracing (holds /dev/cpu_dma_latency
+        /// at 0). Hand-offs between the program, the tracer and the pollers then cost far less,
+        /// notably on virtual machines, at the price of busy idle CPUs. Needs root.
+        #[arg(long)]
+        idle_poll: bool,
         /// Test hook: forget the first resident page in the replayed state, so that --verify
         /// must find a mismatch.
         #[arg(long, hide = true)]
@@ -98,6 +103,7 @@ fn main() -> ExitCode {
             verify,
             verify_every,
             coalesce_ms,
+            idle_poll,
             test_corrupt_state,
             program,
         } => {
@@ -109,6 +115,7 @@ fn main() -> ExitCode {
                 verify,
                 verify_every: verify_every.map(std::time::Duration::from_millis),
                 coalesce: std::time::Duration::from_millis(coalesce_ms),
+                idle_poll,
                 corrupt_state: test_corrupt_state,
             })
             .status
@@ -129,6 +136,7 @@ fn main() -> ExitCode {
                 verify: false,
                 verify_every: None,
                 coalesce: std::time::Duration::from_millis(DEFAULT_COALESCE_MS),
+                idle_poll: false,
                 corrupt_state: false,
             })
             .status
