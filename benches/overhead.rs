@@ -89,7 +89,13 @@ struct Sample {
     /// From mevi-actors' summary line: lines written and its own peak RSS.
     lines: Option<u64>,
     tracer_peak_rss: Option<u64>,
+    /// Stopped at `ONCE_LIMIT`: `wall` is a lower bound.
+    stopped: bool,
 }
+
+/// How long a runner too slow for every round may run before it is stopped (its time is then
+/// reported as a lower bound).
+const ONCE_LIMIT: Duration = Duration::from_secs(30);
 
 struct Bench {
     mevi: PathBuf,
@@ -310,12 +316,18 @@ impl Bench {
             }
         }
         for &r in &w.once {
-            results.entry(r).or_default().push(self.run(r, &w.argv));
+            let sample = self.run_limited(r, &w.argv, Some(ONCE_LIMIT));
+            results.entry(r).or_default().push(sample);
         }
         results
     }
 
     fn run(&self, runner: Runner, argv: &[String]) -> Sample {
+        self.run_limited(runner, argv, None)
+    }
+
+    /// `run`, stopping the run (strace and its tracees) once it has lasted `limit`.
+    fn run_limited(&self, runner: Runner, argv: &[String], limit: Option<Duration>) -> Sample {
         match runner {
             Runner::Untraced => self.timed(Command::new(&argv[0]).args(&argv[1..]), None),
             Runner::SeccompOnly => self.timed(
@@ -352,26 +364,61 @@ impl Bench {
                 }
                 cmd.args(["-e", "trace=%memory", "-o", "/dev/null", "--"])
                     .args(argv);
-                self.timed(&mut cmd, None)
+                self.timed_within(&mut cmd, None, limit)
             }
         }
     }
 
     /// Runs `cmd` to its end; with `stream`, reads mevi-actors' summary line from it.
     fn timed(&self, cmd: &mut Command, stream: Option<&Path>) -> Sample {
+        self.timed_within(cmd, stream, None)
+    }
+
+    /// `timed`; past `limit`, the run's whole process group is killed and the sample says so.
+    fn timed_within(
+        &self,
+        cmd: &mut Command,
+        stream: Option<&Path>,
+        limit: Option<Duration>,
+    ) -> Sample {
+        use std::os::unix::process::CommandExt;
         let start = Instant::now();
-        let status = cmd
+        let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .status()
+            .process_group(0)
+            .spawn()
             .unwrap_or_else(|e| panic!("running {cmd:?}: {e}"));
+        let mut stopped = false;
+        let status = loop {
+            match limit {
+                None => break child.wait(),
+                Some(limit) => match child.try_wait() {
+                    Ok(Some(status)) => break Ok(status),
+                    Ok(None) if start.elapsed() < limit => {
+                        std::thread::sleep(Duration::from_millis(10))
+                    }
+                    Ok(None) => {
+                        // The tracer and what it traces: a tracer killed alone would leave its
+                        // tracees running.
+                        let group = nix::unistd::Pid::from_raw(-(child.id() as i32));
+                        let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
+                        stopped = true;
+                        break child.wait();
+                    }
+                    Err(e) => break Err(e),
+                },
+            }
+        }
+        .unwrap_or_else(|e| panic!("waiting for {cmd:?}: {e}"));
         let wall = start.elapsed();
-        assert!(status.success(), "{cmd:?} failed: {status}");
+        assert!(stopped || status.success(), "{cmd:?} failed: {status}");
         let (lines, tracer_peak_rss) = stream.map_or((None, None), summary_of);
         Sample {
             wall,
             lines,
             tracer_peak_rss,
+            stopped,
         }
     }
 
@@ -410,6 +457,7 @@ impl Bench {
             wall,
             lines: None,
             tracer_peak_rss: None,
+            stopped: false,
         }
     }
 
@@ -427,7 +475,7 @@ impl Bench {
         let s = self.run(Runner::Mevi, &argv);
         let rss = s.tracer_peak_rss.unwrap_or(0);
         println!(
-            "  {:<24} {:>9.3} s  {} lines, mevi-actors peak RSS {}",
+            "  {:<24} {:>10.3} s  {} lines, mevi-actors peak RSS {}",
             Runner::Mevi.label(),
             s.wall.as_secs_f64(),
             s.lines.unwrap_or(0),
@@ -572,14 +620,20 @@ fn report(
         return;
     };
     for (&runner, samples) in results {
-        let mut line = format!(
-            "  {:<24} {:>9.3} s {:>8.2}x",
-            runner.label(),
-            median(secs(samples)),
-            paired_ratio(samples, base)
-        );
+        // A run stopped at its limit gives lower bounds.
+        let at_least = if samples.iter().any(|s| s.stopped) {
+            ">"
+        } else {
+            ""
+        };
+        let wall = format!("{at_least}{:.3}", median(secs(samples)));
+        let ratio = format!("{at_least}{:.2}", paired_ratio(samples, base));
+        let mut line = format!("  {:<24} {wall:>10} s {ratio:>8}x", runner.label());
         if w.once.contains(&runner) {
             line.push_str("  (1 run: too slow for every round; plain strace not run)");
+        }
+        if !at_least.is_empty() {
+            line.push_str(&format!("  (stopped after {} s)", ONCE_LIMIT.as_secs()));
         }
         if matches!(runner, Runner::Mevi | Runner::MeviCompared) {
             for reference in [
@@ -589,11 +643,13 @@ fn report(
                 Runner::StraceSeccomp,
             ] {
                 if let Some(r) = results.get(&reference) {
-                    line.push_str(&format!(
-                        "  {:.2}x {}",
-                        paired_ratio(samples, r),
-                        reference.label()
-                    ));
+                    let x = paired_ratio(samples, r);
+                    let x = if x < 0.01 {
+                        "<0.01".to_string()
+                    } else {
+                        format!("{x:.2}")
+                    };
+                    line.push_str(&format!("  {x}x {}", reference.label()));
                 }
             }
             let lines: Vec<f64> = samples
