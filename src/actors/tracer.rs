@@ -121,8 +121,10 @@ struct ExitReport {
     failed: bool,
     /// The ranges its lines changed.
     changed: RangeSet<u64>,
-    /// The part of an mremap's new range beyond the old length.
-    grown: Option<Range<u64>>,
+    /// Ranges whose pages are read again at the exit, since a fill the lane could not order can
+    /// have landed there: the part of an mremap's new range beyond the old length, and the
+    /// source an `MREMAP_DONTUNMAP` move leaves behind.
+    read_again: RangeSet<u64>,
 }
 
 /// Threads at a syscall exit whose report waits for another thread's (case 1 of
@@ -585,7 +587,7 @@ impl Tracer {
         let ExitReport {
             failed,
             changed,
-            grown,
+            read_again,
         } = self.report_syscall_exit(tid, entry);
         // Begun syscalls of other threads that may have acted on what this one reported: which
         // came first is unknown, so each will describe the range again once it is reported.
@@ -605,12 +607,10 @@ impl Tracer {
             again.extend(raced);
             again.extend(changed);
         }
-        if let Some(tail) = grown {
-            // A grown tail is registered the moment it exists, and no event says so: a racing
-            // touch can be resolved there before this report, which replays the tail as not
-            // resident. Its pages are read as they are at this exit (R3).
-            again.insert(tail);
-        }
+        // A grown tail is registered the moment it exists, and no event says so: a racing touch
+        // can be resolved there before this report, which replays the tail as not resident. The
+        // same goes for a DONTUNMAP source. Their pages are read as they are at this exit (R3).
+        again.extend(read_again);
         if !again.is_empty() {
             self.describe_again(tid, space, again);
         }
@@ -869,7 +869,7 @@ impl Tracer {
         let rval = exit.sval as u64;
         let page_up = |n: u64| self.page_align(n);
         let a = entry.args;
-        let mut grown = None;
+        let mut read_again = RangeSet::new();
         let mut changed = RangeSet::new();
         let mut add = |start: u64, len: u64| {
             let end = start.saturating_add(page_up(len));
@@ -906,7 +906,15 @@ impl Tracer {
             libc::SYS_mremap => {
                 let (old_len, new_len) = (page_up(a[1]), page_up(a[2]));
                 if new_len > old_len {
-                    grown = Some(rval.saturating_add(old_len)..rval.saturating_add(new_len));
+                    read_again.insert(rval.saturating_add(old_len)..rval.saturating_add(new_len));
+                }
+                let dontunmap = a[3] & libc::MREMAP_DONTUNMAP as u64 != 0;
+                if dontunmap && old_len > 0 {
+                    // The source stays mapped and registered, empty. A fill of it can complete
+                    // after the page tables moved and before the kernel raises mmap_changing
+                    // for the REMAP event, which comes after: such a page is written before the
+                    // `remap` line, which replays the source as empty (docs/ordering.md, R6b).
+                    read_again.insert(a[0]..a[0].saturating_add(old_len));
                 }
                 let space = &self.spaces[&space_id];
                 if let Some(uffd) = &space.uffd {
@@ -922,7 +930,7 @@ impl Tracer {
                     old_end: a[0].saturating_add(old_len),
                     new_start: rval,
                     new_end: rval.saturating_add(new_len),
-                    dontunmap: a[3] & libc::MREMAP_DONTUNMAP as u64 != 0,
+                    dontunmap,
                 };
                 space.lane.observed(event);
             }
@@ -947,7 +955,7 @@ impl Tracer {
         }
         ExitReport {
             changed,
-            grown,
+            read_again,
             ..nothing
         }
     }
