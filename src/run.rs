@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Instant;
 
+use crate::actors::poller::LaneConfig;
 use crate::actors::sequencer::Sequencer;
 use crate::actors::state::{RunReport, StateActor, StateOptions};
 use crate::actors::tracer::{Tracer, TracerConfig};
@@ -163,14 +164,16 @@ pub fn run(options: RunOptions) -> RunOutcome {
         argv: options.argv.clone(),
         stdout_to_stderr: options.output.is_none(),
         faults: options.faults,
-        page_size,
-        lane_capacity: LANE_CAPACITY,
+        lane: LaneConfig {
+            page_size,
+            capacity: LANE_CAPACITY,
+            coalesce: Some(options.coalesce).filter(|d| !d.is_zero()),
+            busy_read: BUSY_READ,
+            // With idle CPUs polling, a spinning poller only helps while a CPU is free.
+            busy_read_needs_free_cpu: options.idle_poll,
+        },
         verify: options.verify,
         verify_every: options.verify_every.filter(|_| options.verify),
-        coalesce: Some(options.coalesce).filter(|d| !d.is_zero()),
-        busy_read: BUSY_READ,
-        // With idle CPUs polling, a spinning poller only helps while a CPU is free.
-        busy_read_needs_free_cpu: options.idle_poll,
     };
     let tracer = Tracer::new(config, runtime.handle().clone(), sequencer_handle, root_pid);
     let traced = std::thread::Builder::new()

@@ -307,7 +307,7 @@ impl Poller {
             wake: wake.clone(),
             out,
             page_size: config.page_size,
-            coalesce: config.coalesce.filter(|d| !d.is_zero()),
+            coalesce: config.coalesce,
             busy_read: config.busy_read,
             spin_cpus: config
                 .busy_read_needs_free_cpu

@@ -42,19 +42,12 @@ pub struct TracerConfig {
     pub stdout_to_stderr: bool,
     /// False with `--no-faults`: no userfaultfd, mappings only.
     pub faults: bool,
-    pub page_size: u64,
-    pub lane_capacity: usize,
+    /// How each space's lane is set up; its page size is the tracer's too.
+    pub lane: LaneConfig,
     /// `--verify`: check the stream against the kernel at each process's last exit stop.
     pub verify: bool,
     /// `--verify-every`: also stop every traced thread this often and check every space.
     pub verify_every: Option<Duration>,
-    /// `--coalesce-ms`: how long adjacent first touches by one thread may be gathered into one
-    /// `resident` line (`None`: one line per fault).
-    pub coalesce: Option<Duration>,
-    /// How long pollers read again before they sleep, and whether only with a CPU to spare
-    /// (see `LaneConfig`).
-    pub busy_read: Duration,
-    pub busy_read_needs_free_cpu: bool,
 }
 
 /// How long a checkpoint waits for every thread to stop before it gives up and lets them go (a
@@ -567,7 +560,7 @@ impl Tracer {
     }
 
     fn page_align(&self, n: u64) -> u64 {
-        kernel::page_align(n, self.config.page_size)
+        kernel::page_align(n, self.config.lane.page_size)
     }
 
     /// The process and live space of a thread; `spaces[&id]` is safe with the id returned.
@@ -1035,15 +1028,9 @@ impl Tracer {
             space: space_id,
             range: entry.start..entry.end,
         };
-        let space = &self.spaces[&space_id];
-        send_map(
-            space,
-            at,
-            &entry.prot,
-            entry.kind(),
-            entry.stream_path(),
-            false,
-        );
+        // Only shared memory can be mapped again this way (the kernel refuses old_size 0 for a
+        // private mapping), so this never registers anything.
+        send_maps_entry(&self.spaces[&space_id], at, &entry);
     }
 
     fn on_brk(&mut self, pid: i32, tid: i32, space_id: SpaceId, new_brk: u64) {
@@ -1276,7 +1263,7 @@ impl Tracer {
     /// Gives a stopped process (at exec's exit or a fork child's attach stop) its own space:
     /// a userfaultfd, a poller, and the mappings it has, with their present pages.
     fn create_space(&mut self, tid: i32, id: SpaceId, origin: Origin) -> Result<(), InjectError> {
-        let page_size = self.config.page_size;
+        let page_size = self.config.lane.page_size;
         // The space is made whatever happens below: its creation is already announced (or about
         // to be), and the process's exit needs a lane to be reported on.
         let mut died = None;
@@ -1303,13 +1290,7 @@ impl Tracer {
             uffd.clone(),
             pagemap.clone(),
             self.sequencer.clone(),
-            LaneConfig {
-                page_size,
-                capacity: self.config.lane_capacity,
-                coalesce: self.config.coalesce,
-                busy_read: self.config.busy_read,
-                busy_read_needs_free_cpu: self.config.busy_read_needs_free_cpu,
-            },
+            self.config.lane,
         );
         self.runtime.spawn(poller.run());
         let brk = match origin {
@@ -1379,7 +1360,10 @@ impl Tracer {
         let closed = injection.syscall(libc::SYS_close, &[fd as u64]);
         self.finish_injection(tid, injection)?;
         closed?;
-        Ok(AddressSpaceUffd::handshake(ours?, self.config.page_size)?)
+        Ok(AddressSpaceUffd::handshake(
+            ours?,
+            self.config.lane.page_size,
+        )?)
     }
 
     fn finish_injection(&mut self, tid: i32, injection: Injection) -> Result<(), InjectError> {
