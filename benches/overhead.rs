@@ -74,7 +74,7 @@ impl Runner {
 
 #[derive(Clone)]
 struct Workload {
-    name: &'static str,
+    name: String,
     what: String,
     argv: Vec<String>,
     runners: Vec<Runner>,
@@ -104,6 +104,8 @@ struct Bench {
     idle_poll: bool,
     strace: Option<PathBuf>,
     dir: PathBuf,
+    /// The compiled benches/workloads/bench.c.
+    workload: String,
     page_size: u64,
 }
 
@@ -143,7 +145,7 @@ fn main() {
             );
             bench.idle_poll = true;
             for workload in workloads.iter().filter(selected) {
-                if !IDLE_POLL_WORKLOADS.contains(&workload.name) {
+                if !IDLE_POLL_WORKLOADS.contains(&workload.name.as_str()) {
                     continue;
                 }
                 let workload = Workload {
@@ -180,6 +182,7 @@ impl Bench {
             compared: std::env::var_os("MEVI_BENCH_COMPARE").map(PathBuf::from),
             idle_poll: false,
             strace: find_or_install_strace(),
+            workload: compile(&dir).display().to_string(),
             dir,
             page_size,
         }
@@ -187,7 +190,7 @@ impl Bench {
 
     fn workloads(&self) -> Vec<Workload> {
         use Runner::*;
-        let bench = compile(&self.dir).display().to_string();
+        let bench = &self.workload;
         let strace: Vec<Runner> = if self.strace.is_some() {
             vec![StraceSeccomp, Strace]
         } else {
@@ -201,7 +204,7 @@ impl Bench {
         let mut list = Vec::new();
         for (threads, access) in [(1, "write"), (2, "write"), (1, "read"), (2, "read")] {
             list.push(Workload {
-                name: leak(format!("touch-{access}-{threads}t")),
+                name: format!("touch-{access}-{threads}t"),
                 what: format!("touch 256 MiB, {threads} thread(s), {access} faults"),
                 argv: vec![
                     bench.clone(),
@@ -215,14 +218,14 @@ impl Bench {
             });
         }
         list.push(Workload {
-            name: "churn",
+            name: "churn".into(),
             what: "4 threads x 2000 rounds of mmap/touch/madvise/munmap 64 KiB".into(),
             argv: vec![bench.clone(), "churn".into(), "4".into(), "2000".into()],
             runners: with(&layout, &strace),
             once: vec![],
         });
         list.push(Workload {
-            name: "syscalls",
+            name: "syscalls".into(),
             what: "2 threads x 1,000,000 getppid()".into(),
             argv: vec![
                 bench.clone(),
@@ -240,14 +243,14 @@ impl Bench {
                 .collect(),
         });
         list.push(Workload {
-            name: "forkexec",
+            name: "forkexec".into(),
             what: "fork + exec /bin/true, 300 times".into(),
             argv: vec![bench.clone(), "forkexec".into(), "300".into()],
             runners: with(&layout, &strace),
             once: vec![],
         });
         list.push(Workload {
-            name: "malloc",
+            name: "malloc".into(),
             what: "glibc malloc/memset/free, 4 threads x 20000".into(),
             argv: vec![bench.clone(), "malloc".into(), "4".into(), "20000".into()],
             runners: with(&layout, &strace),
@@ -255,7 +258,7 @@ impl Bench {
         });
         let input = self.sort_input();
         list.push(Workload {
-            name: "sort",
+            name: "sort".into(),
             what: "GNU sort of a 16 MiB file (2 threads)".into(),
             argv: vec![
                 "sort".into(),
@@ -268,7 +271,7 @@ impl Bench {
             once: vec![],
         });
         list.push(Workload {
-            name: "true",
+            name: "true".into(),
             what: "/bin/true".into(),
             argv: vec!["/bin/true".into()],
             runners: vec![Untraced, Mevi],
@@ -463,9 +466,8 @@ impl Bench {
 
     /// mevi-actors' own peak RSS while it traces 1 GiB of first touches.
     fn memory_for_one_gib(&self) -> String {
-        let bench = compile(&self.dir).display().to_string();
         let argv: Vec<String> = vec![
-            bench,
+            self.workload.clone(),
             "touch".into(),
             "2".into(),
             "1024".into(),
@@ -669,7 +671,7 @@ fn report(
         return;
     };
     let vs = |r: Runner| results.get(&r).map(|s| paired_ratio(mevi, s));
-    match w.name {
+    match w.name.as_str() {
         n if n.starts_with("touch") => {
             if let Some(x) = vs(Runner::Floor) {
                 targets.push(target(
@@ -728,18 +730,10 @@ fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64)
 }
 
-fn leak(s: String) -> &'static str {
-    Box::leak(s.into_boxed_str())
-}
-
-/// Compiles the workloads once per bench run.
+/// Compiles the workloads, once per bench run.
 fn compile(dir: &Path) -> PathBuf {
     let out = dir.join("bench-workload");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/workloads/bench.c");
-    let fresh = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    if fresh(&out).is_some() && fresh(&out) >= fresh(&src) {
-        return out;
-    }
     let status = Command::new("cc")
         .args(["-O2", "-pthread", "-Wall", "-o"])
         .arg(&out)
