@@ -59,17 +59,8 @@ int main(void)
         truth_region(names[i], regions[i], NPAGES);
         truth_expect(names[i], NPAGES);
     }
-    pthread_t th[NTHREADS];
     if (pthread_barrier_init(&barrier, NULL, NTHREADS) != 0)
         truth_die("pthread_barrier_init");
-    for (long i = 0; i < NTHREADS; i++) {
-        int e = pthread_create(&th[i], NULL, worker, (void *)i);
-        if (e != 0) {
-            errno = e;
-            truth_die("pthread_create");
-        }
-    }
-    for (int i = 0; i < NTHREADS; i++)
-        pthread_join(th[i], NULL);
+    truth_run_threads(NTHREADS, worker);
     truth_finish(0);
 }

@@ -56,15 +56,6 @@ static void *worker(void *arg)
 
 int main(void)
 {
-    pthread_t th[NTHREADS];
-    for (long i = 0; i < NTHREADS; i++) {
-        int e = pthread_create(&th[i], NULL, worker, (void *)i);
-        if (e != 0) {
-            errno = e;
-            truth_die("pthread_create");
-        }
-    }
-    for (int i = 0; i < NTHREADS; i++)
-        pthread_join(th[i], NULL);
+    truth_run_threads(NTHREADS, worker);
     truth_finish(0);
 }

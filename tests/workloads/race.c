@@ -57,20 +57,11 @@ int main(int argc, char **argv)
         seconds = 1.0;
     if (pthread_barrier_init(&barrier, NULL, NTHREADS) != 0)
         truth_die("pthread_barrier_init");
-    pthread_t th[NTHREADS];
-    for (long i = 0; i < NTHREADS; i++) {
-        int e = pthread_create(&th[i], NULL, worker, (void *)i);
-        if (e != 0) {
-            errno = e;
-            truth_die("pthread_create");
-        }
-    }
+    truth_run_threads(NTHREADS, worker);
     int ok = 1;
-    for (int i = 0; i < NTHREADS; i++) {
-        pthread_join(th[i], NULL);
+    for (int i = 0; i < NTHREADS; i++)
         if (iterations[i] <= 0)
             ok = 0;
-    }
     pthread_barrier_destroy(&barrier);
     truth_finish(ok ? 0 : 1);
 }

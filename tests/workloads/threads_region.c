@@ -38,18 +38,9 @@ int main(int argc, char **argv)
     }
     region = truth_mmap_anon(NPAGES, PROT_READ | PROT_WRITE, 0);
 
-    pthread_t th[MAX_THREADS];
     if (pthread_barrier_init(&barrier, NULL, (unsigned)nthreads) != 0)
         truth_die("pthread_barrier_init");
-    for (long i = 0; i < nthreads; i++) {
-        int e = pthread_create(&th[i], NULL, worker, (void *)i);
-        if (e != 0) {
-            errno = e;
-            truth_die("pthread_create");
-        }
-    }
-    for (int i = 0; i < nthreads; i++)
-        pthread_join(th[i], NULL);
+    truth_run_threads(nthreads, worker);
     pthread_barrier_destroy(&barrier);
 
     truth_region("shared", region, NPAGES);

@@ -31,6 +31,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,6 +112,25 @@ TRUTH_FN _Noreturn void truth_die(const char *msg)
     if (n > 0)
         truth_write_all(2, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
     _exit(111);
+}
+
+/* Start n threads (1..256), thread i running fn((void *)i), and wait for all of them. */
+TRUTH_FN void truth_run_threads(long n, void *(*fn)(void *))
+{
+    pthread_t th[256];
+    if (n < 1 || n > 256) {
+        errno = EINVAL;
+        truth_die("truth_run_threads: 1 to 256 threads");
+    }
+    for (long i = 0; i < n; i++) {
+        int e = pthread_create(&th[i], NULL, fn, (void *)i);
+        if (e != 0) {
+            errno = e;
+            truth_die("pthread_create");
+        }
+    }
+    for (long i = 0; i < n; i++)
+        pthread_join(th[i], NULL);
 }
 
 /* Disable (m)THP on a range so huge pages cannot make extra pages present. */
