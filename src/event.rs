@@ -69,6 +69,9 @@ pub struct RunTotals {
     pub unmaps: u64,
     pub peak_resident_bytes: u64,
     pub lines: u64,
+    /// `warning` lines written.
+    #[serde(default)]
+    pub warnings: u64,
     /// mevi-actors' own peak resident set, in bytes (`VmHWM` at the end): the tracer's cost in
     /// memory, without the traced program's.
     #[serde(default)]
@@ -90,6 +93,39 @@ pub struct VerifyTotals {
     pub skipped_points: u64,
     pub checked_pages: u64,
     pub mismatched_pages: u64,
+}
+
+/// What a `warning` line is about (docs/schema.md, warnings).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WarningKind {
+    /// The space got no userfaultfd: it is traced as mappings only.
+    NoUserfaultfd,
+    /// The space's lane can no longer read its userfaultfd: it released the descriptor (the
+    /// program's threads fault natively again) and the space is traced as mappings only from
+    /// here on.
+    LaneFailed,
+    /// The page tables of a range could not be read: its pages are not known (the range is
+    /// written untracked, or its discard is an estimate).
+    PagesUnknown,
+    /// The clone flags and `kcmp` disagree on whether a child shares its parent's memory.
+    SharingDisagrees,
+    /// A `--verify` checkpoint could not be completed.
+    CheckpointSkipped,
+    /// Lines about a process whose announcement never came, written at the end.
+    Unannounced,
+    /// An actor of mevi-actors failed; the trace ends here.
+    ActorFailed,
+}
+
+impl WarningKind {
+    /// Whether the stream is still exact after it: `--verify` fails on any warning that is not.
+    pub fn stream_still_exact(self) -> bool {
+        matches!(
+            self,
+            WarningKind::SharingDisagrees | WarningKind::NoUserfaultfd
+        )
+    }
 }
 
 /// Where the stream was compared with the kernel's page tables.
@@ -251,9 +287,17 @@ pub enum Event {
         /// Why nothing could be checked (the process died while being checked).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         skipped: Option<String>,
-        /// How to read the kernel's side; travels with the line, never written.
-        #[serde(skip)]
-        probe: Option<crate::verify::Probe>,
+    },
+    /// Something between the kernel and the stream went wrong: what is no longer exact from here
+    /// on, or which lines had to be written out of their usual order, and why.
+    Warning {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pid: Option<i32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        space: Option<SpaceId>,
+        what: WarningKind,
+        /// The cause, for a person.
+        message: String,
     },
     Summary {
         processes: Vec<ProcessSummary>,
@@ -277,6 +321,27 @@ impl Event {
             | Event::Resident { space, .. }
             | Event::Exit { space, .. }
             | Event::Verify { space, .. } => Some(*space),
+            Event::Warning { space, .. } => *space,
+            Event::Start { .. } | Event::Summary { .. } => None,
+        }
+    }
+
+    /// The process this event is about, if any (for `fork` and `thread`, the creator).
+    pub fn pid(&self) -> Option<i32> {
+        match self {
+            Event::Exec { pid, .. }
+            | Event::Fork { pid, .. }
+            | Event::Thread { pid, .. }
+            | Event::ThreadExit { pid, .. }
+            | Event::Map { pid, .. }
+            | Event::Unmap { pid, .. }
+            | Event::Remap { pid, .. }
+            | Event::Brk { pid, .. }
+            | Event::Discard { pid, .. }
+            | Event::Resident { pid, .. }
+            | Event::Exit { pid, .. }
+            | Event::Verify { pid, .. } => Some(*pid),
+            Event::Warning { pid, .. } => *pid,
             Event::Start { .. } | Event::Summary { .. } => None,
         }
     }

@@ -7,4 +7,5 @@ pub mod event;
 pub mod kernel;
 pub mod model;
 pub mod run;
+pub mod test_hooks;
 pub mod verify;

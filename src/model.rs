@@ -262,6 +262,7 @@ impl Replay {
             | Event::Verify { .. }
             | Event::Thread { .. }
             | Event::ThreadExit { .. }
+            | Event::Warning { .. }
             | Event::Summary { .. } => {}
         }
     }

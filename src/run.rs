@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Instant;
 
-use crate::actors::poller::LaneConfig;
+use crate::actors::lane::LaneConfig;
 use crate::actors::sequencer::Sequencer;
 use crate::actors::state::{RunReport, StateActor, StateOptions};
 use crate::actors::tracer::{Tracer, TracerConfig};
@@ -38,13 +38,13 @@ pub struct RunOptions {
     /// line; zero writes one line per fault.
     pub coalesce: std::time::Duration,
     /// Keep idle CPUs polling while tracing (`/dev/cpu_dma_latency` held at 0), and let the
-    /// pollers spin only while a CPU is free.
+    /// lanes spin only while a CPU is free.
     pub idle_poll: bool,
     /// Test hook: drop the first resident page from the replayed state, so a check must fail.
     pub corrupt_state: bool,
 }
 
-/// How long a poller reads its empty userfaultfd again before it sleeps: the next fault of a
+/// How long a lane reads its empty userfaultfd again before it sleeps: the next fault of a
 /// stream usually comes within it, and catching it awake saves two wake-ups across CPUs, which
 /// cost tens of microseconds each on a VM (docs/performance.md).
 const BUSY_READ: std::time::Duration = std::time::Duration::from_micros(50);
@@ -169,7 +169,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
             capacity: LANE_CAPACITY,
             coalesce: Some(options.coalesce).filter(|d| !d.is_zero()),
             busy_read: BUSY_READ,
-            // With idle CPUs polling, a spinning poller only helps while a CPU is free.
+            // With idle CPUs polling, a spinning lane only helps while a CPU is free.
             busy_read_needs_free_cpu: options.idle_poll,
         },
         verify: options.verify,

@@ -18,7 +18,7 @@ use crate::model::AddressSpace;
 pub const FIRST_MISMATCHES: usize = 8;
 
 /// What the state actor needs to read the kernel's side of a check, and how it says it is done.
-/// It rides inside the `verify` event through the lane and the sequencer, so that the check
+/// It travels beside the `verify` line through the lane and the sequencer, so that the check
 /// happens exactly after every line that came before it.
 #[derive(Clone, Debug)]
 pub struct Probe {
@@ -28,14 +28,6 @@ pub struct Probe {
     pub pagemap: Option<Arc<Pagemap>>,
     /// Told once the check is done; the tracer resumes the space's threads then.
     pub done: SyncSender<()>,
-}
-
-impl PartialEq for Probe {
-    /// A probe is plumbing, not part of the line: any two compare equal, as two lines that are
-    /// written the same way are the same line.
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
 }
 
 /// The kernel's page tables over a space's private anonymous mappings.

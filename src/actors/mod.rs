@@ -1,13 +1,13 @@
 //! The four actors of a trace (docs/architecture.md):
 //!
 //! ```text
-//!  tracer (OS thread) ──LaneMessage──▶ poller (one per address space) ──Stamped──▶ sequencer ──Line──▶ state ──▶ stream
+//!  tracer (OS thread) ──LaneMessage──▶ lane (one per address space) ──Stamped──▶ sequencer ──Line──▶ state ──▶ stream
 //! ```
 //!
 //! Every channel is bounded and points one way, so there is no cycle to deadlock on; a slow
 //! reader of the stream slows the traced program, and nothing is dropped.
 
-pub mod poller;
+pub mod lane;
 pub mod sequencer;
 pub mod state;
 pub mod tracer;

@@ -1,6 +1,6 @@
 //! The sequencer: one inbox for every space's lane, one ordered stream out.
 //!
-//! Within a space, order is made by its lane (the poller), which serializes fault resolutions and
+//! Within a space, order is made by its lane, which serializes fault resolutions and
 //! the tracer's layout changes (docs/ordering.md). Across spaces the one causal rule is birth: a
 //! space's events may not precede the `exec` or `fork` that creates it, even though the child's
 //! lane and the parent's lane race to this inbox. The sequencer holds such early events back, then
@@ -11,8 +11,9 @@ use std::time::Instant;
 
 use async_channel::{Receiver, Sender};
 
-use super::state::StateHandle;
+use super::state::{StateHandle, StateMessage};
 use crate::event::{Event, Line, SpaceId};
+use crate::verify::Probe;
 
 /// An event with the moment it was observed.
 #[derive(Debug)]
@@ -30,27 +31,49 @@ impl Stamped {
     }
 }
 
+/// What the lanes (and, once, the tracer) tell the sequencer.
+#[derive(Debug)]
+pub enum SequencerMessage {
+    /// A line for the stream, in its lane's order.
+    Line(Stamped),
+    /// A `verify` line, with how to read the kernel's side beside it.
+    Check(Stamped, Probe),
+    /// The traced program's pid, sent by the tracer before any lane exists: its first `exec`
+    /// line announces it.
+    Root { pid: i32 },
+    /// A process left a space (it exec'd): that space's lane has sent every line about it.
+    Left { space: SpaceId, pid: i32 },
+}
+
 #[derive(Clone, Debug)]
 pub struct SequencerHandle {
-    tx: Sender<Stamped>,
+    tx: Sender<SequencerMessage>,
 }
 
 impl SequencerHandle {
     /// Waits while the stream is behind: the tracee is slowed, nothing is dropped.
-    pub async fn send(&self, stamped: Stamped) {
+    pub async fn send(&self, message: SequencerMessage) {
         // Closed only once the state actor is gone, at the very end: nothing left to say.
-        let _ = self.tx.send(stamped).await;
+        let _ = self.tx.send(message).await;
+    }
+
+    /// From the tracer thread, which is no task.
+    pub fn send_blocking(&self, message: SequencerMessage) {
+        let _ = self.tx.send_blocking(message);
     }
 }
 
+/// A line held back, with its probe if it is a check.
+type Held = (Stamped, Option<Probe>);
+
 pub struct Sequencer {
-    inbox: Receiver<Stamped>,
+    inbox: Receiver<SequencerMessage>,
     state: StateHandle,
     started: Instant,
     next_seq: u64,
     last_t_ns: u64,
     born: HashSet<SpaceId>,
-    held: HashMap<SpaceId, Vec<Stamped>>,
+    held: HashMap<SpaceId, Vec<Held>>,
 }
 
 impl Sequencer {
@@ -69,37 +92,44 @@ impl Sequencer {
     }
 
     pub async fn run(mut self, start: Event) {
-        self.emit(Stamped {
-            at: self.started,
-            event: start,
-        })
+        self.emit(
+            Stamped {
+                at: self.started,
+                event: start,
+            },
+            None,
+        )
         .await;
-        while let Ok(stamped) = self.inbox.recv().await {
-            self.admit(stamped).await;
+        while let Ok(message) = self.inbox.recv().await {
+            match message {
+                SequencerMessage::Line(stamped) => self.admit(stamped, None).await,
+                SequencerMessage::Check(stamped, probe) => self.admit(stamped, Some(probe)).await,
+                SequencerMessage::Root { .. } | SequencerMessage::Left { .. } => {}
+            }
         }
         // Every lane has closed. Anything still held belongs to a space whose birth was never
         // reported (its creator died mid-report); write it rather than lose it.
-        let mut orphans: Vec<Stamped> = self.held.drain().flat_map(|(_, v)| v).collect();
-        orphans.sort_by_key(|s| s.at);
-        for stamped in orphans {
+        let mut orphans: Vec<Held> = self.held.drain().flat_map(|(_, v)| v).collect();
+        orphans.sort_by_key(|(s, _)| s.at);
+        for (stamped, probe) in orphans {
             tracing::warn!(?stamped.event, "event for a space whose creation was never seen");
-            self.emit(stamped).await;
+            self.emit(stamped, probe).await;
         }
     }
 
-    async fn admit(&mut self, stamped: Stamped) {
-        let mut ready = VecDeque::from([stamped]);
-        while let Some(stamped) = ready.pop_front() {
+    async fn admit(&mut self, stamped: Stamped, probe: Option<Probe>) {
+        let mut ready = VecDeque::from([(stamped, probe)]);
+        while let Some((stamped, probe)) = ready.pop_front() {
             let event = &stamped.event;
             let creates = event.creates_space();
             if let Some(space) = event.space()
                 && !self.born.contains(&space)
                 && creates != Some(space)
             {
-                self.held.entry(space).or_default().push(stamped);
+                self.held.entry(space).or_default().push((stamped, probe));
                 continue;
             }
-            self.emit(stamped).await;
+            self.emit(stamped, probe).await;
             if let Some(space) = creates {
                 self.born.insert(space);
                 ready.extend(self.held.remove(&space).unwrap_or_default());
@@ -107,7 +137,7 @@ impl Sequencer {
         }
     }
 
-    async fn emit(&mut self, stamped: Stamped) {
+    async fn emit(&mut self, stamped: Stamped, probe: Option<Probe>) {
         let t = stamped
             .at
             .saturating_duration_since(self.started)
@@ -119,6 +149,6 @@ impl Sequencer {
             event: stamped.event,
         };
         self.next_seq += 1;
-        self.state.send(line).await;
+        self.state.send(StateMessage { line, probe }).await;
     }
 }

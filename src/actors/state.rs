@@ -10,16 +10,23 @@ use humansize::{BINARY, format_size};
 
 use crate::event::{Event, Line, ProcessSummary, RunTotals, SpaceId, VerifyTotals};
 use crate::model::Replay;
-use crate::verify::{self, KernelView};
+use crate::verify::{self, KernelView, Probe};
+
+/// A numbered line for the stream; a `verify` line comes with how to read the kernel's side.
+#[derive(Debug)]
+pub struct StateMessage {
+    pub line: Line,
+    pub probe: Option<Probe>,
+}
 
 #[derive(Clone, Debug)]
 pub struct StateHandle {
-    tx: Sender<Line>,
+    tx: Sender<StateMessage>,
 }
 
 impl StateHandle {
-    pub async fn send(&self, line: Line) {
-        let _ = self.tx.send(line).await;
+    pub async fn send(&self, message: StateMessage) {
+        let _ = self.tx.send(message).await;
     }
 }
 
@@ -94,7 +101,7 @@ pub struct StateOptions {
 }
 
 pub struct StateActor {
-    inbox: Receiver<Line>,
+    inbox: Receiver<StateMessage>,
     model: Replay,
     output: Output,
     processes: BTreeMap<i32, ProcessStats>,
@@ -137,7 +144,7 @@ impl StateActor {
         loop {
             tokio::select! {
                 line = self.inbox.recv() => match line {
-                    Ok(line) => self.on_line(line),
+                    Ok(StateMessage { line, probe }) => self.on_line(line, probe),
                     Err(_) => break,
                 },
                 _ = tick.tick() => if self.output.dirty { self.output.flush() },
@@ -146,13 +153,13 @@ impl StateActor {
         self.finish()
     }
 
-    fn on_line(&mut self, mut line: Line) {
+    fn on_line(&mut self, mut line: Line, probe: Option<Probe>) {
         self.last_t_ns = line.t_ns;
         self.next_seq = line.seq + 1;
         self.count(&mut line);
         self.model.apply_line(&line);
-        if let Event::Verify { .. } = line.event {
-            self.verify(&mut line.event);
+        if let Some(probe) = probe {
+            self.verify(&mut line.event, probe);
         }
         if self.options.corrupt_first_touch
             && let Event::Resident {
@@ -178,7 +185,7 @@ impl StateActor {
 
     /// Compares the replayed space with the kernel's page tables, which the probe reads now: the
     /// tracer holds every thread of the space stopped until it is told the check is done.
-    fn verify(&mut self, event: &mut Event) {
+    fn verify(&mut self, event: &mut Event, probe: Probe) {
         let Event::Verify {
             pid,
             space,
@@ -187,12 +194,10 @@ impl StateActor {
             mismatched_pages,
             first_mismatches,
             skipped,
-            probe,
         } = event
         else {
             return;
         };
-        let Some(probe) = probe.take() else { return };
         let kernel = KernelView::read(&probe);
         // The threads may run again once the kernel's side is read.
         let _ = probe.done.send(());

@@ -2,8 +2,8 @@
 //!
 //! It starts the program seized, with a seccomp filter so that only memory-layout syscalls stop,
 //! follows every clone, fork, vfork, exec and exit, gives each new address space a userfaultfd
-//! (injected into the tracee) and a poller, and reports what it sees to the space's lane while the
-//! thread that caused it is still stopped. It never waits on a poller to resolve anything: besides
+//! (injected into the tracee) and a lane, and reports what it sees to the space's lane while the
+//! thread that caused it is still stopped. It never waits on a lane to resolve anything: besides
 //! `waitpid` it blocks only on a full lane (backpressure) and, with `--verify`, on a check of a
 //! space whose threads are all stopped.
 
@@ -25,8 +25,8 @@ use nix::sys::signal::Signal;
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
-use super::poller::{LaneConfig, LaneMessage, PagesAtExit, Poller, PollerHandle};
-use super::sequencer::{SequencerHandle, Stamped};
+use super::lane::{Lane, LaneConfig, LaneHandle, LaneMessage, PagesAtExit};
+use super::sequencer::{SequencerHandle, SequencerMessage, Stamped};
 use crate::event::{
     Event, ForkKind, MapKind, PageState, SpaceId, VerifyPoint, prot_string, signal_name,
 };
@@ -172,7 +172,7 @@ struct Process {
 }
 
 struct Space {
-    lane: PollerHandle,
+    lane: LaneHandle,
     uffd: Option<Arc<AddressSpaceUffd>>,
     /// None only if the process was gone before it could be opened.
     pagemap: Option<Arc<Pagemap>>,
@@ -261,6 +261,9 @@ impl Tracer {
         let child = spawn::spawn_seized(&prepared)?;
         self.root = child.as_raw();
         self.root_pid.store(self.root, Ordering::SeqCst);
+        // Before any lane exists, so it is the sequencer's first message from us.
+        self.sequencer
+            .send_blocking(SequencerMessage::Root { pid: self.root });
         self.threads
             .insert(self.root, Thread::new(self.root, false, None));
         self.processes.insert(self.root, Process { space: None });
@@ -1234,6 +1237,12 @@ impl Tracer {
             }
             Err(_) => return,
         }
+        if let Some(old) = old_space
+            && let Some(space) = self.spaces.get(&old)
+        {
+            // Every line about it on the old space's lane precedes its exec line.
+            space.lane.send(LaneMessage::Left { pid });
+        }
         let result = self.create_space(tid, new_space, Origin::Exec { former_tid });
         if let Some(old) = old_space {
             self.leave_space(old);
@@ -1261,7 +1270,7 @@ impl Tracer {
     }
 
     /// Gives a stopped process (at exec's exit or a fork child's attach stop) its own space:
-    /// a userfaultfd, a poller, and the mappings it has, with their present pages.
+    /// a userfaultfd, a lane, and the mappings it has, with their present pages.
     fn create_space(&mut self, tid: i32, id: SpaceId, origin: Origin) -> Result<(), InjectError> {
         let page_size = self.config.lane.page_size;
         // The space is made whatever happens below: its creation is already announced (or about
@@ -1285,14 +1294,14 @@ impl Tracer {
             None
         };
         let pagemap = Pagemap::open(tid, page_size).ok().map(Arc::new);
-        let (poller, lane) = Poller::new(
+        let (actor, lane) = Lane::new(
             id,
             uffd.clone(),
             pagemap.clone(),
             self.sequencer.clone(),
             self.config.lane,
         );
-        self.runtime.spawn(poller.run());
+        self.runtime.spawn(actor.run());
         let brk = match origin {
             Origin::Exec { former_tid } => {
                 lane.send(LaneMessage::Observed(Stamped::now(Event::Exec {
@@ -1387,7 +1396,7 @@ impl Tracer {
         if let Some(space) = self.spaces.get_mut(&id) {
             space.members -= 1;
             if space.members == 0 {
-                // Dropping the lane handle ends the poller once it has forwarded everything.
+                // Dropping the lane handle ends the lane once it has forwarded everything.
                 self.spaces.remove(&id);
             }
         }

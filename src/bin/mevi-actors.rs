@@ -59,12 +59,13 @@ enum Command {
         #[arg(long, value_name = "MS", default_value_t = DEFAULT_COALESCE_MS)]
         coalesce_ms: u64,
         /// Keep idle CPUs polling instead of halting while tracing (holds /dev/cpu_dma_latency
-        /// at 0). Hand-offs between the program, the tracer and the pollers then cost far less,
+        /// at 0). Hand-offs between the program, the tracer and the lanes then cost far less,
         /// notably on virtual machines, at the price of busy idle CPUs. Needs root.
         #[arg(long)]
         idle_poll: bool,
-        /// Test hook: forget the first resident page in the replayed state, so that --verify
-        /// must find a mismatch.
+        /// Test hook (test builds only): forget the first resident page in the replayed state,
+        /// so that --verify must find a mismatch.
+        #[cfg(feature = "test-hooks")]
         #[arg(long, hide = true)]
         test_corrupt_state: bool,
         /// The program and its arguments.
@@ -104,9 +105,12 @@ fn main() -> ExitCode {
             verify_every,
             coalesce_ms,
             idle_poll,
+            #[cfg(feature = "test-hooks")]
             test_corrupt_state,
             program,
         } => {
+            #[cfg(not(feature = "test-hooks"))]
+            let test_corrupt_state = false;
             run(RunOptions {
                 argv: program,
                 output,

@@ -2,7 +2,7 @@
 //! (`/dev/cpu_dma_latency`): while the file is open with 0 written to it, cpuidle only picks
 //! states with no exit latency, which is the polling loop. A task woken on such a CPU needs no
 //! interrupt to be run, and on a virtual machine no exit to the host: a fault handed between the
-//! program and a poller on another CPU costs a fraction of what it does when that CPU halted
+//! program and a lane on another CPU costs a fraction of what it does when that CPU halted
 //! (docs/performance.md).
 
 use std::fs::File;

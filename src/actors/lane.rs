@@ -1,10 +1,10 @@
-//! The poller of one address space: it reads the space's userfaultfd, resolves first touches,
-//! and is the space's lane: the one place where the tracer's layout changes and the space's
-//! fault resolutions are put in order before they go to the sequencer.
+//! The lane of one address space: it reads the space's userfaultfd, resolves first touches, and
+//! is the one place where the tracer's layout changes and the space's fault resolutions are put
+//! in order before they go to the sequencer.
 //!
 //! The rules (argued in docs/ordering.md): the tracer sends a change to this inbox *before* it
 //! resumes the thread that made it, so any fault that depends on the change is raised after the
-//! message is in the inbox; after each `read()` of the descriptor the poller therefore drains its
+//! message is in the inbox; after each `read()` of the descriptor the lane therefore drains its
 //! inbox before it resolves what it read (R1). Faults that a racing thread can raise before the
 //! report of the change they land in are held behind fences until that report is in (R2).
 //! Discards and the pages of new ranges are read from the page tables here, where no resolution
@@ -23,7 +23,7 @@ use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 use userfaultfd::EventBuffer;
 
-use super::sequencer::{SequencerHandle, Stamped};
+use super::sequencer::{SequencerHandle, SequencerMessage, Stamped};
 use crate::event::{Event, MapKind, PageState, SpaceId, VerifyPoint};
 use crate::kernel;
 use crate::kernel::procfs::{self, Pagemap};
@@ -67,6 +67,8 @@ pub enum LaneMessage {
     },
     /// That syscall's exit has been reported (everything it changed is before this message).
     Ended { tid: i32 },
+    /// A process left this space (it exec'd): every line about it has been sent.
+    Left { pid: i32 },
     /// Every thread of the space is stopped (`--verify`): resolve what the descriptor still
     /// holds, then send the check on in lane order. `done` is told once the kernel's side has
     /// been read, and only then may the threads run again.
@@ -100,11 +102,11 @@ pub struct LaneConfig {
     /// `--coalesce-ms`: how long a run of adjacent first touches by one thread may grow before
     /// its `resident` line goes out; `None` writes one line per fault.
     pub coalesce: Option<Duration>,
-    /// How long the poller keeps reading an empty descriptor after a batch before it sleeps
+    /// How long the lane keeps reading an empty descriptor after a batch before it sleeps
     /// until the descriptor is readable (docs/performance.md).
     pub busy_read: Duration,
     /// Read again only while fewer threads of the space fault than there are CPUs: with idle
-    /// CPUs polling (`--idle-poll`) a wake-up is cheap, and a spinning poller only takes a CPU
+    /// CPUs polling (`--idle-poll`) a wake-up is cheap, and a spinning lane only takes a CPU
     /// that a faulting thread could use.
     pub busy_read_needs_free_cpu: bool,
 }
@@ -155,16 +157,16 @@ struct Fence {
 }
 
 /// How late the lane may take in a message that nothing waits for. Most of what the tracer sends
-/// need only be in the inbox before the thread resumes (R1: the poller drains its inbox after
-/// every read of the descriptor), not handled at once; waking the poller for each one cost about
-/// a fifth of a fork+exec's time (docs/performance.md). So the tracer wakes the poller for such
-/// messages at most once per this interval, and the poller, once woken, takes in the inbox again
+/// need only be in the inbox before the thread resumes (R1: the lane drains its inbox after
+/// every read of the descriptor), not handled at once; waking the lane for each one cost about
+/// a fifth of a fork+exec's time (docs/performance.md). So the tracer wakes the lane for such
+/// messages at most once per this interval, and the lane, once woken, takes in the inbox again
 /// this long after: every message is handled within it.
 const INBOX_LATENCY: Duration = Duration::from_millis(5);
 
-/// The tracer's end of a lane. Dropping the last one ends the poller.
+/// The tracer's end of a lane. Dropping the last one ends the lane.
 #[derive(Clone, Debug)]
-pub struct PollerHandle {
+pub struct LaneHandle {
     inner: Arc<LaneSender>,
 }
 
@@ -174,15 +176,15 @@ struct LaneSender {
     wake: Arc<LaneWake>,
 }
 
-/// How the tracer wakes a poller (the poller does not listen to its inbox itself).
+/// How the tracer wakes a lane (the lane does not listen to its inbox itself).
 #[derive(Debug)]
 struct LaneWake {
     notify: tokio::sync::Notify,
-    /// When the tracer last woke the poller, in nanoseconds since `epoch` (only the tracer
+    /// When the tracer last woke the lane, in nanoseconds since `epoch` (only the tracer
     /// thread writes it).
     last_wake_ns: AtomicU64,
     epoch: Instant,
-    /// The poller holds faults behind fences: an `Ended` may release them and must wake it.
+    /// The lane holds faults behind fences: an `Ended` may release them and must wake it.
     holding: AtomicBool,
 }
 
@@ -203,13 +205,13 @@ impl LaneWake {
 
 impl Drop for LaneSender {
     fn drop(&mut self) {
-        // Closed first, so that the poller, once woken, finds the inbox closed and ends.
+        // Closed first, so that the lane, once woken, finds the inbox closed and ends.
         self.tx.close();
         self.wake.notify.notify_one();
     }
 }
 
-impl PollerHandle {
+impl LaneHandle {
     /// Called from the tracer thread; blocks while the lane is full (the tracee waits).
     pub fn send(&self, message: LaneMessage) {
         let LaneSender { tx, wake } = &*self.inner;
@@ -223,7 +225,7 @@ impl PollerHandle {
             }
             Err(async_channel::TrySendError::Closed(_)) => return,
         }
-        // Pairs with the poller's store of `holding` and its drain after it: either the poller
+        // Pairs with the lane's store of `holding` and its drain after it: either the lane
         // sees this message, or this sees `holding`.
         std::sync::atomic::fence(Ordering::SeqCst);
         if checkpoint || (ended && wake.holding.load(Ordering::SeqCst)) || wake.stale() {
@@ -252,7 +254,7 @@ struct Counters {
     layout_events: u64,
 }
 
-pub struct Poller {
+pub struct Lane {
     space: SpaceId,
     uffd: Option<Arc<AddressSpaceUffd>>,
     pagemap: Option<Arc<Pagemap>>,
@@ -284,14 +286,14 @@ pub struct Poller {
     buf: EventBuffer,
 }
 
-impl Poller {
+impl Lane {
     pub fn new(
         space: SpaceId,
         uffd: Option<Arc<AddressSpaceUffd>>,
         pagemap: Option<Arc<Pagemap>>,
         out: SequencerHandle,
         config: LaneConfig,
-    ) -> (Self, PollerHandle) {
+    ) -> (Self, LaneHandle) {
         let (tx, inbox) = async_channel::bounded(config.capacity);
         let wake = Arc::new(LaneWake {
             notify: tokio::sync::Notify::new(),
@@ -299,7 +301,7 @@ impl Poller {
             epoch: Instant::now(),
             holding: AtomicBool::new(false),
         });
-        let poller = Self {
+        let actor = Self {
             space,
             uffd,
             pagemap,
@@ -323,10 +325,10 @@ impl Poller {
             counters: Counters::default(),
             buf: EventBuffer::new(64),
         };
-        let handle = PollerHandle {
+        let handle = LaneHandle {
             inner: Arc::new(LaneSender { tx, wake }),
         };
-        (poller, handle)
+        (actor, handle)
     }
 
     pub async fn run(mut self) {
@@ -361,7 +363,7 @@ impl Poller {
         let mut again_armed = true;
         loop {
             // Say whether an `Ended` must wake us; then take in what was sent before the tracer
-            // could see it (pairs with the fence in `PollerHandle::send`).
+            // could see it (pairs with the fence in `LaneHandle::send`).
             let holding = !self.held.is_empty();
             wake.holding.store(holding, Ordering::SeqCst);
             if holding {
@@ -430,7 +432,7 @@ impl Poller {
             }
         }
         self.flush_runs().await;
-        tracing::debug!(space = self.space, counters = ?self.counters, "poller done");
+        tracing::debug!(space = self.space, counters = ?self.counters, "lane done");
     }
 
     /// How long to read again now (see `LaneConfig`).
@@ -588,6 +590,14 @@ impl Poller {
                 }
             }
             LaneMessage::Ended { tid } => self.end_syscall(tid).await,
+            LaneMessage::Left { pid } => {
+                self.flush_runs().await;
+                let left = SequencerMessage::Left {
+                    space: self.space,
+                    pid,
+                };
+                self.out.send(left).await;
+            }
             LaneMessage::Discard {
                 pid,
                 tid,
@@ -631,9 +641,10 @@ impl Poller {
                     mismatched_pages: 0,
                     first_mismatches: Vec::new(),
                     skipped: None,
-                    probe: Some(probe),
                 };
-                self.emit(Stamped::now(event)).await;
+                self.flush_runs().await;
+                let check = SequencerMessage::Check(Stamped::now(event), probe);
+                self.out.send(check).await;
             }
         }
     }
@@ -825,13 +836,16 @@ impl Poller {
     /// Sends a line on in lane order, after the first touches held back so far.
     async fn emit(&mut self, stamped: Stamped) {
         self.flush_runs().await;
-        self.out.send(stamped).await;
+        self.out.send(SequencerMessage::Line(stamped)).await;
     }
 
     /// A first touch resolved: it extends its thread's run when adjacent, else goes in a new one.
     async fn touched(&mut self, touch: TouchRun) {
         if self.coalesce.is_none() {
-            return self.out.send(touch.into_stamped(self.space)).await;
+            return self
+                .out
+                .send(SequencerMessage::Line(touch.into_stamped(self.space)))
+                .await;
         }
         if let Some(i) = self.runs.iter().position(|r| r.tid == touch.tid) {
             let run = &mut self.runs[i];
@@ -848,7 +862,9 @@ impl Poller {
                 }
             }
             let ended = self.runs.remove(i);
-            self.out.send(ended.into_stamped(self.space)).await;
+            self.out
+                .send(SequencerMessage::Line(ended.into_stamped(self.space)))
+                .await;
         }
         self.runs.push(touch);
     }
@@ -864,13 +880,17 @@ impl Poller {
         // Oldest first: the due ones are a prefix.
         let due = self.runs.partition_point(|r| r.at + window <= now);
         for run in self.runs.drain(..due).collect::<Vec<_>>() {
-            self.out.send(run.into_stamped(self.space)).await;
+            self.out
+                .send(SequencerMessage::Line(run.into_stamped(self.space)))
+                .await;
         }
     }
 
     async fn flush_runs(&mut self) {
         for run in std::mem::take(&mut self.runs) {
-            self.out.send(run.into_stamped(self.space)).await;
+            self.out
+                .send(SequencerMessage::Line(run.into_stamped(self.space)))
+                .await;
         }
     }
 

@@ -1,0 +1,61 @@
+//! Fault injection for the tests, so that every failure path between the kernel and the stream
+//! can be made to happen on a real kernel. Compiled in only with the `test-hooks` feature, which
+//! the tests turn on (Cargo.toml) and a release build never has: without it, [`fails`] is a
+//! constant `false` and the optimizer removes every hook.
+//!
+//! `MEVI_TEST_FAULT` lists the failures to inject, comma-separated, each `NAME` or `NAME@SPACE`
+//! (only in that space; without `@`, in every space):
+//! - `lane-register`: the lane cannot register its userfaultfd with the runtime;
+//! - `lane-read`: the lane's first read of its userfaultfd after a first touch fails;
+//! - `pagemap`: every read of the space's page tables fails;
+//! - `kcmp`: `kcmp` fails (the clone flags alone decide sharing).
+
+use crate::event::SpaceId;
+
+/// A point where a test can make mevi-actors fail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    LaneRegister,
+    LaneRead,
+    Pagemap,
+    Kcmp,
+}
+
+#[cfg(feature = "test-hooks")]
+impl Fault {
+    fn name(self) -> &'static str {
+        match self {
+            Fault::LaneRegister => "lane-register",
+            Fault::LaneRead => "lane-read",
+            Fault::Pagemap => "pagemap",
+            Fault::Kcmp => "kcmp",
+        }
+    }
+}
+
+/// Whether the test asked for `fault` in `space` (None: a fault that belongs to no space).
+#[cfg(feature = "test-hooks")]
+pub fn fails(fault: Fault, space: Option<SpaceId>) -> bool {
+    use std::sync::OnceLock;
+    static ASKED: OnceLock<Vec<(String, Option<SpaceId>)>> = OnceLock::new();
+    let asked = ASKED.get_or_init(|| {
+        std::env::var("MEVI_TEST_FAULT")
+            .unwrap_or_default()
+            .split(',')
+            .filter(|s| !s.is_empty())
+            .map(|s| match s.split_once('@') {
+                Some((name, at)) => (name.to_string(), at.parse().ok()),
+                None => (s.to_string(), None),
+            })
+            .collect()
+    });
+    asked
+        .iter()
+        .any(|(name, at)| name == fault.name() && (at.is_none() || *at == space))
+}
+
+#[cfg(not(feature = "test-hooks"))]
+#[inline(always)]
+pub fn fails(_fault: Fault, _space: Option<SpaceId>) -> bool {
+    false
+}
