@@ -8,7 +8,9 @@
 //! - `lane-register`: the lane cannot register its userfaultfd with the runtime;
 //! - `lane-read`: the lane's first read of its userfaultfd after a first touch fails;
 //! - `pagemap`: every read of the space's page tables fails;
-//! - `kcmp`: `kcmp` fails (the clone flags alone decide sharing).
+//! - `kcmp`: `kcmp` fails (the clone flags alone decide sharing);
+//! - `lane-panic`: the lane panics at its first first touch;
+//! - `state-panic`: the state actor panics at the first `exit` line.
 
 use crate::event::SpaceId;
 
@@ -19,6 +21,8 @@ pub enum Fault {
     LaneRead,
     Pagemap,
     Kcmp,
+    LanePanic,
+    StatePanic,
 }
 
 #[cfg(feature = "test-hooks")]
@@ -29,6 +33,8 @@ impl Fault {
             Fault::LaneRead => "lane-read",
             Fault::Pagemap => "pagemap",
             Fault::Kcmp => "kcmp",
+            Fault::LanePanic => "lane-panic",
+            Fault::StatePanic => "state-panic",
         }
     }
 }

@@ -4,8 +4,10 @@
 mod util;
 
 mod bad_input;
+mod failures;
 mod foreign;
 mod lifecycle;
+mod process_order;
 mod memory;
 mod stream;
 mod stress;

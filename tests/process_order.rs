@@ -1,0 +1,1 @@
+//! Process order across processes: tests/process_order.rs (issue 9).
