@@ -3,36 +3,35 @@
 //! real trace with nothing else installed.
 
 use std::hint::black_box;
+use std::io;
 
-const PAGE: usize = 4096;
+use crate::kernel::anon_memory::{AnonMapping, in_fork_child};
 
-fn map(len: usize) -> *mut u8 {
-    // SAFETY: a fresh private anonymous mapping; the pointer is only used within `len`.
-    let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            len,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    assert_ne!(p, libc::MAP_FAILED, "mmap failed");
-    p.cast()
+/// One thread's share: map 4 MiB, write half of it, read a quarter, drop a quarter with
+/// MADV_DONTNEED and unmap the rest.
+fn thread_work() -> io::Result<()> {
+    let pages = 1024;
+    let mut m = AnonMapping::new(pages)?;
+    for i in 0..pages / 2 {
+        m.write(i, i as u8);
+    }
+    for i in pages / 2..pages * 3 / 4 {
+        black_box(m.read(i));
+    }
+    m.discard_first(pages / 4)?;
+    m.unmap_from(pages * 3 / 4)?;
+    // The rest stays mapped until the process ends, as a leak would.
+    std::mem::forget(m);
+    Ok(())
 }
 
-fn touch(p: *mut u8, pages: usize, write: bool) {
-    for i in 0..pages {
-        // SAFETY: page i lies inside a mapping of at least `pages` pages.
-        unsafe {
-            let at = p.add(i * PAGE);
-            if write {
-                std::ptr::write_volatile(at, i as u8);
-            } else {
-                black_box(std::ptr::read_volatile(at));
-            }
+/// The fork child's share: 256 pages of its own, all written.
+fn child_work() {
+    if let Ok(mut m) = AnonMapping::new(256) {
+        for i in 0..256 {
+            m.write(i, 1);
         }
+        std::mem::forget(m);
     }
 }
 
@@ -40,40 +39,25 @@ fn touch(p: *mut u8, pages: usize, write: bool) {
 /// MADV_DONTNEED and unmap the rest; the main thread grows a Vec and forks a child that touches
 /// memory of its own. Returns the exit status.
 pub fn workload() -> i32 {
-    let threads: Vec<_> = (0..4)
-        .map(|_| {
-            std::thread::spawn(|| {
-                let pages = 1024;
-                let p = map(pages * PAGE);
-                touch(p, pages / 2, true);
-                // SAFETY: offsets stay inside the mapping of `pages` pages.
-                unsafe {
-                    touch(p.add(pages / 2 * PAGE), pages / 4, false);
-                    libc::madvise(p.cast(), pages / 4 * PAGE, libc::MADV_DONTNEED);
-                    libc::munmap(p.add(pages * 3 / 4 * PAGE).cast(), pages / 4 * PAGE);
-                }
-            })
-        })
-        .collect();
+    let threads: Vec<_> = (0..4).map(|_| std::thread::spawn(thread_work)).collect();
     for t in threads {
-        let _ = t.join();
+        if let Ok(Err(e)) = t.join() {
+            eprintln!("demo workload: {e}");
+            return 1;
+        }
     }
     let v: Vec<u8> = vec![1; 8 << 20];
     black_box(&v);
-    // SAFETY: the child only touches memory and calls _exit.
-    match unsafe { libc::fork() } {
-        0 => {
-            let p = map(256 * PAGE);
-            touch(p, 256, true);
-            unsafe { libc::_exit(0) }
-        }
-        child if child > 0 => {
-            let mut status = 0;
-            // SAFETY: waiting for our own child.
-            unsafe { libc::waitpid(child, &mut status, 0) };
+    // Every thread has been joined: the fork copies a process with one thread.
+    match in_fork_child(child_work) {
+        Ok(true) => {
             println!("demo workload: 4 threads and a fork child done");
             0
         }
-        _ => 1,
+        Ok(false) => 1,
+        Err(e) => {
+            eprintln!("demo workload: fork: {e}");
+            1
+        }
     }
 }

@@ -88,9 +88,17 @@ pub struct VerifyTotals {
     pub points: u64,
     /// Of those, how many found a mismatch.
     pub failed_points: u64,
-    /// `verify` lines that could not compare (the process died meanwhile).
+    /// `verify` lines that could not compare because the process died meanwhile.
     #[serde(default)]
     pub skipped_points: u64,
+    /// `verify` lines that could not compare for any other reason (the page tables could not be
+    /// read): checks that could not run.
+    #[serde(default)]
+    pub unchecked_points: u64,
+    /// `warning` lines after which the stream is no longer exact
+    /// ([`WarningKind::stream_still_exact`] is false).
+    #[serde(default)]
+    pub inexact_warnings: u64,
     pub checked_pages: u64,
     pub mismatched_pages: u64,
 }
@@ -326,7 +334,9 @@ impl Event {
         }
     }
 
-    /// The process this event is about, if any (for `fork` and `thread`, the creator).
+    /// The process this event is about, if any (for `fork` and `thread`, the creator). Process
+    /// order (docs/schema.md) is about these. None for `verify`: its `pid` is the thread the
+    /// kernel's side was read through, which may be no process's id.
     pub fn pid(&self) -> Option<i32> {
         match self {
             Event::Exec { pid, .. }
@@ -339,10 +349,9 @@ impl Event {
             | Event::Brk { pid, .. }
             | Event::Discard { pid, .. }
             | Event::Resident { pid, .. }
-            | Event::Exit { pid, .. }
-            | Event::Verify { pid, .. } => Some(*pid),
+            | Event::Exit { pid, .. } => Some(*pid),
             Event::Warning { pid, .. } => *pid,
-            Event::Start { .. } | Event::Summary { .. } => None,
+            Event::Verify { .. } | Event::Start { .. } | Event::Summary { .. } => None,
         }
     }
 

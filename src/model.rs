@@ -3,12 +3,13 @@
 //! `mevi-actors replay` (and the tests) rebuild one from a written stream: both use this code, so
 //! what a user replays is what the tracer believed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
 use std::ops::Range;
 
 use rangemap::{RangeMap, RangeSet};
 
-use crate::event::{Event, ForkKind, Line, MapKind, PageState, SpaceId};
+use crate::event::{Event, ForkKind, Line, MapKind, PageState, SpaceId, WarningKind};
 
 /// What occupies a range of an address space.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -127,6 +128,103 @@ impl AddressSpace {
     }
 }
 
+/// A `warning` line of the stream.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StreamWarning {
+    pub seq: Option<u64>,
+    pub pid: Option<i32>,
+    pub space: Option<SpaceId>,
+    pub what: WarningKind,
+    pub message: String,
+}
+
+impl fmt::Display for StreamWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(seq) = self.seq {
+            write!(f, "seq {seq}: ")?;
+        }
+        write!(f, "{:?}", self.what)?;
+        if let Some(pid) = self.pid {
+            write!(f, " pid {pid}")?;
+        }
+        if let Some(space) = self.space {
+            write!(f, " space {space}")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// Process order as the stream has it (docs/schema.md, "Process order"): no line about a pid
+/// before the line announcing it, none after its `exit`.
+#[derive(Clone, Debug, Default)]
+struct ProcessOrder {
+    /// Some `exec` line has been seen: the first one announces the traced program.
+    first_exec_seen: bool,
+    /// Announced and not exited.
+    live: HashSet<i32>,
+    exited: HashSet<i32>,
+    /// Named by an `unannounced` warning: the stream itself says their order is not kept.
+    excused: HashSet<i32>,
+    /// (pid, after its exit) already reported: one problem per process and kind, not per line.
+    reported: HashSet<(i32, bool)>,
+}
+
+impl ProcessOrder {
+    /// The problem with this line's place, if any.
+    fn check(&mut self, event: &Event) -> Option<String> {
+        match event {
+            Event::Warning {
+                what: WarningKind::Unannounced,
+                pid,
+                ..
+            } => {
+                if let Some(pid) = pid {
+                    self.excused.insert(*pid);
+                    self.live.insert(*pid);
+                }
+                return None;
+            }
+            Event::Exec { pid, .. } if !self.first_exec_seen => {
+                self.first_exec_seen = true;
+                self.live.insert(*pid);
+            }
+            _ => {}
+        }
+        let problem = match event.pid() {
+            Some(pid) if !self.live.contains(&pid) && !self.excused.contains(&pid) => {
+                let after_exit = self.exited.contains(&pid);
+                self.reported.insert((pid, after_exit)).then(|| {
+                    let ev = serde_json::to_value(event)
+                        .ok()
+                        .and_then(|v| v.get("ev").and_then(|e| e.as_str()).map(str::to_string))
+                        .unwrap_or_default();
+                    if after_exit {
+                        format!("a `{ev}` line about pid {pid} after its `exit`")
+                    } else {
+                        format!(
+                            "a `{ev}` line about pid {pid} before the line announcing it \
+                             (its `fork`, or the first `exec`)"
+                        )
+                    }
+                })
+            }
+            _ => None,
+        };
+        match event {
+            Event::Fork { child, .. } => {
+                self.live.insert(*child);
+                self.exited.remove(child);
+            }
+            Event::Exit { pid, .. } => {
+                self.live.remove(pid);
+                self.exited.insert(*pid);
+            }
+            _ => {}
+        }
+        problem
+    }
+}
+
 /// Every address space of a trace, rebuilt event by event.
 #[derive(Clone, Debug, Default)]
 pub struct Replay {
@@ -134,8 +232,16 @@ pub struct Replay {
     /// Which space each live process (thread group) is in.
     pub process_space: BTreeMap<i32, SpaceId>,
     next_seq: u64,
-    /// Problems found in the stream itself (gaps in `seq`, events for unknown spaces).
+    /// Problems found in the stream itself: gaps in `seq`, events for unknown spaces, lines
+    /// out of process order.
     pub problems: Vec<String>,
+    /// The stream's `warning` lines: what it says is no longer exact, or out of order.
+    pub warnings: Vec<StreamWarning>,
+    order: ProcessOrder,
+    /// Spaces named by an `unannounced` warning: lines of theirs may come before their creation.
+    excused_spaces: HashSet<SpaceId>,
+    /// The `seq` of the line being applied, for the warnings.
+    current_seq: Option<u64>,
 }
 
 impl Replay {
@@ -152,11 +258,34 @@ impl Replay {
             ));
         }
         self.next_seq = line.seq + 1;
+        self.current_seq = Some(line.seq);
         self.apply(&line.event);
+        self.current_seq = None;
     }
 
     /// Applies one event by the replay rules of `docs/schema.md`.
     pub fn apply(&mut self, event: &Event) {
+        if let Some(problem) = self.order.check(event) {
+            self.problems.push(problem);
+        }
+        if let Event::Warning {
+            pid,
+            space,
+            what,
+            message,
+        } = event
+        {
+            if let (WarningKind::Unannounced, Some(space)) = (what, space) {
+                self.excused_spaces.insert(*space);
+            }
+            self.warnings.push(StreamWarning {
+                seq: self.current_seq,
+                pid: *pid,
+                space: *space,
+                what: *what,
+                message: message.clone(),
+            });
+        }
         if let Some(space) = event.creates_space() {
             let copy = match event {
                 Event::Fork { space: parent, .. } => {
@@ -172,8 +301,10 @@ impl Replay {
         if let Some(space) = event.space()
             && !self.spaces.contains_key(&space)
         {
-            self.problems
-                .push(format!("event for unknown space {space}: {event:?}"));
+            if !self.excused_spaces.contains(&space) {
+                self.problems
+                    .push(format!("event for unknown space {space}: {event:?}"));
+            }
             self.spaces.insert(space, AddressSpace::default());
         }
         match event {
@@ -397,5 +528,97 @@ mod tests {
         assert_eq!(r.spaces[&0].peak_resident_bytes, 0x4000);
         assert_eq!(r.spaces[&1].resident_bytes, 0x4000);
         assert_eq!(r.process_space[&2], 1);
+    }
+
+    fn fork(pid: i32, child: i32, space: SpaceId, child_space: SpaceId) -> Event {
+        Event::Fork {
+            pid,
+            tid: pid,
+            child,
+            kind: ForkKind::Fork,
+            space,
+            child_space,
+        }
+    }
+
+    fn exit(pid: i32, space: SpaceId) -> Event {
+        Event::Exit {
+            pid,
+            tid: pid,
+            space,
+            status: Some(0),
+            signal: None,
+            resident_bytes: 0,
+            peak_resident_bytes: 0,
+        }
+    }
+
+    fn child_map(pid: i32, space: SpaceId) -> Event {
+        Event::Unmap {
+            pid,
+            tid: pid,
+            space,
+            start: 0,
+            end: 0x1000,
+        }
+    }
+
+    #[test]
+    fn process_order_is_kept_by_announcement_and_exit() {
+        let mut r = Replay::new();
+        r.apply(&exec());
+        r.apply(&fork(1, 2, 0, 1));
+        r.apply(&child_map(2, 1));
+        r.apply(&exit(2, 1));
+        // A reused pid is announced again by its fork.
+        r.apply(&fork(1, 2, 0, 2));
+        r.apply(&child_map(2, 2));
+        r.apply(&exit(1, 0));
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+    }
+
+    #[test]
+    fn a_line_before_its_announcement_or_after_its_exit_is_a_problem() {
+        let mut r = Replay::new();
+        r.apply(&exec());
+        // 2 before its fork (twice: reported once), then 2 after its exit.
+        r.apply(&child_map(2, 0));
+        r.apply(&child_map(2, 0));
+        r.apply(&fork(1, 2, 0, 1));
+        r.apply(&exit(2, 1));
+        r.apply(&child_map(2, 1));
+        assert_eq!(r.problems.len(), 2, "{:?}", r.problems);
+        assert!(r.problems[0].contains("before the line announcing it"));
+        assert!(r.problems[1].contains("after its `exit`"));
+    }
+
+    #[test]
+    fn warnings_are_kept_and_an_unannounced_one_excuses_its_process() {
+        let mut r = Replay::new();
+        r.apply_line(&Line {
+            seq: 0,
+            t_ns: 0,
+            event: exec(),
+        });
+        r.apply_line(&Line {
+            seq: 1,
+            t_ns: 0,
+            event: Event::Warning {
+                pid: Some(7),
+                space: Some(4),
+                what: WarningKind::Unannounced,
+                message: "held to the end".into(),
+            },
+        });
+        r.apply_line(&Line {
+            seq: 2,
+            t_ns: 0,
+            event: child_map(7, 4),
+        });
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        assert_eq!(r.warnings.len(), 1);
+        assert_eq!(r.warnings[0].seq, Some(1));
+        assert_eq!(r.warnings[0].what, WarningKind::Unannounced);
+        assert!(r.warnings[0].to_string().contains("pid 7"));
     }
 }

@@ -10,8 +10,9 @@ use std::time::Instant;
 use crate::actors::lane::LaneConfig;
 use crate::actors::sequencer::Sequencer;
 use crate::actors::state::{RunReport, StateActor, StateOptions};
-use crate::actors::tracer::{Tracer, TracerConfig};
-use crate::event::{Event, SCHEMA};
+use crate::actors::supervisor::{self, Supervisor};
+use crate::actors::tracer::{TraceError, Tracer, TracerConfig};
+use crate::event::{Event, SCHEMA, VerifyTotals};
 use crate::kernel::{spawn, uffd};
 
 /// Inbox sizes. Large enough to absorb bursts, small enough that a stalled reader of the stream
@@ -51,6 +52,9 @@ const BUSY_READ: std::time::Duration = std::time::Duration::from_micros(50);
 
 /// The exit status when `--verify` found the stream and the kernel disagreeing.
 pub const VERIFY_FAILED: i32 = 3;
+
+/// The exit status when an actor of mevi-actors failed (`EX_SOFTWARE` of sysexits.h).
+pub const ACTOR_FAILED: i32 = 70;
 
 /// What a run ended with.
 pub struct RunOutcome {
@@ -114,11 +118,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
         Err(e) => return fail(1, format!("mevi-actors: starting the runtime: {e}")),
     };
 
-    // SAFETY: sysconf has no preconditions.
-    let page_size = match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
-        n if n > 0 => n as u64,
-        _ => 4096,
-    };
+    let page_size = crate::kernel::page_size();
     // Held until the trace ends.
     let _idle_polling = if options.idle_poll {
         match crate::kernel::idle::IdlePolling::hold() {
@@ -154,8 +154,13 @@ pub fn run(options: RunOptions) -> RunOutcome {
         page_size,
         faults: options.faults,
     };
-    let state_task = runtime.spawn(state.run());
-    runtime.spawn(sequencer.run(start));
+    supervisor::install_panic_hook();
+    let supervisor = Supervisor::new();
+    let watched = supervisor.clone();
+    let state_task =
+        runtime.spawn(async move { watched.watch("the state actor", state.run()).await });
+    let watched = supervisor.clone();
+    runtime.spawn(async move { watched.watch("the sequencer", sequencer.run(start)).await });
     let root_pid = Arc::new(AtomicI32::new(0));
     runtime.spawn(pass_signals_on(root_pid.clone()));
 
@@ -175,38 +180,75 @@ pub fn run(options: RunOptions) -> RunOutcome {
         verify: options.verify,
         verify_every: options.verify_every.filter(|_| options.verify),
     };
-    let tracer = Tracer::new(config, runtime.handle().clone(), sequencer_handle, root_pid);
+    let tracer = Tracer::new(
+        config,
+        runtime.handle().clone(),
+        sequencer_handle,
+        supervisor.clone(),
+        root_pid,
+    );
     let traced = std::thread::Builder::new()
         .name("mevi-actors-tracer".into())
         .spawn(move || tracer.run())
         .map_err(|e| format!("mevi-actors: starting the tracer thread: {e}"))
         .and_then(|t| {
-            t.join()
-                .map_err(|_| "mevi-actors: the tracer thread panicked".to_string())
+            t.join().map_err(|panic| {
+                format!(
+                    "mevi-actors: the tracer failed: {}; the traced program was killed",
+                    supervisor::panic_message(panic.as_ref())
+                )
+            })
         });
-    let report = runtime.block_on(state_task).ok();
+    // None: the state actor failed (the supervisor has it).
+    let report = runtime.block_on(state_task).ok().flatten();
     runtime.shutdown_background();
     let status = match traced {
         Ok(Ok(end)) => end.shell_status(),
-        Ok(Err(e)) => return fail(1, format!("mevi-actors: {e}")),
-        Err(message) => return fail(1, message),
+        Ok(Err(TraceError::Io(e))) => return fail(1, format!("mevi-actors: {e}")),
+        Ok(Err(TraceError::ActorFailed(why))) => {
+            return fail(
+                ACTOR_FAILED,
+                format!("mevi-actors: {why}; the traced program was killed"),
+            );
+        }
+        Err(message) => return fail(ACTOR_FAILED, message),
     };
-    let mismatched = report
-        .as_ref()
-        .and_then(|r| r.totals.verify.as_ref())
-        .filter(|v| v.mismatched_pages > 0);
-    if let Some(v) = mismatched {
-        eprintln!(
-            "mevi-actors: verify failed: {} pages differ from the kernel's page tables at {} of {} \
-             checks (the program's exit status was {status})",
-            v.mismatched_pages, v.failed_points, v.points
-        );
+    // An actor that failed after the program ended (the stream is incomplete all the same).
+    if let Some(why) = supervisor.failure() {
+        return fail(ACTOR_FAILED, format!("mevi-actors: {why}"));
+    }
+    if let Some(v) = report.as_ref().and_then(|r| r.totals.verify.as_ref())
+        && let Some(why) = verify_failure(v)
+    {
+        eprintln!("mevi-actors: verify failed: {why} (the program's exit status was {status})");
         return RunOutcome {
             status: VERIFY_FAILED,
             report,
         };
     }
     RunOutcome { status, report }
+}
+
+/// Why `--verify` fails, if it does: a page that differs, a check that could not run, or a
+/// warning after which the stream is no longer exact. It never passes on what it could not check.
+fn verify_failure(v: &VerifyTotals) -> Option<String> {
+    let mut why = Vec::new();
+    if v.mismatched_pages > 0 {
+        why.push(format!(
+            "{} pages differ from the kernel's page tables at {} of {} checks",
+            v.mismatched_pages, v.failed_points, v.points
+        ));
+    }
+    if v.unchecked_points > 0 {
+        why.push(format!("{} checks could not be run", v.unchecked_points));
+    }
+    if v.inexact_warnings > 0 {
+        why.push(format!(
+            "{} warnings say the stream is no longer exact",
+            v.inexact_warnings
+        ));
+    }
+    (!why.is_empty()).then(|| why.join("; "))
 }
 
 /// Ctrl-C and Ctrl-\ reach the program from the terminal (it is in our process group), so we only

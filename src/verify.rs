@@ -1,8 +1,10 @@
 //! `--verify`: the stream so far, replayed, compared page by page with the kernel's page tables
 //! at a point where the space is quiescent (every thread stopped, its userfaultfd drained, every
-//! earlier line applied). The kernel's side is read here, by the state actor, while the tracer
-//! waits for the answer before it lets any thread of the space run again.
+//! earlier line applied). The kernel's side is read here, for the state actor (on a blocking
+//! thread, which the actor awaits before its next line), while the tracer waits for the answer
+//! before it lets any thread of the space run again.
 
+use std::fmt;
 use std::io;
 use std::ops::Range;
 use std::sync::Arc;
@@ -10,9 +12,10 @@ use std::sync::mpsc::SyncSender;
 
 use rangemap::RangeSet;
 
-use crate::event::{KernelPage, Mismatch, StreamPage};
+use crate::event::{KernelPage, Mismatch, SpaceId, StreamPage};
 use crate::kernel::procfs::{self, Pagemap};
 use crate::model::AddressSpace;
+use crate::test_hooks::{self, Fault};
 
 /// At most this many mismatch runs are written in one `verify` line; the counts cover all.
 pub const FIRST_MISMATCHES: usize = 8;
@@ -37,25 +40,64 @@ pub struct KernelView {
     pub present: RangeSet<u64>,
 }
 
+/// Why the kernel's side of a check could not be read.
+#[derive(Debug)]
+pub enum Unreadable {
+    /// The process lost its mm while being checked (killed): there is nothing to compare with,
+    /// and nothing is wrong with the stream.
+    Gone(io::Error),
+    /// Anything else: a check that could not run, which `--verify` counts as a failure.
+    Failed(io::Error),
+}
+
+impl fmt::Display for Unreadable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unreadable::Gone(e) => write!(f, "the process is gone ({e})"),
+            Unreadable::Failed(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl Unreadable {
+    /// ESRCH and ENOENT (its `/proc` directory gone) mean the process died; the rest is a failure.
+    fn from_io(e: io::Error) -> Self {
+        match e.raw_os_error() {
+            Some(libc::ESRCH | libc::ENOENT) => Unreadable::Gone(e),
+            _ => Unreadable::Failed(e),
+        }
+    }
+}
+
 impl KernelView {
-    pub fn read(probe: &Probe) -> io::Result<Self> {
-        let pagemap = match &probe.pagemap {
-            Some(p) => p,
-            None => return Err(io::Error::other("the space's pagemap could not be opened")),
+    /// Reads `space`'s side through the probe. Blocking: `/proc` reads and pagemap scans.
+    pub fn read(probe: &Probe, space: SpaceId) -> Result<Self, Unreadable> {
+        if test_hooks::fails(Fault::Pagemap, Some(space)) {
+            return Err(Unreadable::Failed(io::Error::other(
+                "test hook: the space's page tables cannot be read",
+            )));
+        }
+        let Some(pagemap) = &probe.pagemap else {
+            return Err(Unreadable::Failed(io::Error::other(
+                "the space's pagemap could not be opened",
+            )));
         };
         let mut view = KernelView::default();
-        let maps = procfs::read_maps(probe.pid)?;
+        let maps = procfs::read_maps(probe.pid).map_err(Unreadable::from_io)?;
         // A live mm always has a mapping (its stack at least): empty maps mean the process lost
         // its mm (killed while being checked), and there is nothing to compare with.
         if maps.is_empty() {
-            return Err(io::Error::from_raw_os_error(libc::ESRCH));
+            return Err(Unreadable::Gone(io::Error::from_raw_os_error(libc::ESRCH)));
         }
         for entry in maps {
             if !entry.is_private_anon() {
                 continue;
             }
             view.anon.insert(entry.start..entry.end);
-            for run in pagemap.populated_runs(entry.start..entry.end)? {
+            let runs = pagemap
+                .populated_runs(entry.start..entry.end)
+                .map_err(Unreadable::from_io)?;
+            for run in runs {
                 view.present.insert(run);
             }
         }

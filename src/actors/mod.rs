@@ -10,4 +10,5 @@
 pub mod lane;
 pub mod sequencer;
 pub mod state;
+pub mod supervisor;
 pub mod tracer;

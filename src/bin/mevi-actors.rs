@@ -1,5 +1,7 @@
 //! The command line: `run`, `demo`, `replay`.
 
+#![forbid(unsafe_code)]
+
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -183,6 +185,9 @@ fn replay(file: &PathBuf) -> i32 {
             space.resident_bytes,
             space.peak_resident_bytes
         );
+    }
+    for warning in &replay.warnings {
+        eprintln!("mevi-actors: stream warning: {warning}");
     }
     for problem in &replay.problems {
         eprintln!("mevi-actors: stream problem: {problem}");

@@ -166,11 +166,10 @@ impl Injection {
                 // it against a SIGCONT as it would untraced.
                 WaitStatus::Stopped(_, sig) => ptrace::step(self.tid, sig)?,
                 // A group stop: our call must finish first; the caller then keeps it stopped.
+                // (A later stop, such as our PTRACE_INTERRUPT's trap, never clears an earlier
+                // group stop.)
                 WaitStatus::PtraceEvent(_, sig, libc::PTRACE_EVENT_STOP) => {
-                    self.group_stop = matches!(
-                        sig,
-                        Signal::SIGSTOP | Signal::SIGTSTP | Signal::SIGTTIN | Signal::SIGTTOU
-                    );
+                    self.group_stop |= super::ptrace::is_group_stop_signal(sig);
                     ptrace::step(self.tid, None)?;
                 }
                 // The tracee's own seccomp filter traces our call: let it run.
@@ -295,6 +294,17 @@ pub fn same_address_space(a: i32, b: i32) -> io::Result<bool> {
         return Err(io::Error::last_os_error());
     }
     Ok(r == 0)
+}
+
+/// Runs a tracee at an event stop on to its syscall's exit stop (`PTRACE_SYSCALL`): None once
+/// there, or the status it reported instead (it was killed on the way).
+pub fn run_to_syscall_exit(tid: i32) -> nix::Result<Option<WaitStatus>> {
+    let tid = Pid::from_raw(tid);
+    ptrace::syscall(tid, None)?;
+    match wait_for(tid)? {
+        WaitStatus::PtraceSyscall(_) => Ok(None),
+        other => Ok(Some(other)),
+    }
 }
 
 /// Waits for one tracee's next status. `EINTR` (the tracer's ticker, see `kernel::tick`) means

@@ -2,10 +2,13 @@
 //! starting the traced program. The `unsafe` of the crate lives here, each block with the
 //! invariant it relies on.
 
+pub mod anon_memory;
 pub mod idle;
 pub mod inject;
 pub mod procfs;
+pub mod ptrace;
 pub mod spawn;
+pub mod syscall;
 pub mod tick;
 pub mod uffd;
 
@@ -13,4 +16,13 @@ pub mod uffd;
 /// (`mremap` accepts an old size that wraps to 0).
 pub fn page_align(n: u64, page_size: u64) -> u64 {
     n.wrapping_add(page_size - 1) & !(page_size - 1)
+}
+
+/// The size of a page.
+pub fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    match unsafe { libc::sysconf(libc::_SC_PAGESIZE) } {
+        n if n > 0 => n as u64,
+        _ => 4096,
+    }
 }

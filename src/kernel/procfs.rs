@@ -6,8 +6,6 @@ use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
 
-use crate::event::MapKind;
-
 /// One line of `/proc/PID/maps`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MapsEntry {
@@ -22,28 +20,16 @@ pub struct MapsEntry {
 }
 
 impl MapsEntry {
-    /// How the stream names this mapping.
-    pub fn kind(&self) -> MapKind {
-        match self.path.as_str() {
-            "[heap]" => MapKind::Heap,
-            "[stack]" => MapKind::Stack,
-            _ if self.shared && (self.inode == 0 || self.path.starts_with("/dev/zero")) => {
-                MapKind::Shmem
-            }
-            _ if self.shared
-                && (self.path.starts_with("/memfd:")
+    /// Shared memory (not a file's pages): shared anonymous, `/dev/zero`, memfd, POSIX and
+    /// SysV shared memory.
+    pub fn is_shared_memory(&self) -> bool {
+        self.path.starts_with("[anon_shmem:")
+            || (self.shared
+                && (self.inode == 0
+                    || self.path.starts_with("/dev/zero")
+                    || self.path.starts_with("/memfd:")
                     || self.path.starts_with("/dev/shm/")
-                    || self.path.starts_with("/SYSV")) =>
-            {
-                MapKind::Shmem
-            }
-            "" => MapKind::Anon,
-            // Named anonymous memory (prctl PR_SET_VMA_ANON_NAME): `[anon:NAME]`, or
-            // `[anon_shmem:NAME]` when shared.
-            p if p.starts_with("[anon:") => MapKind::Anon,
-            p if p.starts_with("[anon_shmem:") => MapKind::Shmem,
-            _ => MapKind::File,
-        }
+                    || self.path.starts_with("/SYSV")))
     }
 
     /// Private anonymous memory (with heap, stacks, and mappings named with
@@ -53,12 +39,6 @@ impl MapsEntry {
             && self.inode == 0
             && (matches!(self.path.as_str(), "" | "[heap]" | "[stack]")
                 || self.path.starts_with("[anon:"))
-    }
-
-    /// The path the stream reports for it, if it has one.
-    pub fn stream_path(&self) -> Option<String> {
-        (!self.path.is_empty() && !matches!(self.path.as_str(), "[heap]" | "[stack]"))
-            .then(|| self.path.clone())
     }
 }
 
@@ -337,13 +317,13 @@ mod tests {
                     7f0000004000-7f0000005000 ---p 00000000 00:00 0 \n";
         let m = parse_maps(text);
         assert_eq!(m.len(), 4);
-        assert_eq!(m[0].kind(), MapKind::Heap);
         assert!(m[0].is_private_anon());
-        assert_eq!(m[1].kind(), MapKind::File);
+        assert_eq!(m[0].path, "[heap]");
+        assert!(!m[1].is_shared_memory());
         assert_eq!(m[1].path, "/usr/lib/libc.so.6");
-        assert_eq!(m[2].kind(), MapKind::Shmem);
+        assert!(m[2].is_shared_memory());
         assert!(!m[2].is_private_anon());
-        assert_eq!(m[3].kind(), MapKind::Anon);
+        assert!(m[3].is_private_anon());
         assert_eq!(m[3].prot, "---");
     }
 

@@ -1,7 +1,8 @@
-//! A periodic wake-up for the tracer thread, which otherwise sleeps in `waitpid` until a tracee
-//! stops. A small thread sends the tracer thread a signal whose handler does nothing and is
-//! installed without `SA_RESTART`, so the tracer's `waitpid` returns `EINTR` and it can look at
-//! the clock. Every wait of the tracer thread therefore treats `EINTR` as "look again".
+//! Waking the tracer thread, which otherwise sleeps in `waitpid` until a tracee stops: for
+//! `--verify-every`'s checkpoints (a small ticking thread), and when another actor fails. The
+//! tracer thread is sent a signal whose handler does nothing and is installed without
+//! `SA_RESTART`, so its `waitpid` returns `EINTR` and it can look at the clock and at the run's
+//! failures. Every wait of the tracer thread therefore treats `EINTR` as "look again".
 
 use std::io;
 use std::sync::Arc;
@@ -12,6 +13,38 @@ use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction
 
 /// Set by the ticking thread just before it signals; taken by [`due`].
 static DUE: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn wake(_: libc::c_int) {}
+
+/// Interrupts the tracer thread's wait, from any thread.
+#[derive(Clone, Copy, Debug)]
+pub struct TracerWaker {
+    pid: libc::pid_t,
+    tid: libc::pid_t,
+}
+
+impl TracerWaker {
+    /// Installs the empty handler and names the calling thread (the tracer) as the one to wake.
+    pub fn install() -> io::Result<Self> {
+        let action = SigAction::new(SigHandler::Handler(wake), SaFlags::empty(), SigSet::empty());
+        // SAFETY: the handler is async-signal-safe (it does nothing), and SIGURG is not used by
+        // anything else in this process (its default action is to ignore it, so a stray one sent
+        // to another thread is harmless too).
+        unsafe { sigaction(Signal::SIGURG, &action) }.map_err(io::Error::from)?;
+        Ok(Self {
+            pid: std::process::id() as libc::pid_t,
+            // SAFETY: gettid has no preconditions.
+            tid: unsafe { libc::gettid() },
+        })
+    }
+
+    /// Interrupts the tracer's wait; false once the tracer thread has ended.
+    pub fn wake(&self) -> bool {
+        // SAFETY: tgkill with a thread of our own process and a signal whose handler does
+        // nothing; if that thread has ended (the trace is over), the call fails with ESRCH.
+        unsafe { libc::syscall(libc::SYS_tgkill, self.pid, self.tid, libc::SIGURG) == 0 }
+    }
+}
 
 /// Stops its thread when dropped.
 pub struct Ticker {
@@ -24,18 +57,8 @@ impl Drop for Ticker {
     }
 }
 
-extern "C" fn wake(_: libc::c_int) {}
-
-/// Starts ticking the calling thread every `every`.
-pub fn start(every: Duration) -> io::Result<Ticker> {
-    let action = SigAction::new(SigHandler::Handler(wake), SaFlags::empty(), SigSet::empty());
-    // SAFETY: the handler is async-signal-safe (it does nothing), and SIGURG is not used by
-    // anything else in this process (its default action is to ignore it, so a stray one sent to
-    // another thread is harmless too).
-    unsafe { sigaction(Signal::SIGURG, &action) }.map_err(io::Error::from)?;
-    let pid = std::process::id() as libc::pid_t;
-    // SAFETY: gettid has no preconditions.
-    let tid = unsafe { libc::gettid() };
+/// Wakes the tracer every `every`, with [`due`] true after each tick.
+pub fn start(every: Duration, tracer: TracerWaker) -> io::Result<Ticker> {
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     std::thread::Builder::new()
@@ -44,9 +67,7 @@ pub fn start(every: Duration) -> io::Result<Ticker> {
             while !flag.load(Ordering::SeqCst) {
                 std::thread::sleep(every);
                 DUE.store(true, Ordering::SeqCst);
-                // SAFETY: tgkill with a thread of our own process; if that thread has ended
-                // (the trace is over), the call fails with ESRCH and we stop.
-                if unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, libc::SIGURG) } != 0 {
+                if !tracer.wake() {
                     break;
                 }
             }

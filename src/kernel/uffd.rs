@@ -1,11 +1,30 @@
-//! The userfaultfd of one address space, as mevi-actors uses it: handshake, registration, and
-//! resolving first touches. The descriptor was created inside the tracee (its mm is the tracee's)
-//! and fetched with `pidfd_getfd`; every ioctl here acts on the tracee's memory.
+//! The userfaultfd of one address space, as mevi-actors uses it: handshake, registration,
+//! resolving first touches, and releasing it when its lane can no longer read it. The descriptor
+//! was created inside the tracee (its mm is the tracee's) and fetched with `pidfd_getfd`; every
+//! ioctl here acts on the tracee's memory.
+//!
+//! **Release.** The kernel drops a userfaultfd context when the last reference to its *file*
+//! goes (`userfaultfd_release()` in fs/userfaultfd.c): it marks the context released,
+//! unregisters every range registered with it (under the mm's write lock), wakes every thread
+//! waiting on a fault or on an event, and a thread that faults there again faults natively. So
+//! [`AddressSpaceUffd::release`] puts `/dev/null` (or an eventfd) over the descriptor's number
+//! (`dup3`, atomic: the number is never free for another file to take), which drops our one
+//! reference to the file at once, even though other `Arc`s still hold this object. The lane's
+//! [`UffdPoller`] must be gone first: tokio requires a registered number to keep its file. An
+//! ioctl already running on the old file holds a reference of its own (`fdget` takes one in a
+//! multithreaded process), so it finishes on the userfaultfd and the release follows it; any
+//! ioctl that starts after lands on the placeholder and fails (`ENOTTY`), and `register` and
+//! `resolve` check the flag first anyway.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use libc::c_void;
+use tokio::io::Interest;
+use tokio::io::unix::{AsyncFd, AsyncFdReadyGuard};
 use userfaultfd::{Error as UffdError, Event as UffdEvent, EventBuffer, ReadWrite, Uffd};
 use userfaultfd_sys as sys;
 
@@ -19,15 +38,20 @@ pub const FEATURES: u64 = sys::UFFD_FEATURE_THREAD_ID
 
 nix::ioctl_readwrite!(uffdio_api, sys::UFFDIO, sys::_UFFDIO_API, sys::uffdio_api);
 
+/// A first touch of a registered page, waiting to be resolved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PageFault {
+    /// The page (aligned down).
+    pub addr: u64,
+    pub write: bool,
+    pub tid: i32,
+}
+
 /// A message read from the descriptor, with plain addresses (the crate's carry raw pointers,
 /// which may not cross an `.await`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UffdMessage {
-    Fault {
-        addr: u64,
-        write: bool,
-        tid: i32,
-    },
+    Fault(PageFault),
     Remap {
         from: u64,
         to: u64,
@@ -53,7 +77,7 @@ pub enum Resolution {
     /// The kernel refused (`EAGAIN`: a layout change in flight; `ENOENT`: no longer registered;
     /// `EEXIST`: already present). The thread was woken to fault again if it still needs to.
     Refused(i32),
-    /// The address space is gone (`ESRCH`).
+    /// The address space is gone (`ESRCH`), or the descriptor was released.
     Gone,
 }
 
@@ -62,6 +86,10 @@ pub struct AddressSpaceUffd {
     uffd: Uffd,
     page_size: u64,
     zeros: Vec<u8>,
+    /// Set by [`Self::release`]: the descriptor's number is `/dev/null` now.
+    released: AtomicBool,
+    /// A [`UffdPoller`] has it registered with the runtime: it may not be released meanwhile.
+    polled: AtomicBool,
 }
 
 impl AsRawFd for AddressSpaceUffd {
@@ -92,12 +120,20 @@ impl AddressSpaceUffd {
             uffd,
             page_size,
             zeros: vec![0u8; page_size as usize],
+            released: AtomicBool::new(false),
+            polled: AtomicBool::new(false),
         })
     }
 
     /// Registers `[start, end)` for missing-page faults. Fails for memory userfaultfd cannot
-    /// follow (shared file pages, hugetlb without support, `VM_DROPPABLE`, no `VM_MAYWRITE`).
+    /// follow (shared file pages, hugetlb without support, `VM_DROPPABLE`, no `VM_MAYWRITE`),
+    /// and once the descriptor is released.
     pub fn register(&self, start: u64, end: u64) -> io::Result<()> {
+        if self.is_released() {
+            return Err(io::Error::other(
+                "UFFDIO_REGISTER: the userfaultfd was released (its lane could not read it)",
+            ));
+        }
         self.uffd
             .register(start as *mut c_void, (end - start) as usize)
             .map(drop)
@@ -108,6 +144,9 @@ impl AddressSpaceUffd {
     /// a write gets a fresh zeroed page. On refusal the thread is woken so that it faults again
     /// if the page is still missing: no thread is ever left asleep.
     pub fn resolve(&self, page: u64, write: bool) -> Resolution {
+        if self.is_released() {
+            return Resolution::Gone;
+        }
         let len = self.page_size as usize;
         let dst = page as *mut c_void;
         // SAFETY: both ioctls write only into the tracee's registered range (kernel-checked);
@@ -137,7 +176,8 @@ impl AddressSpaceUffd {
     }
 
     /// Reads what is pending without blocking (the descriptor is `O_NONBLOCK`). An empty result
-    /// means nothing was pending.
+    /// means nothing was pending. On an error, what was read is in `out` all the same: it is off
+    /// the kernel's queue, and its threads wait until it is handled (or the descriptor released).
     pub fn read_pending(
         &self,
         buf: &mut EventBuffer,
@@ -147,19 +187,27 @@ impl AddressSpaceUffd {
             .uffd
             .read_events(buf)
             .map_err(|e| uffd_io_error(e, "read"))?;
+        let mut failed = None;
         for event in events {
-            let event = event.map_err(|e| uffd_io_error(e, "read"))?;
+            let event = match event {
+                Ok(event) => event,
+                Err(e) => {
+                    // A message we cannot decode: keep the others, and say so once done.
+                    failed.get_or_insert(uffd_io_error(e, "decoding a message read"));
+                    continue;
+                }
+            };
             out.push(match event {
                 UffdEvent::Pagefault {
                     addr,
                     rw,
                     thread_id,
                     ..
-                } => UffdMessage::Fault {
+                } => UffdMessage::Fault(PageFault {
                     addr: addr as u64 & !(self.page_size - 1),
                     write: rw == ReadWrite::Write,
                     tid: thread_id.as_raw(),
-                },
+                }),
                 UffdEvent::Remap { from, to, len } => UffdMessage::Remap {
                     from: from as u64,
                     to: to as u64,
@@ -176,7 +224,111 @@ impl AddressSpaceUffd {
                 UffdEvent::Fork { .. } => UffdMessage::Fork,
             });
         }
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// Lets go of the userfaultfd for good, now, though other `Arc`s still hold this object: the
+    /// kernel unregisters every range and wakes every waiting thread, and the program's threads
+    /// fault natively from then on (see the module doc). Afterwards `register` fails and
+    /// `resolve` says `Gone`. Refused while a [`UffdPoller`] lives: the runtime's registration
+    /// must end before the number means another file. Idempotent.
+    pub fn release(&self) -> io::Result<()> {
+        if self.polled.load(Ordering::SeqCst) {
+            return Err(io::Error::other(
+                "releasing the userfaultfd: still polled (drop its poller first)",
+            ));
+        }
+        if self.released.swap(true, Ordering::SeqCst) {
+            return Ok(());
+        }
+        let null = placeholder()?;
+        // SAFETY: both descriptors are open and ours: `null` just opened, and the userfaultfd's
+        // number is owned by `self.uffd`, which lives as long as `self` and closes that number
+        // (now `/dev/null`) on drop. dup3 replaces the number atomically, so no other file can
+        // take it meanwhile, and it drops our reference to the userfaultfd's file; an ioctl in
+        // flight on it holds its own reference and finishes first (module doc).
+        let rc = unsafe { libc::dup3(null.as_raw_fd(), self.uffd.as_raw_fd(), libc::O_CLOEXEC) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            return Err(io::Error::new(
+                e.kind(),
+                format!("releasing the userfaultfd: dup3 over it: {e}"),
+            ));
+        }
         Ok(())
+    }
+
+    /// Whether [`Self::release`] was called.
+    pub fn is_released(&self) -> bool {
+        self.released.load(Ordering::SeqCst)
+    }
+}
+
+/// The read side of a space's userfaultfd, registered with the tokio runtime so that its lane
+/// can wait until it is readable. One at a time per descriptor; dropping it deregisters the
+/// descriptor, after which it may be released.
+#[derive(Debug)]
+pub struct UffdPoller {
+    fd: Option<AsyncFd<SharedUffd>>,
+    uffd: Arc<AddressSpaceUffd>,
+}
+
+/// The descriptor as the runtime sees it: the `Arc` keeps it open.
+#[derive(Debug)]
+pub struct SharedUffd(Arc<AddressSpaceUffd>);
+
+impl AsRawFd for SharedUffd {
+    fn as_raw_fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+/// The descriptor is readable (until `clear_ready`).
+pub type Readable<'a> = AsyncFdReadyGuard<'a, SharedUffd>;
+
+impl UffdPoller {
+    /// Registers `uffd` with the current tokio runtime for reading. Fails if it is released or
+    /// already polled, or if the runtime refuses it.
+    pub fn new(uffd: Arc<AddressSpaceUffd>) -> io::Result<Self> {
+        if uffd.is_released() {
+            return Err(io::Error::other("the userfaultfd was released"));
+        }
+        if uffd.polled.swap(true, Ordering::SeqCst) {
+            return Err(io::Error::other("the userfaultfd is polled already"));
+        }
+        // SAFETY: tokio requires the number to stay open, on the same file, while the AsyncFd
+        // lives. The Arc inside keeps it open (`Uffd` closes it only on drop), and the one thing
+        // that puts another file on the number, `release`, is refused while `polled` is set,
+        // which `Drop` clears only after the AsyncFd is gone.
+        let registered = unsafe {
+            AsyncFd::register_with_interest(SharedUffd(uffd.clone()), Interest::READABLE)
+        };
+        match registered {
+            Ok(fd) => Ok(Self { fd: Some(fd), uffd }),
+            Err(e) => {
+                uffd.polled.store(false, Ordering::SeqCst);
+                let e = io::Error::from(e);
+                Err(io::Error::new(
+                    e.kind(),
+                    format!("registering the userfaultfd with the runtime: {e}"),
+                ))
+            }
+        }
+    }
+
+    /// Waits until the descriptor may be readable.
+    pub async fn readable(&self) -> io::Result<Readable<'_>> {
+        match &self.fd {
+            Some(fd) => fd.readable().await,
+            None => std::future::pending().await,
+        }
+    }
+}
+
+impl Drop for UffdPoller {
+    fn drop(&mut self) {
+        drop(self.fd.take());
+        self.uffd.polled.store(false, Ordering::SeqCst);
     }
 }
 
@@ -192,6 +344,33 @@ fn uffd_io_error(e: UffdError, what: &str) -> io::Error {
     )
 }
 
+/// A descriptor to put over a released userfaultfd's number: `/dev/null`, or an eventfd where
+/// there is no `/dev/null` (a bare container). Any file will do: what matters is that the number
+/// stays taken, by a file on which the userfaultfd's ioctls fail.
+fn placeholder() -> io::Result<OwnedFd> {
+    let null = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open("/dev/null");
+    match null {
+        Ok(file) => Ok(file.into()),
+        Err(open_error) => {
+            // SAFETY: plain syscall with flags only; the result is a new fd owned by nobody else.
+            let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+            if fd < 0 {
+                let e = io::Error::last_os_error();
+                return Err(io::Error::new(
+                    e.kind(),
+                    format!("releasing the userfaultfd: /dev/null: {open_error}; eventfd: {e}"),
+                ));
+            }
+            // SAFETY: fd was just returned to us and is owned by nobody else.
+            Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+        }
+    }
+}
+
 /// Whether this process may create a userfaultfd that also sees kernel-mode faults (the tracee
 /// runs with our credentials, so its injected `userfaultfd()` gets the same answer).
 pub fn permitted() -> io::Result<()> {
@@ -203,4 +382,111 @@ pub fn permitted() -> io::Result<()> {
     // SAFETY: fd was just returned to us and is owned by nobody else.
     drop(unsafe { OwnedFd::from_raw_fd(fd as RawFd) });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::kernel::page_size;
+
+    /// A userfaultfd of this test process itself (the tests run as root).
+    fn own_uffd() -> AddressSpaceUffd {
+        // SAFETY: plain syscall with flags only; the result is a new fd owned by nobody else.
+        let fd =
+            unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | libc::O_NONBLOCK) };
+        assert!(fd >= 0, "userfaultfd: {}", io::Error::last_os_error());
+        // SAFETY: fd was just returned to us.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd as RawFd) };
+        AddressSpaceUffd::handshake(fd, page_size()).expect("UFFDIO_API")
+    }
+
+    /// Touches (reads) one byte at `addr` on a thread of its own; says when done.
+    fn touch_on_a_thread(addr: u64) -> mpsc::Receiver<u8> {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            // SAFETY: `addr` is a page of a private anonymous mapping the test keeps mapped until
+            // this thread has reported back (or the test process ends).
+            let byte = unsafe { std::ptr::read_volatile(addr as *const u8) };
+            let _ = tx.send(byte);
+        });
+        rx
+    }
+
+    /// Whether the descriptor becomes readable within `timeout`.
+    fn readable_within(uffd: &AddressSpaceUffd, timeout: Duration) -> bool {
+        let mut pfd = libc::pollfd {
+            fd: uffd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: `pfd` is one valid pollfd for the duration of the call.
+        let n = unsafe { libc::poll(&mut pfd, 1, timeout.as_millis() as i32) };
+        n == 1 && pfd.revents & libc::POLLIN != 0
+    }
+
+    /// Release wakes a thread whose fault was read but not resolved, and one whose fault was
+    /// never read; both then fault natively. Afterwards nothing can be registered or resolved.
+    #[test]
+    fn release_lets_every_waiting_thread_go_on() {
+        let page = page_size();
+        // SAFETY: a fresh private anonymous mapping of two pages, unmapped at the end.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                2 * page as usize,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(base, libc::MAP_FAILED);
+        let base = base as u64;
+        let uffd = own_uffd();
+        uffd.register(base, base + 2 * page).expect("register");
+
+        // The first thread's fault is read (off the kernel's queue), and left unresolved.
+        let first = touch_on_a_thread(base);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut read = Vec::new();
+        let mut buf = EventBuffer::new(8);
+        while read.is_empty() {
+            assert!(Instant::now() < deadline, "the first touch never faulted");
+            uffd.read_pending(&mut buf, &mut read).expect("read");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(
+            matches!(read[..], [UffdMessage::Fault(PageFault { addr, write: false, .. })] if addr == base),
+            "{read:?}"
+        );
+        // The second thread's fault stays queued.
+        let second = touch_on_a_thread(base + page);
+        assert!(
+            readable_within(&uffd, Duration::from_secs(5)),
+            "the second touch never faulted"
+        );
+        assert!(
+            first.try_recv().is_err() && second.try_recv().is_err(),
+            "a touch went on unresolved"
+        );
+
+        uffd.release().expect("release");
+        assert!(uffd.is_released());
+        for (which, done) in [("read", first), ("queued", second)] {
+            let byte = done.recv_timeout(Duration::from_secs(5));
+            assert_eq!(
+                byte,
+                Ok(0),
+                "the thread whose fault was {which} is still asleep"
+            );
+        }
+        assert!(uffd.register(base, base + page).is_err());
+        assert_eq!(uffd.resolve(base, true), Resolution::Gone);
+        uffd.release().expect("a second release is a no-op");
+        // SAFETY: the mapping made above; both threads are done with it.
+        unsafe { libc::munmap(base as *mut c_void, 2 * page as usize) };
+    }
 }

@@ -1,16 +1,28 @@
 //! The state actor: applies each line to the replay model (a `RangeMap` per address space),
-//! writes it out, and at the end writes the summary, on the stream and for a person on stderr.
+//! answers `verify` checks against it, hands the line to the stream's writer (output.rs), and at
+//! the end writes the summary, on the stream and for a person on stderr (summary.rs).
+//!
+//! Nothing here blocks a tokio worker: the stream is written by a thread of its own, and a
+//! check's `/proc` and pagemap reads run on a blocking thread that the actor awaits before it
+//! takes the next line, so every check still sees exactly the lines before it.
+
+mod output;
+mod summary;
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::time::Duration;
 
 use async_channel::{Receiver, Sender};
-use humansize::{BINARY, format_size};
 
-use crate::event::{Event, Line, ProcessSummary, RunTotals, SpaceId, VerifyTotals};
+use self::output::Output;
+pub use self::summary::human_summary;
+use crate::event::{Event, ForkKind, Line, ProcessSummary, RunTotals, SpaceId, VerifyTotals};
 use crate::model::Replay;
-use crate::verify::{self, KernelView, Probe};
+use crate::test_hooks::{self, Fault};
+use crate::verify::{self, KernelView, Probe, Unreadable};
 
 /// A numbered line for the stream; a `verify` line comes with how to read the kernel's side.
 #[derive(Debug)]
@@ -25,6 +37,13 @@ pub struct StateHandle {
 }
 
 impl StateHandle {
+    /// A handle whose lines a test reads from the returned inbox.
+    #[cfg(test)]
+    pub fn for_test(capacity: usize) -> (Self, Receiver<StateMessage>) {
+        let (tx, rx) = async_channel::bounded(capacity);
+        (Self { tx }, rx)
+    }
+
     pub async fn send(&self, message: StateMessage) {
         let _ = self.tx.send(message).await;
     }
@@ -33,6 +52,7 @@ impl StateHandle {
 /// What a process did, for the summary.
 #[derive(Clone, Debug, Default)]
 struct ProcessStats {
+    /// Its own: from its last `exec`, or its creator's at its `fork` if it never exec'd.
     argv: Vec<String>,
     started_ns: u64,
     ended_ns: Option<u64>,
@@ -43,41 +63,6 @@ struct ProcessStats {
     peak_resident_bytes: u64,
     status: Option<i32>,
     signal: Option<String>,
-}
-
-/// Where the stream goes. A closed pipe ends the writing, said once on stderr, not the trace.
-struct Output {
-    writer: Option<io::BufWriter<Box<dyn Write + Send>>>,
-    dirty: bool,
-}
-
-impl Output {
-    fn write_line(&mut self, line: &Line) {
-        let Some(w) = self.writer.as_mut() else {
-            return;
-        };
-        let result = serde_json::to_writer(&mut *w, line)
-            .map_err(io::Error::from)
-            .and_then(|()| w.write_all(b"\n"));
-        self.dirty = true;
-        if let Err(e) = result {
-            self.fail(e);
-        }
-    }
-
-    fn flush(&mut self) {
-        if let Some(w) = self.writer.as_mut()
-            && let Err(e) = w.flush()
-        {
-            self.fail(e);
-        }
-        self.dirty = false;
-    }
-
-    fn fail(&mut self, e: io::Error) {
-        eprintln!("mevi-actors: the event stream can no longer be written ({e}); tracing goes on");
-        self.writer = None;
-    }
 }
 
 /// The end of a run, as the state actor saw it.
@@ -121,10 +106,7 @@ impl StateActor {
         let actor = Self {
             inbox,
             model: Replay::new(),
-            output: Output {
-                writer: Some(io::BufWriter::with_capacity(1 << 16, writer)),
-                dirty: false,
-            },
+            output: Output::start(writer),
             processes: BTreeMap::new(),
             totals: RunTotals {
                 verify: options.verify.then(VerifyTotals::default),
@@ -143,23 +125,27 @@ impl StateActor {
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
-                line = self.inbox.recv() => match line {
-                    Ok(StateMessage { line, probe }) => self.on_line(line, probe),
+                message = self.inbox.recv() => match message {
+                    Ok(StateMessage { line, probe }) => self.on_line(line, probe).await,
                     Err(_) => break,
                 },
-                _ = tick.tick() => if self.output.dirty { self.output.flush() },
+                _ = tick.tick() => self.output.flush().await,
             }
         }
-        self.finish()
+        self.finish().await
     }
 
-    fn on_line(&mut self, mut line: Line, probe: Option<Probe>) {
+    async fn on_line(&mut self, mut line: Line, probe: Option<Probe>) {
+        if matches!(line.event, Event::Exit { .. }) && test_hooks::fails(Fault::StatePanic, None) {
+            panic!("test hook state-panic: the state actor fails at the first exit line");
+        }
         self.last_t_ns = line.t_ns;
         self.next_seq = line.seq + 1;
         self.count(&mut line);
         self.model.apply_line(&line);
-        if let Some(probe) = probe {
-            self.verify(&mut line.event, probe);
+        match probe {
+            Some(probe) => self.verify(&mut line.event, probe).await,
+            None => self.not_checked(&mut line.event),
         }
         if self.options.corrupt_first_touch
             && let Event::Resident {
@@ -180,12 +166,12 @@ impl StateActor {
                 advice: "test-corruption".into(),
             });
         }
-        self.output.write_line(&line);
+        self.output.push(line).await;
     }
 
     /// Compares the replayed space with the kernel's page tables, which the probe reads now: the
     /// tracer holds every thread of the space stopped until it is told the check is done.
-    fn verify(&mut self, event: &mut Event, probe: Probe) {
+    async fn verify(&mut self, event: &mut Event, probe: Probe) {
         let Event::Verify {
             pid,
             space,
@@ -198,21 +184,34 @@ impl StateActor {
         else {
             return;
         };
-        let kernel = KernelView::read(&probe);
-        // The threads may run again once the kernel's side is read.
-        let _ = probe.done.send(());
-        let kernel = match kernel {
+        let at = *space;
+        let read = tokio::task::spawn_blocking(move || {
+            let kernel = KernelView::read(&probe, at);
+            // The threads may run again once the kernel's side is read.
+            let _ = probe.done.send(());
+            kernel
+        })
+        .await
+        .unwrap_or_else(|e| {
+            Err(Unreadable::Failed(io::Error::other(format!(
+                "the read failed: {e}"
+            ))))
+        });
+        let kernel = match read {
             Ok(k) => k,
-            Err(e) => {
+            Err(why) => {
                 tracing::debug!(
                     pid,
                     space,
                     ?point,
-                    "cannot read the kernel's page tables: {e}"
+                    "cannot read the kernel's page tables: {why}"
                 );
-                *skipped = Some(format!("the kernel's page tables could not be read: {e}"));
+                *skipped = Some(format!("the kernel's page tables could not be read: {why}"));
                 if let Some(t) = self.totals.verify.as_mut() {
-                    t.skipped_points += 1;
+                    match why {
+                        Unreadable::Gone(_) => t.skipped_points += 1,
+                        Unreadable::Failed(_) => t.unchecked_points += 1,
+                    }
                 }
                 return;
             }
@@ -230,6 +229,18 @@ impl StateActor {
             if c.mismatched_pages > 0 {
                 t.failed_points += 1;
             }
+        }
+    }
+
+    /// A `verify` line that came without a probe: its lane could not check (it says why), so
+    /// it is a check that could not run.
+    fn not_checked(&mut self, event: &mut Event) {
+        let Event::Verify { skipped, .. } = event else {
+            return;
+        };
+        skipped.get_or_insert_with(|| "no way to read the kernel's side came with it".into());
+        if let Some(t) = self.totals.verify.as_mut() {
+            t.unchecked_points += 1;
         }
     }
 
@@ -262,14 +273,12 @@ impl StateActor {
                 self.totals.spaces += 1;
             }
             Event::Fork {
-                child, space, kind, ..
+                pid, child, kind, ..
             } => {
+                // A child starts as a copy of its creator, argv included, until it execs.
                 let argv = self
-                    .model
-                    .process_space
-                    .iter()
-                    .find(|(_, s)| **s == *space)
-                    .and_then(|(pid, _)| self.processes.get(pid))
+                    .processes
+                    .get(pid)
                     .map(|p| p.argv.clone())
                     .unwrap_or_default();
                 self.processes.insert(
@@ -280,7 +289,7 @@ impl StateActor {
                         ..Default::default()
                     },
                 );
-                if *kind == crate::event::ForkKind::Fork {
+                if *kind == ForkKind::Fork {
                     self.totals.spaces += 1;
                 }
             }
@@ -316,11 +325,19 @@ impl StateActor {
                 p.status = *status;
                 p.signal = signal.clone();
             }
+            Event::Warning { what, .. } => {
+                self.totals.warnings += 1;
+                if let Some(v) = self.totals.verify.as_mut()
+                    && !what.stream_still_exact()
+                {
+                    v.inexact_warnings += 1;
+                }
+            }
             _ => {}
         }
     }
 
-    fn finish(mut self) -> RunReport {
+    async fn finish(mut self) -> RunReport {
         // Processes still in a space (never reaped: the tracer stopped early) count as they are.
         for (pid, space) in self.model.process_space.clone() {
             let (now, peak) = self.space_resident(space);
@@ -363,8 +380,8 @@ impl StateActor {
                 totals: self.totals.clone(),
             },
         };
-        self.output.write_line(&summary);
-        self.output.flush();
+        self.output.push(summary).await;
+        self.output.finish().await;
         if self.options.human_summary {
             eprint!("{}", human_summary(&processes, &self.totals));
         }
@@ -381,65 +398,4 @@ impl StateActor {
 /// the peak of whoever spawned us, which `execve` folds in (docs/kernel-facts.md).
 fn own_peak_rss_bytes() -> u64 {
     crate::kernel::procfs::own_peak_rss().unwrap_or(0)
-}
-
-/// The closing table on stderr.
-pub fn human_summary(processes: &[ProcessSummary], totals: &RunTotals) -> String {
-    use std::fmt::Write as _;
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "mevi-actors: {} process(es), {} address space(s), {} first touches, peak resident {} \
-         (mevi-actors itself: {})",
-        totals.processes,
-        totals.spaces,
-        totals.faults,
-        format_size(totals.peak_resident_bytes, BINARY),
-        format_size(totals.tracer_peak_rss_bytes, BINARY)
-    );
-    if let Some(v) = &totals.verify {
-        let _ = writeln!(
-            s,
-            "mevi-actors: verify: {} checks against the kernel, {} pages checked, {} mismatched{}",
-            v.points,
-            v.checked_pages,
-            v.mismatched_pages,
-            if v.failed_points > 0 {
-                format!(" (at {} checks)", v.failed_points)
-            } else {
-                String::new()
-            }
-        );
-    }
-    let _ = writeln!(
-        s,
-        "{:>8} {:>11} {:>11} {:>9} {:>6} {:>6} {:>9}  {:<8} argv",
-        "pid", "peak", "final", "faults", "maps", "unmaps", "lifetime", "end"
-    );
-    for p in processes {
-        let end = match (&p.status, &p.signal) {
-            (_, Some(sig)) => sig.clone(),
-            (Some(code), None) => format!("exit {code}"),
-            (None, None) => "-".into(),
-        };
-        let mut argv = p.argv.join(" ");
-        if argv.len() > 60 {
-            argv.truncate(57);
-            argv.push_str("...");
-        }
-        let _ = writeln!(
-            s,
-            "{:>8} {:>11} {:>11} {:>9} {:>6} {:>6} {:>8.3}s  {:<8} {}",
-            p.pid,
-            format_size(p.peak_resident_bytes, BINARY),
-            format_size(p.resident_bytes, BINARY),
-            p.faults,
-            p.maps,
-            p.unmaps,
-            p.lifetime_ns as f64 / 1e9,
-            end,
-            argv
-        );
-    }
-    s
 }

@@ -1,0 +1,145 @@
+//! What the lane does with what its userfaultfd says: layout events put fences up (R2), and
+//! first touches are resolved, in lane order, each becoming part of a `resident` run (R9).
+
+use std::time::Instant;
+
+use super::Lane;
+use super::touches::TouchRun;
+use crate::actors::sequencer::Stamped;
+use crate::event::{Event, MapKind, PageState};
+use crate::kernel::procfs;
+use crate::kernel::uffd::{PageFault, Resolution, UffdMessage};
+use crate::test_hooks::{self, Fault};
+
+impl Lane {
+    /// One read's worth of messages. The kernel returns every pending fault before any pending
+    /// event, so a fault in a batch may have been raised after an event of the same batch: the
+    /// events' fences go up first.
+    pub(super) async fn on_batch(&mut self, batch: Vec<UffdMessage>) {
+        for message in &batch {
+            if self.fences.event(message) {
+                self.counters.layout_events += 1;
+                tracing::trace!(space = self.space, ?message, "layout event");
+            }
+        }
+        for message in batch {
+            if let UffdMessage::Fault(fault) = message {
+                self.on_fault(fault).await;
+            }
+        }
+    }
+
+    /// A layout syscall has been reported (or its thread is gone): fences that waited only for
+    /// it come down, and the faults they held are resolved now, after the report.
+    pub(super) async fn end_syscall(&mut self, tid: i32) {
+        let mut ready = std::mem::take(&mut self.ready);
+        self.fences.end(tid, &mut ready);
+        self.resolve_all(ready).await;
+    }
+
+    async fn on_fault(&mut self, fault: PageFault) {
+        let mut ready = std::mem::take(&mut self.ready);
+        self.fences.admit(fault, &mut ready);
+        if ready.is_empty() {
+            tracing::trace!(space = self.space, ?fault, "held behind a fence");
+        }
+        self.resolve_all(ready).await;
+    }
+
+    /// Resolves the faults the fences let go, in order; keeps the buffer for the next time.
+    async fn resolve_all(&mut self, mut ready: Vec<PageFault>) {
+        for fault in ready.drain(..) {
+            self.resolve(fault).await;
+        }
+        self.ready = ready;
+    }
+
+    async fn resolve(&mut self, PageFault { addr, write, tid }: PageFault) {
+        // A lane that failed resolves nothing: the release wakes the thread.
+        let Some(uffd) = self.uffd.as_ref().filter(|_| self.failed.is_none()) else {
+            return;
+        };
+        match uffd.resolve(addr, write) {
+            Resolution::Resolved => {
+                if test_hooks::fails(Fault::LanePanic, Some(self.space)) {
+                    panic!(
+                        "the lane of space {} panics (test hook lane-panic)",
+                        self.space
+                    );
+                }
+                tracing::trace!(space = self.space, addr, tid, write, "resolved");
+                let at = Instant::now();
+                if self.spin_cpus.is_some() {
+                    self.faulted_at.insert(tid, at);
+                }
+                self.recent.resolved(at, addr);
+                self.counters.resolved += 1;
+                let pid = self.pid_of(tid).await;
+                self.grow_stack(addr, tid, at).await;
+                let touch = TouchRun {
+                    at,
+                    pid,
+                    tid,
+                    start: addr,
+                    end: addr + self.page_size,
+                    write,
+                    faults: 1,
+                };
+                self.touches.touched(touch, &mut self.outgoing);
+                self.send_out().await;
+            }
+            Resolution::Refused(errno) => {
+                self.counters.refused += 1;
+                tracing::trace!(space = self.space, addr, errno, "resolution refused");
+            }
+            Resolution::Gone => {}
+        }
+    }
+
+    /// The process of a thread that faulted. The tracer reports each thread before it runs, so
+    /// this is nearly always known; else `/proc` says, off the async workers.
+    async fn pid_of(&mut self, tid: i32) -> i32 {
+        if let Some(&pid) = self.tids.get(&tid) {
+            return pid;
+        }
+        let tgid = tokio::task::spawn_blocking(move || procfs::tgid(tid)).await;
+        let pid = tgid.ok().flatten().unwrap_or(tid);
+        self.tids.insert(tid, pid);
+        pid
+    }
+
+    /// A resolved fault just below the main stack means the kernel grew it: report the growth as a
+    /// mapping before the page that caused it.
+    async fn grow_stack(&mut self, addr: u64, tid: i32, at: Instant) {
+        let Some((pid, stack, limit)) = self.stack.clone() else {
+            return;
+        };
+        // The kernel keeps mmap_base at least the stack limit below the stack's top
+        // (mm/util.c, mmap_base()): a fault further down is mapped memory, not growth, and
+        // costs no /proc read on this hot path.
+        if addr >= stack.start || addr < stack.end.saturating_sub(limit) {
+            return;
+        }
+        // Rare (once per growth of the stack), and off the async workers.
+        let maps = tokio::task::spawn_blocking(move || procfs::read_maps(pid)).await;
+        let grown = maps.ok().and_then(Result::ok).and_then(|maps| {
+            maps.into_iter()
+                .find(|m| m.path == "[stack]" && m.start <= addr && m.end >= stack.start)
+        });
+        let Some(entry) = grown else { return };
+        self.stack = Some((pid, entry.start..stack.end, limit));
+        let event = Event::Map {
+            pid,
+            tid,
+            space: self.space,
+            start: entry.start,
+            end: stack.start,
+            prot: entry.prot.clone(),
+            kind: MapKind::Stack,
+            path: None,
+            tracked: true,
+            state: Some(PageState::NotResident),
+        };
+        self.emit(Stamped { at, event }).await;
+    }
+}

@@ -1,0 +1,208 @@
+//! What the lane does with each message of the tracer: layout events become lines, in lane
+//! order, with the pages present in new ranges (R3) and the pages a discard dropped (R4);
+//! syscalls begun and ended move the fences (R2); a checkpoint sends the `verify` line on.
+
+use std::ops::Range;
+
+use super::{Lane, LaneMessage, PagesAtExit};
+use crate::actors::sequencer::{SequencerMessage, Stamped};
+use crate::event::{Event, MapKind, PageState, VerifyPoint};
+use crate::kernel::procfs;
+use crate::verify::Probe;
+
+impl Lane {
+    pub(super) async fn handle(&mut self, message: LaneMessage) {
+        match message {
+            LaneMessage::Observed(stamped) => self.forward(stamped).await,
+            LaneMessage::Begun { tid, call } => self.fences.begin(tid, call),
+            LaneMessage::Mapped { event, at_exit } => self.forward_mapped(event, at_exit).await,
+            LaneMessage::Fence { tid, range } => self.fences.fence(tid, range),
+            LaneMessage::Ended { tid } => self.end_syscall(tid).await,
+            LaneMessage::Left { pid } => {
+                self.touches.flush(&mut self.outgoing);
+                self.send_out().await;
+                let left = SequencerMessage::Left {
+                    space: self.space,
+                    pid,
+                };
+                self.out.send(left).await;
+            }
+            LaneMessage::Discard {
+                pid,
+                tid,
+                range,
+                advice,
+                at,
+                at_exit,
+            } => {
+                // Discarded: the pages absent at the syscall's exit, less those resolved here
+                // since (touched again after the drop; their lines have gone out). Not the page
+                // tables as they are now: a later change (a move) may already be in them, and its
+                // report comes after this line.
+                let present = self.recent.present_since(&range, at_exit);
+                for (run, present) in procfs::split_by_presence(range, &present) {
+                    if !present {
+                        let event = Event::Discard {
+                            pid,
+                            tid,
+                            space: self.space,
+                            start: run.start,
+                            end: run.end,
+                            advice: advice.to_string(),
+                        };
+                        self.emit(Stamped { at, event }).await;
+                    }
+                }
+            }
+            LaneMessage::Stack { pid, range, limit } => self.stack = Some((pid, range, limit)),
+            LaneMessage::Checkpoint {
+                pid,
+                tid,
+                point,
+                done,
+            } => {
+                self.drain_uffd().await;
+                self.check(pid, tid, point, done).await;
+            }
+        }
+    }
+
+    /// Sends a check on in lane order, after every line before it: with a probe for the state
+    /// actor, or, when the lane cannot read its userfaultfd, as skipped (the stream of this space
+    /// can no longer be compared), with `done` dropped at once, which the tracer takes as a
+    /// skipped check.
+    async fn check(
+        &mut self,
+        pid: i32,
+        tid: i32,
+        point: VerifyPoint,
+        done: std::sync::mpsc::SyncSender<()>,
+    ) {
+        let skipped = self
+            .failed
+            .as_ref()
+            .map(|cause| format!("the lane cannot read its userfaultfd: {cause}"));
+        let event = Event::Verify {
+            pid,
+            space: self.space,
+            point,
+            checked_pages: 0,
+            mismatched_pages: 0,
+            first_mismatches: Vec::new(),
+            skipped: skipped.clone(),
+        };
+        if skipped.is_some() {
+            drop(done);
+            return self.emit(Stamped::now(event)).await;
+        }
+        let probe = Probe {
+            pid: tid,
+            pagemap: self.pagemap.clone(),
+            done,
+        };
+        self.touches.flush(&mut self.outgoing);
+        self.send_out().await;
+        let check = SequencerMessage::Check(Stamped::now(event), probe);
+        self.out.send(check).await;
+    }
+
+    /// Sends an observed event on, in lane order. A thread that ends ends its syscall too.
+    pub(super) async fn forward(&mut self, stamped: Stamped) {
+        self.learn_threads(&stamped.event);
+        let ended = match stamped.event {
+            Event::ThreadExit { tid, .. } | Event::Exit { tid, .. } => Some(tid),
+            _ => None,
+        };
+        self.emit(stamped).await;
+        if let Some(tid) = ended {
+            self.end_syscall(tid).await;
+        }
+    }
+
+    /// A new tracked range, with the pages present in it now: a `map` split into runs of one
+    /// state, or a `brk` followed by the heap pages already there.
+    async fn forward_mapped(&mut self, stamped: Stamped, at_exit: PagesAtExit) {
+        let at = stamped.at;
+        let range: Range<u64> = match &stamped.event {
+            Event::Map { start, end, .. } => *start..*end,
+            Event::Brk { old, new, .. } => *old..*new,
+            _ => return self.forward(stamped).await,
+        };
+        // Present at the syscall's exit, or resolved here since (their lines are out, and this
+        // one would undo them). Not the page tables as they are now: a later change may already
+        // be in them, and its report comes after this line.
+        let present = self.recent.present_since(&range, at_exit);
+        match stamped.event {
+            Event::Map {
+                pid,
+                tid,
+                space,
+                prot,
+                kind,
+                path,
+                tracked,
+                ..
+            } => {
+                for (run, present) in procfs::split_by_presence(range, &present) {
+                    let state = if present {
+                        PageState::Resident
+                    } else {
+                        PageState::NotResident
+                    };
+                    let event = Event::Map {
+                        pid,
+                        tid,
+                        space,
+                        start: run.start,
+                        end: run.end,
+                        prot: prot.clone(),
+                        kind,
+                        path: path.clone(),
+                        tracked,
+                        state: Some(state),
+                    };
+                    self.forward(Stamped { at, event }).await;
+                }
+            }
+            brk @ Event::Brk { pid, tid, .. } => {
+                self.forward(Stamped { at, event: brk }).await;
+                for run in present {
+                    let event = Event::Map {
+                        pid,
+                        tid,
+                        space: self.space,
+                        start: run.start,
+                        end: run.end,
+                        prot: "rw-".into(),
+                        kind: MapKind::Heap,
+                        path: None,
+                        tracked: true,
+                        state: Some(PageState::Resident),
+                    };
+                    self.forward(Stamped { at, event }).await;
+                }
+            }
+            other => self.forward(Stamped { at, event: other }).await,
+        }
+    }
+
+    fn learn_threads(&mut self, event: &Event) {
+        match *event {
+            Event::Exec { pid, .. } => {
+                self.tids.insert(pid, pid);
+            }
+            Event::Thread { pid, child, .. } => {
+                self.tids.insert(child, pid);
+            }
+            Event::Fork { child, .. } => {
+                self.tids.insert(child, child);
+            }
+            Event::Map { pid, tid, .. } => {
+                self.tids.insert(tid, pid);
+            }
+            // A thread that has exited keeps its entry: a fault it raised before it died can still
+            // be read after its `thread_exit` line, and belongs to its process all the same.
+            _ => {}
+        }
+    }
+}

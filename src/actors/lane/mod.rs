@@ -1,0 +1,488 @@
+//! The lane of one address space: it reads the space's userfaultfd, resolves first touches, and
+//! is the one place where the tracer's layout changes and the space's fault resolutions are put
+//! in order before they go to the sequencer.
+//!
+//! The rules (argued in docs/ordering.md): the tracer sends a change to this inbox *before* it
+//! resumes the thread that made it, so any fault that depends on the change is raised after the
+//! message is in the inbox; after each `read()` of the descriptor the lane therefore drains its
+//! inbox before it resolves what it read (R1). Faults that a racing thread can raise before the
+//! report of the change they land in are held behind fences until that report is in (R2).
+//! Discards and the pages of new ranges are read from the page tables by the tracer at the exit
+//! stop; the lane adds what it resolved since (R3, R4). First touches are gathered into runs
+//! (R9).
+//!
+//! A lane that cannot read its userfaultfd releases it (the program's threads then fault
+//! natively), says so in a `warning` line, and goes on forwarding the tracer's messages: the
+//! space is traced as mappings only from then on.
+//!
+//! The files: this one is the actor (its state, its loop, reading the descriptor); `inbox.rs`
+//! turns the tracer's messages into lines, `faults.rs` resolves what the descriptor says;
+//! `handle.rs` is the tracer's end. The pure rules have files of their own, with their tests:
+//! `fences.rs` (R2), `touches.rs` (R9), `pages.rs` (R3, R4).
+
+mod faults;
+mod fences;
+mod handle;
+mod inbox;
+mod pages;
+mod touches;
+
+use std::collections::HashMap;
+use std::io;
+use std::ops::Range;
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::SyncSender;
+use std::time::{Duration, Instant};
+
+use async_channel::Receiver;
+use userfaultfd::EventBuffer;
+
+use self::fences::Fences;
+pub use self::handle::LaneHandle;
+use self::handle::{INBOX_LATENCY, LaneWake};
+pub use self::pages::PagesAtExit;
+use self::pages::RecentResolutions;
+use self::touches::Touches;
+use super::sequencer::{SequencerHandle, SequencerMessage, Stamped};
+use crate::event::{Event, SpaceId, VerifyPoint, WarningKind};
+use crate::kernel::procfs::Pagemap;
+use crate::kernel::syscall::LayoutSyscall;
+use crate::kernel::uffd::{AddressSpaceUffd, PageFault, UffdMessage, UffdPoller};
+use crate::test_hooks::{self, Fault};
+
+/// What the tracer tells a space's lane.
+#[derive(Debug)]
+pub enum LaneMessage {
+    /// An event the tracer saw while the thread that caused it was stopped.
+    Observed(Stamped),
+    /// `madvise` dropped pages: the ones gone are those absent at the exit, less those this lane
+    /// resolved since (a concurrent touch refilled them, and their lines have gone out).
+    Discard {
+        pid: i32,
+        tid: i32,
+        range: Range<u64>,
+        advice: &'static str,
+        at: Instant,
+        at_exit: PagesAtExit,
+    },
+    /// Where the main thread's stack is: it grows down through faults, not through syscalls, by
+    /// at most `limit` bytes below its top.
+    Stack {
+        pid: i32,
+        range: Range<u64>,
+        limit: u64,
+    },
+    /// A thread entered a layout syscall (it is stopped at the seccomp stop).
+    Begun { tid: i32, call: LayoutSyscall },
+    /// Faults in `range` wait until `tid`'s syscall has been reported: it is making the range
+    /// fault through the lane, and its report is not in yet.
+    Fence { tid: i32, range: Range<u64> },
+    /// A new mapping (`map`) or heap growth (`brk`) over a tracked range, already registered,
+    /// with the pages the tracer found present at the syscall's exit (`MAP_POPULATE`, locked
+    /// memory, touches by other threads before registration). The lane adds those it resolved
+    /// itself since (their lines went out before this one).
+    Mapped {
+        event: Stamped,
+        at_exit: PagesAtExit,
+    },
+    /// That syscall's exit has been reported (everything it changed is before this message).
+    Ended { tid: i32 },
+    /// A process left this space (it exec'd): every line about it has been sent.
+    Left { pid: i32 },
+    /// Every thread of the space is stopped (`--verify`): resolve what the descriptor still
+    /// holds, then send the check on in lane order. `done` is told once the kernel's side has
+    /// been read, and only then may the threads run again. A lane that cannot read its
+    /// descriptor sends the check as skipped and drops `done` at once.
+    Checkpoint {
+        /// The process the check is written for (a line about a process, so that the
+        /// sequencer orders it after the process's announcement).
+        pid: i32,
+        /// A stopped thread of the space, whose `/proc/TID/maps` the check reads.
+        tid: i32,
+        point: VerifyPoint,
+        done: SyncSender<()>,
+    },
+}
+
+/// How a lane is set up.
+#[derive(Clone, Copy, Debug)]
+pub struct LaneConfig {
+    pub page_size: u64,
+    /// Inbox size: the tracer blocks (and its tracee waits) when the lane is this far behind.
+    pub capacity: usize,
+    /// `--coalesce-ms`: how long a run of adjacent first touches by one thread may grow before
+    /// its `resident` line goes out; `None` writes one line per fault.
+    pub coalesce: Option<Duration>,
+    /// How long the lane keeps reading an empty descriptor after a batch before it sleeps
+    /// until the descriptor is readable (docs/performance.md).
+    pub busy_read: Duration,
+    /// Read again only while fewer threads of the space fault than there are CPUs: with idle
+    /// CPUs polling (`--idle-poll`) a wake-up is cheap, and a spinning lane only takes a CPU
+    /// that a faulting thread could use.
+    pub busy_read_needs_free_cpu: bool,
+}
+
+/// Counts of what the descriptor said, for the debug log.
+#[derive(Debug, Default)]
+struct Counters {
+    resolved: u64,
+    refused: u64,
+    layout_events: u64,
+}
+
+pub struct Lane {
+    space: SpaceId,
+    /// The space's userfaultfd; `None` for a space traced as mappings only, and once the lane
+    /// has released it.
+    uffd: Option<Arc<AddressSpaceUffd>>,
+    pagemap: Option<Arc<Pagemap>>,
+    inbox: Receiver<LaneMessage>,
+    wake: Arc<LaneWake>,
+    out: SequencerHandle,
+    page_size: u64,
+    busy_read: Duration,
+    /// With `busy_read_needs_free_cpu`: the CPUs, and when each thread last faulted.
+    spin_cpus: Option<usize>,
+    faulted_at: HashMap<i32, Instant>,
+    /// Runs of first touches not yet sent (R9).
+    touches: Touches,
+    /// Lines on their way to the sequencer (see `send_out`).
+    outgoing: Vec<Stamped>,
+    /// Faults the fences let go, on their way to be resolved.
+    ready: Vec<PageFault>,
+    /// Which process each thread of this space belongs to.
+    tids: HashMap<i32, i32>,
+    /// The main thread's stack: its process, its range, and how far it may grow.
+    stack: Option<(i32, Range<u64>, u64)>,
+    /// Syscalls under way, fences, held faults (R2).
+    fences: Fences,
+    /// Pages resolved lately (R3, R4).
+    recent: RecentResolutions,
+    counters: Counters,
+    /// Where reads of the descriptor land.
+    buf: EventBuffer,
+    /// Why the lane can no longer read its userfaultfd, once it cannot.
+    failed: Option<String>,
+}
+
+impl Lane {
+    pub fn new(
+        space: SpaceId,
+        uffd: Option<Arc<AddressSpaceUffd>>,
+        pagemap: Option<Arc<Pagemap>>,
+        out: SequencerHandle,
+        config: LaneConfig,
+    ) -> (Self, LaneHandle) {
+        let (handle, inbox, wake) = handle::inbox(config.capacity);
+        let actor = Self {
+            space,
+            uffd,
+            pagemap,
+            inbox,
+            wake,
+            out,
+            page_size: config.page_size,
+            busy_read: config.busy_read,
+            spin_cpus: config
+                .busy_read_needs_free_cpu
+                .then(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+            faulted_at: HashMap::new(),
+            touches: Touches::new(space, config.coalesce),
+            outgoing: Vec::new(),
+            ready: Vec::new(),
+            tids: HashMap::new(),
+            stack: None,
+            fences: Fences::new(),
+            recent: RecentResolutions::new(config.page_size),
+            counters: Counters::default(),
+            buf: EventBuffer::new(64),
+            failed: None,
+        };
+        (actor, handle)
+    }
+
+    pub async fn run(mut self) {
+        let mut poller = match self.uffd.clone() {
+            Some(uffd) => match self.poll(uffd) {
+                Ok(poller) => Some(poller),
+                Err(e) => {
+                    self.fail(e.to_string()).await;
+                    None
+                }
+            },
+            None => None,
+        };
+        let inbox = self.inbox.clone();
+        let mut read = Vec::new();
+        // When the oldest run of first touches is due (reset only when that changes).
+        let flush_timer = tokio::time::sleep(Duration::ZERO);
+        tokio::pin!(flush_timer);
+        let mut timer_for: Option<Instant> = None;
+        // The inbox is taken in again INBOX_LATENCY after each wake by the tracer; the lane's
+        // creation counts as one.
+        let wake = self.wake.clone();
+        let again = tokio::time::sleep(INBOX_LATENCY);
+        tokio::pin!(again);
+        let mut again_armed = true;
+        loop {
+            if self.failed.is_some()
+                && let Some(uffd) = self.uffd.take()
+            {
+                // The runtime lets go of the descriptor before it is released.
+                drop(poller.take());
+                release(self.space, &uffd);
+            }
+            // Say whether an `Ended` must wake us; then take in what was sent before the tracer
+            // could see it (pairs with the fence in `LaneHandle::send`).
+            let holding = self.fences.holding();
+            wake.holding.store(holding, Ordering::SeqCst);
+            if holding {
+                std::sync::atomic::fence(Ordering::SeqCst);
+                if !inbox.is_empty() {
+                    if self.take_inbox(&inbox).await {
+                        break;
+                    }
+                    continue;
+                }
+            }
+            let due = self.touches.due();
+            if due != timer_for {
+                if let Some(due) = due {
+                    flush_timer.as_mut().reset(due.into());
+                }
+                timer_for = due;
+            }
+            let readable = async {
+                match &poller {
+                    Some(poller) => poller.readable().await,
+                    None => std::future::pending().await,
+                }
+            };
+            let failure = tokio::select! {
+                biased;
+                () = wake.notify.notified() => {
+                    if self.take_inbox(&inbox).await {
+                        break;
+                    }
+                    again.as_mut().reset((Instant::now() + INBOX_LATENCY).into());
+                    again_armed = true;
+                    None
+                }
+                () = &mut again, if again_armed => {
+                    again_armed = false;
+                    if self.take_inbox(&inbox).await {
+                        break;
+                    }
+                    None
+                }
+                () = &mut flush_timer, if timer_for.is_some() => {
+                    self.touches.flush_due(Instant::now(), &mut self.outgoing);
+                    self.send_out().await;
+                    None
+                }
+                guard = readable => match guard {
+                    Err(e) => Some(format!("waiting for its userfaultfd to be readable: {e}")),
+                    Ok(mut guard) => match self.read_uffd(&mut read) {
+                        Ok(()) if read.is_empty() => {
+                            guard.clear_ready();
+                            None
+                        }
+                        Ok(()) => {
+                            drop(guard);
+                            self.on_read(&mut read, &inbox).await;
+                            self.read_on(&mut read, &inbox).await.err()
+                        }
+                        Err(e) => {
+                            drop(guard);
+                            // What was read before the error is off the kernel's queue: it
+                            // is handled all the same.
+                            self.on_read(&mut read, &inbox).await;
+                            Some(e.to_string())
+                        }
+                    },
+                }
+            };
+            if let Some(cause) = failure {
+                self.fail(cause).await;
+            }
+        }
+        if self.failed.is_some()
+            && let Some(uffd) = self.uffd.take()
+        {
+            drop(poller);
+            release(self.space, &uffd);
+        }
+        self.touches.flush(&mut self.outgoing);
+        self.send_out().await;
+        tracing::debug!(space = self.space, counters = ?self.counters, "lane done");
+    }
+
+    /// Registers the descriptor with the runtime.
+    fn poll(&self, uffd: Arc<AddressSpaceUffd>) -> io::Result<UffdPoller> {
+        if test_hooks::fails(Fault::LaneRegister, Some(self.space)) {
+            return Err(io::Error::other(
+                "registering the userfaultfd with the runtime: made to fail by the test \
+                 (lane-register)",
+            ));
+        }
+        UffdPoller::new(uffd)
+    }
+
+    /// After a batch: faults come in streams, the next one usually raised a few microseconds
+    /// after its thread is woken. Reading again for a moment before going back to sleep spares
+    /// both sides a wake-up through the scheduler.
+    async fn read_on(
+        &mut self,
+        read: &mut Vec<UffdMessage>,
+        inbox: &Receiver<LaneMessage>,
+    ) -> Result<(), String> {
+        let mut until = Instant::now() + self.busy_read_now();
+        while Instant::now() < until {
+            let result = self.read_uffd(read);
+            if read.is_empty() {
+                result.map_err(|e| e.to_string())?;
+                std::hint::spin_loop();
+                continue;
+            }
+            self.on_read(read, inbox).await;
+            result.map_err(|e| e.to_string())?;
+            until = Instant::now() + self.busy_read_now();
+        }
+        Ok(())
+    }
+
+    /// How long to read again now (see `LaneConfig`).
+    fn busy_read_now(&mut self) -> Duration {
+        let Some(cpus) = self.spin_cpus else {
+            return self.busy_read;
+        };
+        // Threads that faulted within the last millisecond are taken to be running.
+        let now = Instant::now();
+        self.faulted_at
+            .retain(|_, &mut at| now.duration_since(at) < Duration::from_millis(1));
+        if self.faulted_at.len() < cpus {
+            self.busy_read
+        } else {
+            Duration::ZERO
+        }
+    }
+
+    /// Handles everything in the inbox; whether it is closed (the space has no process left:
+    /// nothing more can fault in it).
+    async fn take_inbox(&mut self, inbox: &Receiver<LaneMessage>) -> bool {
+        loop {
+            match inbox.try_recv() {
+                Ok(message) => self.handle(message).await,
+                Err(async_channel::TryRecvError::Empty) => return false,
+                Err(async_channel::TryRecvError::Closed) => return true,
+            }
+        }
+    }
+
+    /// What one read returned: the inbox first (R1), then the batch; then the runs of first
+    /// touches that are due, since a stream of faults may keep the loop here past their time.
+    async fn on_read(&mut self, read: &mut Vec<UffdMessage>, inbox: &Receiver<LaneMessage>) {
+        while let Ok(message) = inbox.try_recv() {
+            if let LaneMessage::Checkpoint { .. } = message {
+                // Everything before the checkpoint is in (the tracer sends nothing until it is
+                // over): what was read must be resolved before the check.
+                self.on_batch(std::mem::take(read)).await;
+            }
+            self.handle(message).await;
+        }
+        self.on_batch(std::mem::take(read)).await;
+        if self.touches.due().is_some_and(|due| due <= Instant::now()) {
+            self.touches.flush_due(Instant::now(), &mut self.outgoing);
+            self.send_out().await;
+        }
+    }
+
+    /// One non-blocking read of the descriptor into `read` (emptied first). On an error, what
+    /// was read before it is in `read` all the same.
+    fn read_uffd(&mut self, read: &mut Vec<UffdMessage>) -> io::Result<()> {
+        read.clear();
+        let Some(uffd) = self.uffd.as_ref().filter(|_| self.failed.is_none()) else {
+            return Ok(());
+        };
+        if test_hooks::fails(Fault::LaneRead, Some(self.space)) {
+            return Err(io::Error::other(
+                "reading its userfaultfd: made to fail by the test (lane-read)",
+            ));
+        }
+        uffd.read_pending(&mut self.buf, read)
+            .map_err(|e| io::Error::new(e.kind(), format!("reading its userfaultfd: {e}")))
+    }
+
+    /// At a checkpoint: resolves every message still queued on the descriptor. Nothing new can be
+    /// queued meanwhile (every thread is stopped), and the tracer sends nothing to the inbox
+    /// until the checkpoint is over, so there is no inbox to drain first. A read that fails
+    /// fails the lane.
+    async fn drain_uffd(&mut self) {
+        let mut read = Vec::new();
+        loop {
+            let result = self.read_uffd(&mut read);
+            let empty = read.is_empty();
+            self.on_batch(std::mem::take(&mut read)).await;
+            if let Err(e) = result {
+                return self.fail(e.to_string()).await;
+            }
+            if empty {
+                return;
+            }
+        }
+    }
+
+    /// The lane cannot read its userfaultfd. It says so in a line of its own, resolves nothing
+    /// from here on, and forwards the tracer's messages as they come (mappings only). The run
+    /// loop then releases the descriptor, at its next turn, once the runtime has let go of it:
+    /// every thread of the program waiting on it goes on, and faults natively from then on.
+    async fn fail(&mut self, cause: String) {
+        if self.failed.is_some() {
+            return;
+        }
+        // Their threads are woken by the release.
+        let dropped = self.fences.forget_held();
+        tracing::error!(
+            space = self.space,
+            dropped,
+            "the lane cannot read its userfaultfd: {cause}; mappings only from here on"
+        );
+        let warning = Event::Warning {
+            pid: None,
+            space: Some(self.space),
+            what: WarningKind::LaneFailed,
+            message: format!(
+                "the lane of space {} cannot read its userfaultfd ({cause}): it let go of it, \
+                 and the space is traced as mappings only from here on",
+                self.space
+            ),
+        };
+        self.emit(Stamped::now(warning)).await;
+        self.failed = Some(cause);
+    }
+
+    /// Sends a line on in lane order, after the first touches held back so far (R9).
+    async fn emit(&mut self, stamped: Stamped) {
+        self.touches.line(stamped, &mut self.outgoing);
+        self.send_out().await;
+    }
+
+    /// Sends the lines gathered in `outgoing`, in order.
+    async fn send_out(&mut self) {
+        for stamped in self.outgoing.drain(..) {
+            self.out.send(SequencerMessage::Line(stamped)).await;
+        }
+    }
+}
+
+/// Lets go of a space's userfaultfd for good (`AddressSpaceUffd::release`).
+fn release(space: SpaceId, uffd: &AddressSpaceUffd) {
+    match uffd.release() {
+        Ok(()) => tracing::debug!(space, fd = uffd.as_raw_fd(), "userfaultfd released"),
+        // Nothing more can be done from here: the threads that wait on it wait until the
+        // descriptor is closed, when the last handle on it goes (the tracer's, at the space's end).
+        Err(e) => tracing::error!(space, "cannot release the userfaultfd: {e}"),
+    }
+}

@@ -1,0 +1,269 @@
+//! Coalesced first touches (docs/ordering.md, R9): per thread, one run of adjacent pages touched
+//! one way with one access, written as a single `resident` line when it ends. Pure bookkeeping:
+//! no I/O, nothing async; the lines to send are appended to a buffer the lane then sends.
+//!
+//! Holding a run back is safe because every other line of the lane flushes the runs first: the
+//! only lines a run can move past are other threads' `resident` lines, which are about other
+//! pages (a page is resolved once until a discard or an unmap, and those are lines of this
+//! lane), so a replay comes to the same state.
+
+use std::time::{Duration, Instant};
+
+use crate::actors::sequencer::Stamped;
+use crate::event::{Event, SpaceId};
+
+/// First touches by one thread of adjacent pages, one way, with the same access, not yet sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct TouchRun {
+    pub(super) at: Instant,
+    pub(super) pid: i32,
+    pub(super) tid: i32,
+    pub(super) start: u64,
+    pub(super) end: u64,
+    pub(super) write: bool,
+    pub(super) faults: u64,
+}
+
+impl TouchRun {
+    fn into_stamped(self, space: SpaceId) -> Stamped {
+        Stamped {
+            at: self.at,
+            event: Event::Resident {
+                pid: self.pid,
+                tid: self.tid,
+                space,
+                start: self.start,
+                end: self.end,
+                write: self.write,
+                faults: self.faults,
+            },
+        }
+    }
+
+    /// Takes in `touch` if it extends this run, up or down.
+    fn extend(&mut self, touch: &TouchRun) -> bool {
+        if self.write != touch.write || self.pid != touch.pid {
+            return false;
+        }
+        if self.end == touch.start {
+            self.end = touch.end;
+        } else if self.start == touch.end {
+            self.start = touch.start;
+        } else {
+            return false;
+        }
+        self.faults += touch.faults;
+        true
+    }
+}
+
+/// The lane's lines on their way out: the runs of first touches held back, and the rule that
+/// any other line goes out after them.
+#[derive(Debug)]
+pub(super) struct Touches {
+    space: SpaceId,
+    /// `--coalesce-ms`; `None` writes one line per fault.
+    window: Option<Duration>,
+    /// The runs not yet sent, oldest first (at most one per thread).
+    runs: Vec<TouchRun>,
+}
+
+impl Touches {
+    pub(super) fn new(space: SpaceId, window: Option<Duration>) -> Self {
+        Self {
+            space,
+            window,
+            runs: Vec::new(),
+        }
+    }
+
+    /// A first touch resolved (one page, one fault): it extends its thread's run, or ends it
+    /// (the run goes out) and starts a new one.
+    pub(super) fn touched(&mut self, touch: TouchRun, out: &mut Vec<Stamped>) {
+        if self.window.is_none() {
+            return out.push(touch.into_stamped(self.space));
+        }
+        if let Some(i) = self.runs.iter().position(|r| r.tid == touch.tid) {
+            if self.runs[i].extend(&touch) {
+                return;
+            }
+            let ended = self.runs.remove(i);
+            out.push(ended.into_stamped(self.space));
+        }
+        self.runs.push(touch);
+    }
+
+    /// Any line of the lane other than a first touch: every run goes out before it (R9).
+    pub(super) fn line(&mut self, line: Stamped, out: &mut Vec<Stamped>) {
+        self.flush(out);
+        out.push(line);
+    }
+
+    /// Every run goes out, oldest first.
+    pub(super) fn flush(&mut self, out: &mut Vec<Stamped>) {
+        let space = self.space;
+        out.extend(self.runs.drain(..).map(|run| run.into_stamped(space)));
+    }
+
+    /// When the oldest run must go out.
+    pub(super) fn due(&self) -> Option<Instant> {
+        Some(self.runs.first()?.at + self.window?)
+    }
+
+    /// The runs whose window is over at `now` go out, oldest first.
+    pub(super) fn flush_due(&mut self, now: Instant, out: &mut Vec<Stamped>) {
+        let Some(window) = self.window else { return };
+        // Oldest first (a run keeps the time of its first touch): the due ones are a prefix.
+        let due = self.runs.partition_point(|r| r.at + window <= now);
+        let space = self.space;
+        out.extend(self.runs.drain(..due).map(|run| run.into_stamped(space)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PAGE: u64 = 4096;
+    const WINDOW: Duration = Duration::from_millis(10);
+
+    fn touch(at: Instant, tid: i32, page: u64, write: bool) -> TouchRun {
+        TouchRun {
+            at,
+            pid: 100,
+            tid,
+            start: page * PAGE,
+            end: (page + 1) * PAGE,
+            write,
+            faults: 1,
+        }
+    }
+
+    /// (tid, first page, end page, write, faults) of each `resident` line.
+    fn runs(out: &[Stamped]) -> Vec<(i32, u64, u64, bool, u64)> {
+        out.iter()
+            .map(|s| match s.event {
+                Event::Resident {
+                    tid,
+                    start,
+                    end,
+                    write,
+                    faults,
+                    ..
+                } => (tid, start / PAGE, end / PAGE, write, faults),
+                ref other => panic!("not a resident line: {other:?}"),
+            })
+            .collect()
+    }
+
+    fn other_line(at: Instant) -> Stamped {
+        Stamped {
+            at,
+            event: Event::Unmap {
+                pid: 100,
+                tid: 1,
+                space: 7,
+                start: 0,
+                end: PAGE,
+            },
+        }
+    }
+
+    #[test]
+    fn adjacent_touches_of_one_thread_merge_up_and_down() {
+        let t = Instant::now();
+        let mut touches = Touches::new(7, Some(WINDOW));
+        let mut out = Vec::new();
+        for page in [10, 11, 12] {
+            touches.touched(touch(t, 1, page, true), &mut out);
+        }
+        touches.touched(touch(t, 2, 50, false), &mut out);
+        for page in [49, 48] {
+            touches.touched(touch(t, 2, page, false), &mut out);
+        }
+        assert!(out.is_empty());
+        touches.flush(&mut out);
+        assert_eq!(runs(&out), [(1, 10, 13, true, 3), (2, 48, 51, false, 3)]);
+        assert!(out.iter().all(|s| s.event.space() == Some(7)));
+    }
+
+    #[test]
+    fn a_touch_that_does_not_extend_the_run_ends_it() {
+        let t = Instant::now();
+        let mut touches = Touches::new(7, Some(WINDOW));
+        let mut out = Vec::new();
+        touches.touched(touch(t, 1, 10, true), &mut out);
+        touches.touched(touch(t, 1, 11, true), &mut out);
+        // Not adjacent.
+        touches.touched(touch(t, 1, 20, true), &mut out);
+        assert_eq!(runs(&out), [(1, 10, 12, true, 2)]);
+        // Adjacent, but the other access.
+        touches.touched(touch(t, 1, 21, false), &mut out);
+        assert_eq!(runs(&out)[1..], [(1, 20, 21, true, 1)]);
+        // Another thread's touch, adjacent, neither ends nor joins this run.
+        touches.touched(touch(t, 2, 22, false), &mut out);
+        assert_eq!(out.len(), 2);
+        touches.flush(&mut out);
+        assert_eq!(
+            runs(&out)[2..],
+            [(1, 21, 22, false, 1), (2, 22, 23, false, 1)]
+        );
+    }
+
+    #[test]
+    fn runs_are_due_after_the_window_oldest_first() {
+        let t0 = Instant::now();
+        let t1 = t0 + Duration::from_millis(4);
+        let mut touches = Touches::new(7, Some(WINDOW));
+        let mut out = Vec::new();
+        assert_eq!(touches.due(), None);
+        touches.touched(touch(t0, 1, 10, true), &mut out);
+        touches.touched(touch(t1, 2, 20, true), &mut out);
+        // Growing does not make a run younger.
+        touches.touched(touch(t1, 1, 11, true), &mut out);
+        assert_eq!(touches.due(), Some(t0 + WINDOW));
+        touches.flush_due(t0 + WINDOW - Duration::from_nanos(1), &mut out);
+        assert!(out.is_empty());
+        touches.flush_due(t0 + WINDOW, &mut out);
+        assert_eq!(runs(&out), [(1, 10, 12, true, 2)]);
+        assert_eq!(touches.due(), Some(t1 + WINDOW));
+        touches.flush_due(t1 + 2 * WINDOW, &mut out);
+        assert_eq!(runs(&out)[1..], [(2, 20, 21, true, 1)]);
+        assert_eq!(touches.due(), None);
+    }
+
+    #[test]
+    fn any_other_line_goes_out_after_every_run() {
+        let t = Instant::now();
+        let mut touches = Touches::new(7, Some(WINDOW));
+        let mut out = Vec::new();
+        touches.touched(touch(t, 1, 10, true), &mut out);
+        touches.touched(touch(t, 2, 30, false), &mut out);
+        touches.line(other_line(t), &mut out);
+        assert_eq!(
+            runs(&out[..2]),
+            [(1, 10, 11, true, 1), (2, 30, 31, false, 1)]
+        );
+        assert!(matches!(out[2].event, Event::Unmap { .. }));
+        assert_eq!(out.len(), 3);
+        assert_eq!(touches.due(), None);
+        // A touch after the line starts a new run rather than joining the one sent.
+        touches.touched(touch(t, 1, 11, true), &mut out);
+        touches.flush(&mut out);
+        assert_eq!(runs(&out[3..]), [(1, 11, 12, true, 1)]);
+    }
+
+    #[test]
+    fn without_a_window_each_fault_is_a_line() {
+        let t = Instant::now();
+        let mut touches = Touches::new(7, None);
+        let mut out = Vec::new();
+        touches.touched(touch(t, 1, 10, true), &mut out);
+        touches.touched(touch(t, 1, 11, true), &mut out);
+        assert_eq!(runs(&out), [(1, 10, 11, true, 1), (1, 11, 12, true, 1)]);
+        assert_eq!(touches.due(), None);
+        touches.flush_due(t + WINDOW, &mut out);
+        touches.line(other_line(t), &mut out);
+        assert_eq!(out.len(), 3);
+    }
+}

@@ -1,0 +1,382 @@
+//! The sequencer's rules as plain data: which line may go out now, and which waits for what.
+//! No channels and no clock here, so every rule is tested on its own (tests.rs).
+
+use std::collections::{HashMap, HashSet, VecDeque};
+
+use super::Stamped;
+use crate::event::{Event, SpaceId, WarningKind};
+use crate::verify::Probe;
+
+/// A line on its way out, with its probe if it is a check.
+#[derive(Debug)]
+pub struct Held {
+    pub stamped: Stamped,
+    pub probe: Option<Probe>,
+}
+
+/// What the head of a held lane waits for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Wait {
+    /// The line creating the space: its `exec`, or the `fork` naming it `child_space`.
+    Birth(SpaceId),
+    /// The line announcing the process: the root's first `exec`, or a `fork` naming it `child`.
+    Announce(i32),
+    /// The lane of the space the process lived in has sent every line about it (`Left`), and
+    /// none of them is still held here.
+    Left { space: SpaceId, pid: i32 },
+}
+
+/// A lane, named by the `space` its lines carry (a `fork` line carries its parent's space, which
+/// is the lane that sends it). Lines with no space (none come from a lane) form their own queue.
+type LaneKey = Option<SpaceId>;
+
+/// Past this many held lines, the lane held the longest is let go with a warning: an
+/// announcement that has not come by then was lost (a failure elsewhere), and holding on would
+/// only grow without bound. Normally a few hundred lines are held at most.
+pub const HELD_LIMIT: usize = 1 << 18;
+
+/// The ordering state: what has been written, and the lanes held back.
+#[derive(Debug)]
+pub struct Gate {
+    /// The traced program's pid (`Root`): its first `exec` announces it.
+    root: Option<i32>,
+    root_announced: bool,
+    /// Spaces whose creating line has been written.
+    born: HashSet<SpaceId>,
+    /// Processes announced and not yet exited (a count, in case a pid is reused while the last
+    /// line of its former process is still on its way).
+    announced: HashMap<i32, u32>,
+    /// Processes whose `exit` has been written: a late line about one (the lane resolved a
+    /// fault after its exit went out) goes on, as nothing more will announce it.
+    exited: HashSet<i32>,
+    /// The space each process lives in, per the lines written.
+    living_in: HashMap<i32, SpaceId>,
+    /// `Left` messages not yet used by an `exec`.
+    left: HashSet<(SpaceId, i32)>,
+    /// Held lanes: their lines in lane order, the head waiting. Never empty.
+    lanes: HashMap<LaneKey, VecDeque<Held>>,
+    /// What each held lane's head waits for.
+    lane_waits: HashMap<LaneKey, Wait>,
+    /// The lanes waiting for each thing (may name a lane that now waits for something else).
+    waiting: HashMap<Wait, Vec<LaneKey>>,
+    /// Things that just happened; the lanes waiting for them are looked at again.
+    woken: Vec<Wait>,
+    held: usize,
+    limit: usize,
+    /// Lines to write, in order.
+    ready: VecDeque<Held>,
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Self::with_limit(HELD_LIMIT)
+    }
+}
+
+impl Gate {
+    pub fn with_limit(limit: usize) -> Self {
+        Self {
+            root: None,
+            root_announced: false,
+            born: HashSet::new(),
+            announced: HashMap::new(),
+            exited: HashSet::new(),
+            living_in: HashMap::new(),
+            left: HashSet::new(),
+            lanes: HashMap::new(),
+            lane_waits: HashMap::new(),
+            waiting: HashMap::new(),
+            woken: Vec::new(),
+            held: 0,
+            limit,
+            ready: VecDeque::new(),
+        }
+    }
+
+    /// The next line to write, if any.
+    pub fn next_ready(&mut self) -> Option<Held> {
+        self.ready.pop_front()
+    }
+
+    /// How many lines are held back.
+    pub fn held(&self) -> usize {
+        self.held
+    }
+
+    pub fn root(&mut self, pid: i32) {
+        self.root = Some(pid);
+    }
+
+    /// A line from a lane, in that lane's order.
+    pub fn line(&mut self, held: Held) {
+        let key = held.stamped.event.space();
+        let creates_own_lane = key.is_some() && held.stamped.event.creates_space() == key;
+        match self.lanes.get_mut(&key) {
+            // Every line of a lane comes after the one creating its space, so whatever is queued
+            // before it was sent by someone else (a tracer `warning` about the space) and must
+            // not keep it waiting.
+            Some(queue) if creates_own_lane => {
+                queue.push_front(held);
+                self.held += 1;
+                self.advance(key);
+            }
+            Some(queue) => {
+                queue.push_back(held);
+                self.held += 1;
+            }
+            None => match self.wait_for(&held.stamped.event) {
+                None => self.pass(held),
+                Some(wait) => {
+                    self.lanes.insert(key, VecDeque::from([held]));
+                    self.held += 1;
+                    self.block(key, wait);
+                }
+            },
+        }
+        self.wake();
+        while self.held > self.limit {
+            self.release_longest_held();
+        }
+    }
+
+    /// `pid` left `space` (it exec'd): that space's lane has sent every line about it.
+    pub fn left(&mut self, space: SpaceId, pid: i32) {
+        self.left.insert((space, pid));
+        self.woken.push(Wait::Left { space, pid });
+        self.wake();
+    }
+
+    /// The end of the stream: every lane still held goes out, each after a warning saying what it
+    /// waited for, merged in time order (each lane in its own order).
+    pub fn release_all(&mut self) {
+        let mut keys: Vec<LaneKey> = self.lanes.keys().copied().collect();
+        keys.sort_by_key(|k| self.lanes[k][0].stamped.at);
+        for key in &keys {
+            let warning = self.warning(*key, "the end of the trace");
+            self.ready.push_back(warning);
+        }
+        let mut queues: Vec<VecDeque<Held>> =
+            keys.iter().filter_map(|k| self.lanes.remove(k)).collect();
+        self.lane_waits.clear();
+        self.waiting.clear();
+        self.held = 0;
+        while let Some(oldest) = (0..queues.len())
+            .filter(|&i| !queues[i].is_empty())
+            .min_by_key(|&i| queues[i][0].stamped.at)
+        {
+            let held = queues[oldest].pop_front().expect("not empty");
+            self.pass(held);
+        }
+        self.woken.clear();
+    }
+
+    /// What a line still waits for, if anything.
+    fn wait_for(&self, event: &Event) -> Option<Wait> {
+        if let Some(space) = event.space()
+            && !self.born.contains(&space)
+            && event.creates_space() != Some(space)
+        {
+            return Some(Wait::Birth(space));
+        }
+        // Only an `exec` (or a line of no lane) waits for its process's announcement: any other
+        // line about a process is in a lane whose creation announced it, or on the lane that
+        // carries its `fork` (a shared space), so rule 1 and lane order keep it behind. Holding
+        // a line whose pid nobody will announce (a wrong pid, a bug elsewhere) would hold its
+        // lane, and any check behind it, to the end; it goes, and `replay` reports it.
+        if let Some(pid) = event.pid()
+            && (matches!(event, Event::Exec { .. }) || event.space().is_none())
+            && !self.announced.contains_key(&pid)
+            && !self.exited.contains(&pid)
+            && !self.announces(event)
+        {
+            return Some(Wait::Announce(pid));
+        }
+        if let Event::Exec { pid, space, .. } = event
+            && let Some(&old) = self.living_in.get(pid)
+            && old != *space
+            && (!self.left.contains(&(old, *pid)) || self.holds_about(old, *pid))
+        {
+            return Some(Wait::Left {
+                space: old,
+                pid: *pid,
+            });
+        }
+        None
+    }
+
+    /// Whether a line about `pid` from the lane of `space` is still held.
+    fn holds_about(&self, space: SpaceId, pid: i32) -> bool {
+        self.lanes
+            .get(&Some(space))
+            .is_some_and(|q| q.iter().any(|h| h.stamped.event.pid() == Some(pid)))
+    }
+
+    /// Whether this line is the root's first `exec` (without a `Root`, the first `exec` at all).
+    fn announces(&self, event: &Event) -> bool {
+        matches!(event, Event::Exec { pid, .. }
+            if !self.root_announced && self.root.is_none_or(|root| root == *pid))
+    }
+
+    /// Writes a line, and notes what it brings about.
+    fn pass(&mut self, held: Held) {
+        let event = &held.stamped.event;
+        if let Some(space) = event.creates_space() {
+            self.born.insert(space);
+            self.woken.push(Wait::Birth(space));
+        }
+        let announces = self.announces(event);
+        match *event {
+            Event::Exec { pid, space, .. } => {
+                if announces {
+                    self.root_announced = true;
+                    self.announce(pid);
+                }
+                if let Some(old) = self.living_in.insert(pid, space) {
+                    self.left.remove(&(old, pid));
+                }
+            }
+            Event::Fork {
+                child, child_space, ..
+            } => {
+                self.announce(child);
+                self.living_in.insert(child, child_space);
+            }
+            Event::Exit { pid, space, .. } => {
+                if let Some(n) = self.announced.get_mut(&pid) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.announced.remove(&pid);
+                        self.exited.insert(pid);
+                    }
+                }
+                if self.living_in.get(&pid) == Some(&space) {
+                    self.living_in.remove(&pid);
+                }
+            }
+            _ => {}
+        }
+        self.ready.push_back(held);
+    }
+
+    fn announce(&mut self, pid: i32) {
+        self.exited.remove(&pid);
+        *self.announced.entry(pid).or_insert(0) += 1;
+        self.woken.push(Wait::Announce(pid));
+    }
+
+    fn block(&mut self, key: LaneKey, wait: Wait) {
+        if self.lane_waits.insert(key, wait) != Some(wait) {
+            self.waiting.entry(wait).or_default().push(key);
+        }
+    }
+
+    /// Writes the lane's lines from its head on, until one has to wait.
+    fn advance(&mut self, key: LaneKey) {
+        loop {
+            let Some(queue) = self.lanes.get(&key) else {
+                self.lane_waits.remove(&key);
+                return;
+            };
+            if let Some(wait) = self.wait_for(&queue[0].stamped.event) {
+                return self.block(key, wait);
+            }
+            let queue = self.lanes.get_mut(&key).expect("just seen");
+            let held = queue.pop_front().expect("never empty");
+            if queue.is_empty() {
+                self.lanes.remove(&key);
+            }
+            self.held -= 1;
+            // An exec may wait for the held lines about its process in the space it left.
+            if let (Some(space), Some(pid)) = (key, held.stamped.event.pid()) {
+                self.woken.push(Wait::Left { space, pid });
+            }
+            self.pass(held);
+        }
+    }
+
+    /// Looks again at every lane waiting for something that happened.
+    fn wake(&mut self) {
+        while let Some(wait) = self.woken.pop() {
+            for key in self.waiting.remove(&wait).unwrap_or_default() {
+                if self.lane_waits.get(&key) == Some(&wait) {
+                    self.lane_waits.remove(&key);
+                    self.advance(key);
+                }
+            }
+        }
+    }
+
+    /// The bound: the lane whose head has waited longest goes on as if what it waits for had
+    /// come, after a warning.
+    fn release_longest_held(&mut self) {
+        let Some(key) = self
+            .lanes
+            .iter()
+            .min_by_key(|(_, q)| q[0].stamped.at)
+            .map(|(k, _)| *k)
+        else {
+            return;
+        };
+        let warning = self.warning(key, "too many lines held back");
+        tracing::warn!(held = self.held, "releasing a held lane: {warning:?}");
+        self.ready.push_back(warning);
+        // Its head goes now, whatever else it would wait for.
+        while let Some(wait) = self.wait_for(&self.lanes[&key][0].stamped.event) {
+            match wait {
+                Wait::Birth(space) => {
+                    self.born.insert(space);
+                }
+                Wait::Announce(pid) => self.announce(pid),
+                Wait::Left { pid, .. } => {
+                    // As if it had lived nowhere: its exec waits for no lane.
+                    self.living_in.remove(&pid);
+                }
+            }
+            self.woken.push(wait);
+        }
+        self.lane_waits.remove(&key);
+        self.advance(key);
+        self.wake();
+    }
+
+    /// The `warning` line written before a held lane is let go.
+    fn warning(&self, key: LaneKey, why: &str) -> Held {
+        let queue = &self.lanes[&key];
+        let head = &queue[0];
+        let (pid, space, waited) = match self.lane_waits.get(&key) {
+            Some(Wait::Birth(space)) => (
+                head.stamped.event.pid(),
+                Some(*space),
+                format!("the line creating space {space}"),
+            ),
+            Some(Wait::Announce(pid)) => (
+                Some(*pid),
+                key,
+                format!("the line announcing process {pid} (its fork, or the program's exec)"),
+            ),
+            Some(Wait::Left { space, pid }) => (
+                Some(*pid),
+                Some(*space),
+                format!("the last line about process {pid} in space {space}, before its exec"),
+            ),
+            None => (head.stamped.event.pid(), key, "nothing".to_string()),
+        };
+        let lane = key.map_or("no space".to_string(), |s| format!("space {s}"));
+        Held {
+            stamped: Stamped {
+                at: head.stamped.at,
+                event: Event::Warning {
+                    pid,
+                    space,
+                    what: WarningKind::Unannounced,
+                    message: format!(
+                        "{} line(s) of {lane} waited for {waited}, which did not come before \
+                         {why}: they are written now, and may come before the line they waited for",
+                        queue.len()
+                    ),
+                },
+            },
+            probe: None,
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! The sequencer: one inbox for every space's lane, one ordered stream out.
+//!
+//! Within a space, order is made by its lane, which serializes fault resolutions and the
+//! tracer's layout changes (docs/ordering.md). Across spaces and processes, order is made here.
+//! The lanes race to this inbox, so a child's lines can arrive before the `fork` line (on its
+//! parent's lane) that announces it. The rules, for every line:
+//!
+//! 1. **Birth.** A line of a space comes after the line creating it (the `exec`, or the `fork`
+//!    naming it `child_space`).
+//! 2. **Announcement.** A line about a process (`Event::pid`) comes after the line announcing it:
+//!    the `fork` naming it `child` (any kind), or for the traced program (`Root`) its first `exec`.
+//!    Only an `exec` has to wait for it here: every other line about a process is on a lane whose
+//!    first line announced it (a fork child's space is created by the `fork` naming it, an
+//!    exec'd space by the `exec`), or on the lane that carries its `fork` (a `vfork` or
+//!    `clone_vm` child shares its parent's space), so rule 1 and lane order keep it behind. A
+//!    line whose pid nobody announces (a wrong pid: a bug elsewhere) is not held, as that would
+//!    hold its lane, and any check behind it, to the end; `replay` reports it. A `verify` line is
+//!    held for rule 1 only: the tracer waits for it.
+//! 3. **Leaving.** An `exec` of a process into a new space comes after every line about it in the
+//!    space it leaves: it waits for that lane's `Left` (the tracer sends `Left` to the old lane
+//!    before it makes the new space, and the lane forwards it after everything before it), and
+//!    until none of that lane's lines about the process is still held here. A process's `exit`
+//!    is on the lane of the space it ends in, after every line of that lane, and that lane's
+//!    first line about it is its `exec` (rule 3) or its `fork` (rule 2): so `exit` is last. A
+//!    line about a process after its `exit` (nothing will announce it again) is not held.
+//!
+//! Holding is per lane and first in, first out (gate.rs): a lane is named by the `space` its
+//! lines carry (a `fork` line carries its parent's space, the lane that sends it), and once a
+//! line of a lane waits, every later line of that lane waits behind it. So the lines of one lane
+//! are never reordered, and a held line cannot be overtaken by a later line about the same
+//! process or space. Nothing waits on something later in its own lane, and what a line waits for
+//! was sent (by the tracer, to a lane) before the thing the line reports happened, so the wait
+//! ends as soon as that lane's line arrives.
+//!
+//! Nothing is dropped. The wait is bounded twice: when every lane has closed (the inbox ends),
+//! each lane still held is written after a `warning` (`unannounced`) naming the process or space
+//! it waited for, lanes merged in time order; and if more than 262144 lines are held
+//! (`HELD_LIMIT`), the lane held longest goes on the same way. Both happen only when a line
+//! waited for was lost (a failed actor: a lane that panicked never sends its `Left`); an actor
+//! that panics ends the run, which closes the inbox, so nothing waits longer than the run.
+//!
+//! Every line written gets the next `seq` and a time that never goes backwards (a held line
+//! written late takes the time of the line before it).
+
+mod gate;
+#[cfg(test)]
+mod tests;
+
+use std::time::Instant;
+
+use async_channel::{Receiver, Sender};
+
+use self::gate::{Gate, Held};
+use super::state::{StateHandle, StateMessage};
+use crate::event::{Event, Line, SpaceId};
+use crate::verify::Probe;
+
+/// An event with the moment it was observed.
+#[derive(Debug)]
+pub struct Stamped {
+    pub at: Instant,
+    pub event: Event,
+}
+
+impl Stamped {
+    pub fn now(event: Event) -> Self {
+        Self {
+            at: Instant::now(),
+            event,
+        }
+    }
+}
+
+/// What the lanes (and, once, the tracer) tell the sequencer.
+#[derive(Debug)]
+pub enum SequencerMessage {
+    /// A line for the stream, in its lane's order.
+    Line(Stamped),
+    /// A `verify` line, with how to read the kernel's side beside it.
+    Check(Stamped, Probe),
+    /// The traced program's pid, sent by the tracer before any lane exists: its first `exec`
+    /// line announces it.
+    Root { pid: i32 },
+    /// A process left a space (it exec'd): that space's lane has sent every line about it.
+    Left { space: SpaceId, pid: i32 },
+}
+
+#[derive(Clone, Debug)]
+pub struct SequencerHandle {
+    tx: Sender<SequencerMessage>,
+}
+
+impl SequencerHandle {
+    /// Waits while the stream is behind: the tracee is slowed, nothing is dropped.
+    pub async fn send(&self, message: SequencerMessage) {
+        // Closed only once the state actor is gone, at the very end: nothing left to say.
+        let _ = self.tx.send(message).await;
+    }
+
+    /// From the tracer thread, which is no task.
+    pub fn send_blocking(&self, message: SequencerMessage) {
+        let _ = self.tx.send_blocking(message);
+    }
+}
+
+pub struct Sequencer {
+    inbox: Receiver<SequencerMessage>,
+    state: StateHandle,
+    started: Instant,
+    next_seq: u64,
+    last_t_ns: u64,
+    gate: Gate,
+}
+
+impl Sequencer {
+    pub fn new(capacity: usize, state: StateHandle, started: Instant) -> (Self, SequencerHandle) {
+        let (tx, inbox) = async_channel::bounded(capacity);
+        let actor = Self {
+            inbox,
+            state,
+            started,
+            next_seq: 0,
+            last_t_ns: 0,
+            gate: Gate::default(),
+        };
+        (actor, SequencerHandle { tx })
+    }
+
+    pub async fn run(mut self, start: Event) {
+        let start = Stamped {
+            at: self.started,
+            event: start,
+        };
+        self.emit(Held {
+            stamped: start,
+            probe: None,
+        })
+        .await;
+        while let Ok(message) = self.inbox.recv().await {
+            match message {
+                SequencerMessage::Line(stamped) => self.gate.line(Held {
+                    stamped,
+                    probe: None,
+                }),
+                SequencerMessage::Check(stamped, probe) => self.gate.line(Held {
+                    stamped,
+                    probe: Some(probe),
+                }),
+                SequencerMessage::Root { pid } => self.gate.root(pid),
+                SequencerMessage::Left { space, pid } => self.gate.left(space, pid),
+            }
+            self.emit_ready().await;
+        }
+        // Every lane has closed: what is still held waited for a line that will never come.
+        if self.gate.held() > 0 {
+            tracing::warn!(
+                held = self.gate.held(),
+                "lines whose announcement never came"
+            );
+            self.gate.release_all();
+            self.emit_ready().await;
+        }
+    }
+
+    async fn emit_ready(&mut self) {
+        while let Some(held) = self.gate.next_ready() {
+            self.emit(held).await;
+        }
+    }
+
+    async fn emit(&mut self, held: Held) {
+        let Held { stamped, probe } = held;
+        let t = stamped
+            .at
+            .saturating_duration_since(self.started)
+            .as_nanos() as u64;
+        self.last_t_ns = self.last_t_ns.max(t);
+        let line = Line {
+            seq: self.next_seq,
+            t_ns: self.last_t_ns,
+            event: stamped.event,
+        };
+        self.next_seq += 1;
+        self.state.send(StateMessage { line, probe }).await;
+    }
+}

@@ -1,0 +1,411 @@
+//! The sequencer's ordering, driven through its inbox as the lanes drive it.
+
+use std::time::{Duration, Instant};
+
+use super::gate::{Gate, Held};
+use super::*;
+use crate::actors::state::StateHandle;
+use crate::event::{ForkKind, MapKind, VerifyPoint, WarningKind};
+
+fn exec(pid: i32, space: SpaceId) -> Event {
+    Event::Exec {
+        pid,
+        tid: pid,
+        space,
+        path: format!("/bin/p{pid}"),
+        argv: vec![format!("p{pid}")],
+    }
+}
+
+fn fork(pid: i32, child: i32, space: SpaceId, child_space: SpaceId) -> Event {
+    Event::Fork {
+        pid,
+        tid: pid,
+        child,
+        kind: ForkKind::Fork,
+        space,
+        child_space,
+    }
+}
+
+fn map(pid: i32, space: SpaceId, start: u64) -> Event {
+    Event::Map {
+        pid,
+        tid: pid,
+        space,
+        start,
+        end: start + 4096,
+        prot: "rw-".into(),
+        kind: MapKind::Anon,
+        path: None,
+        tracked: true,
+        state: Some(crate::event::PageState::NotResident),
+    }
+}
+
+fn exit(pid: i32, space: SpaceId) -> Event {
+    Event::Exit {
+        pid,
+        tid: pid,
+        space,
+        status: Some(0),
+        signal: None,
+        resident_bytes: 0,
+        peak_resident_bytes: 0,
+    }
+}
+
+fn check(pid: i32, space: SpaceId) -> Event {
+    Event::Verify {
+        pid,
+        space,
+        point: VerifyPoint::Exit,
+        checked_pages: 0,
+        mismatched_pages: 0,
+        first_mismatches: Vec::new(),
+        skipped: None,
+    }
+}
+
+fn start() -> Event {
+    Event::Start {
+        schema: crate::event::SCHEMA,
+        version: "test".into(),
+        argv: vec![],
+        page_size: 4096,
+        faults: true,
+    }
+}
+
+/// Stamps events a microsecond apart, in the order the test lists them (the order they were
+/// observed, not the order they reach the sequencer).
+struct Clock(Instant);
+
+impl Clock {
+    fn at(&self, n: u64) -> Instant {
+        self.0 + Duration::from_micros(n)
+    }
+    fn line(&self, n: u64, event: Event) -> SequencerMessage {
+        SequencerMessage::Line(Stamped {
+            at: self.at(n),
+            event,
+        })
+    }
+}
+
+/// Runs a sequencer over `messages` (then closes its inbox) and returns what it wrote, checking
+/// that `seq` has no gap and `t_ns` never decreases.
+async fn sequence(started: Instant, messages: Vec<SequencerMessage>) -> Vec<StateMessage> {
+    let (state, out) = StateHandle::for_test(1024);
+    let (sequencer, handle) = Sequencer::new(1024, state, started);
+    let task = tokio::spawn(sequencer.run(start()));
+    for m in messages {
+        handle.send(m).await;
+    }
+    drop(handle);
+    task.await.expect("the sequencer ran to its end");
+    let mut written = Vec::new();
+    while let Ok(m) = out.try_recv() {
+        written.push(m);
+    }
+    for (i, m) in written.iter().enumerate() {
+        assert_eq!(m.line.seq, i as u64, "seq without gaps");
+        if i > 0 {
+            assert!(
+                m.line.t_ns >= written[i - 1].line.t_ns,
+                "t_ns never decreases"
+            );
+        }
+    }
+    assert!(matches!(written[0].line.event, Event::Start { .. }));
+    written
+}
+
+fn events(written: &[StateMessage]) -> Vec<Event> {
+    written[1..].iter().map(|m| m.line.event.clone()).collect()
+}
+
+#[tokio::test]
+async fn a_childs_exec_maps_and_exit_before_its_fork_line_come_after_it() {
+    let clock = Clock(Instant::now());
+    // Observed: 1 execs (space 0), maps, forks 2 (space 1); 2 unmaps, execs into space 2, maps,
+    // exits; 1 exits. The parent's lane is slow: its fork line arrives last but one.
+    let messages = vec![
+        SequencerMessage::Root { pid: 1 },
+        clock.line(1, exec(1, 0)),
+        clock.line(2, map(1, 0, 0x1000)),
+        clock.line(4, map(2, 1, 0x2000)),
+        SequencerMessage::Left { space: 1, pid: 2 },
+        clock.line(5, exec(2, 2)),
+        clock.line(6, map(2, 2, 0x3000)),
+        clock.line(7, exit(2, 2)),
+        clock.line(3, fork(1, 2, 0, 1)),
+        clock.line(8, exit(1, 0)),
+    ];
+    let written = sequence(clock.0, messages).await;
+    assert_eq!(
+        events(&written),
+        vec![
+            exec(1, 0),
+            map(1, 0, 0x1000),
+            fork(1, 2, 0, 1),
+            map(2, 1, 0x2000),
+            exec(2, 2),
+            map(2, 2, 0x3000),
+            exit(2, 2),
+            exit(1, 0),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_exec_waits_for_every_line_of_the_space_left_so_exit_is_last() {
+    let clock = Clock(Instant::now());
+    // 1 execs into space 0, maps there, then execs into space 1 and exits at once; the old lane
+    // is slow, so its last line and its `Left` arrive after the new lane's exec and exit.
+    let messages = vec![
+        SequencerMessage::Root { pid: 1 },
+        clock.line(1, exec(1, 0)),
+        clock.line(3, exec(1, 1)),
+        clock.line(4, exit(1, 1)),
+        clock.line(2, map(1, 0, 0x1000)),
+        SequencerMessage::Left { space: 0, pid: 1 },
+    ];
+    let written = sequence(clock.0, messages).await;
+    assert_eq!(
+        events(&written),
+        vec![exec(1, 0), map(1, 0, 0x1000), exec(1, 1), exit(1, 1)]
+    );
+}
+
+#[tokio::test]
+async fn the_roots_first_exec_announces_it_whatever_arrives_first() {
+    let clock = Clock(Instant::now());
+    // A line of a space nobody announced arrives first; the root's exec needs no `Left`.
+    let messages = vec![
+        SequencerMessage::Root { pid: 1 },
+        clock.line(3, map(2, 1, 0x1000)),
+        clock.line(1, exec(1, 0)),
+        clock.line(2, fork(1, 2, 0, 1)),
+    ];
+    let written = sequence(clock.0, messages).await;
+    assert_eq!(
+        events(&written),
+        vec![exec(1, 0), fork(1, 2, 0, 1), map(2, 1, 0x1000)]
+    );
+}
+
+#[tokio::test]
+async fn what_is_held_at_the_end_is_written_after_a_warning_in_lane_order() {
+    let clock = Clock(Instant::now());
+    // Process 5 (space 3) is never announced; its lines come out at the end, after a warning
+    // naming it, and its exec keeps its place before its map.
+    let messages = vec![
+        SequencerMessage::Root { pid: 1 },
+        clock.line(1, exec(1, 0)),
+        clock.line(5, map(5, 3, 0x1000)),
+        clock.line(6, map(5, 3, 0x2000)),
+        clock.line(2, map(1, 0, 0x1000)),
+    ];
+    let written = sequence(clock.0, messages).await;
+    let events = events(&written);
+    assert_eq!(events.len(), 5);
+    assert_eq!(&events[..2], &[exec(1, 0), map(1, 0, 0x1000)]);
+    match &events[2] {
+        Event::Warning {
+            what, pid, space, ..
+        } => {
+            assert_eq!(*what, WarningKind::Unannounced);
+            assert_eq!((*pid, *space), (Some(5), Some(3)));
+        }
+        other => panic!("expected the warning, got {other:?}"),
+    }
+    assert_eq!(&events[3..], &[map(5, 3, 0x1000), map(5, 3, 0x2000)]);
+}
+
+#[tokio::test]
+async fn a_held_check_keeps_its_probe() {
+    let clock = Clock(Instant::now());
+    let (done, answered) = std::sync::mpsc::sync_channel(1);
+    let probe = Probe {
+        pid: 2,
+        pagemap: None,
+        done,
+    };
+    let messages = vec![
+        SequencerMessage::Root { pid: 1 },
+        clock.line(1, exec(1, 0)),
+        SequencerMessage::Check(
+            Stamped {
+                at: clock.at(3),
+                event: check(2, 1),
+            },
+            probe,
+        ),
+        clock.line(2, fork(1, 2, 0, 1)),
+    ];
+    let written = sequence(clock.0, messages).await;
+    assert_eq!(
+        events(&written),
+        vec![exec(1, 0), fork(1, 2, 0, 1), check(2, 1)]
+    );
+    let probe = written[3].probe.as_ref().expect("the check kept its probe");
+    assert_eq!(probe.pid, 2);
+    probe.done.send(()).unwrap();
+    answered.try_recv().expect("it is the same probe");
+    assert!(written[..3].iter().all(|m| m.probe.is_none()));
+}
+
+#[tokio::test]
+async fn a_check_read_through_a_thread_waits_for_its_space_only() {
+    let clock = Clock(Instant::now());
+    // A checkpoint's `verify` names the thread it read through (77), which no line announces:
+    // holding it would hold the tracer, which waits for the check, forever.
+    let messages = vec![
+        SequencerMessage::Root { pid: 1 },
+        clock.line(1, exec(1, 0)),
+        clock.line(2, check(77, 0)),
+        clock.line(4, check(78, 1)),
+        clock.line(3, fork(1, 2, 0, 1)),
+    ];
+    let written = sequence(clock.0, messages).await;
+    assert_eq!(
+        events(&written),
+        vec![exec(1, 0), check(77, 0), fork(1, 2, 0, 1), check(78, 1)]
+    );
+}
+
+#[tokio::test]
+async fn a_line_about_a_process_after_its_exit_is_not_held() {
+    let clock = Clock(Instant::now());
+    // Nothing can announce 1 again: holding the late line would hold its lane (and a check
+    // behind it, which the tracer waits for) to the end.
+    let late = Event::Warning {
+        pid: Some(1),
+        space: None,
+        what: WarningKind::SharingDisagrees,
+        message: "test".into(),
+    };
+    let messages = vec![
+        SequencerMessage::Root { pid: 1 },
+        clock.line(1, exec(1, 0)),
+        clock.line(2, exit(1, 0)),
+        clock.line(3, map(1, 0, 0x1000)),
+        clock.line(4, late.clone()),
+        clock.line(5, check(1, 0)),
+    ];
+    let written = sequence(clock.0, messages).await;
+    assert_eq!(
+        events(&written),
+        vec![exec(1, 0), exit(1, 0), map(1, 0, 0x1000), late, check(1, 0)]
+    );
+}
+
+#[tokio::test]
+async fn a_lane_is_never_reordered_behind_a_held_line() {
+    let clock = Clock(Instant::now());
+    // Lines of no space (the tracer's) form one lane: a warning about 9 (announced later), then
+    // one about 1, which could go at once: it stays behind.
+    let warning = |pid| Event::Warning {
+        pid: Some(pid),
+        space: None,
+        what: WarningKind::SharingDisagrees,
+        message: "test".into(),
+    };
+    let messages = vec![
+        SequencerMessage::Root { pid: 1 },
+        clock.line(1, exec(1, 0)),
+        clock.line(3, warning(9)),
+        clock.line(4, warning(1)),
+        clock.line(2, fork(1, 9, 0, 4)),
+    ];
+    let written = sequence(clock.0, messages).await;
+    assert_eq!(
+        events(&written),
+        vec![exec(1, 0), fork(1, 9, 0, 4), warning(9), warning(1)]
+    );
+}
+
+#[tokio::test]
+async fn a_line_with_a_pid_nobody_announces_does_not_hold_its_lane() {
+    let clock = Clock(Instant::now());
+    // A lane that names a thread id as the process (16609): held, it would hold the check
+    // behind it, and the tracer waiting for that check, to the end. It goes; replay reports it.
+    let messages = vec![
+        SequencerMessage::Root { pid: 1 },
+        clock.line(1, exec(1, 0)),
+        clock.line(2, map(16609, 0, 0x1000)),
+        clock.line(3, check(1, 0)),
+    ];
+    let written = sequence(clock.0, messages).await;
+    assert_eq!(
+        events(&written),
+        vec![exec(1, 0), map(16609, 0, 0x1000), check(1, 0)]
+    );
+}
+
+#[tokio::test]
+async fn a_warning_about_a_space_sent_before_its_creation_does_not_block_it() {
+    let clock = Clock(Instant::now());
+    let warning = Event::Warning {
+        pid: Some(2),
+        space: Some(1),
+        what: WarningKind::NoUserfaultfd,
+        message: "test".into(),
+    };
+    let messages = vec![
+        SequencerMessage::Root { pid: 1 },
+        clock.line(1, exec(1, 0)),
+        clock.line(3, warning.clone()),
+        clock.line(2, fork(1, 2, 0, 1)),
+        SequencerMessage::Left { space: 1, pid: 2 },
+        clock.line(4, exec(2, 5)),
+        clock.line(5, exit(2, 5)),
+    ];
+    let written = sequence(clock.0, messages).await;
+    assert_eq!(
+        events(&written),
+        vec![
+            exec(1, 0),
+            fork(1, 2, 0, 1),
+            warning,
+            exec(2, 5),
+            exit(2, 5)
+        ]
+    );
+}
+
+#[test]
+fn past_the_limit_the_lane_held_longest_goes_on_after_a_warning() {
+    let clock = Clock(Instant::now());
+    let held = |n: u64, event: Event| Held {
+        stamped: Stamped {
+            at: clock.at(n),
+            event,
+        },
+        probe: None,
+    };
+    let mut gate = Gate::with_limit(2);
+    gate.root(1);
+    gate.line(held(1, exec(1, 0)));
+    gate.line(held(3, map(7, 2, 0x1000)));
+    gate.line(held(2, map(8, 3, 0x1000)));
+    assert_eq!(gate.held(), 2);
+    gate.line(held(4, map(8, 3, 0x2000)));
+    // Lane 3 has waited longest (its head is the oldest line): it goes, after a warning.
+    assert_eq!(gate.held(), 1);
+    let out: Vec<Event> = std::iter::from_fn(|| gate.next_ready())
+        .map(|h| h.stamped.event)
+        .collect();
+    assert_eq!(out.len(), 4);
+    assert_eq!(out[0], exec(1, 0));
+    assert!(matches!(
+        out[1],
+        Event::Warning {
+            what: WarningKind::Unannounced,
+            space: Some(3),
+            ..
+        }
+    ));
+    assert_eq!(&out[2..], &[map(8, 3, 0x1000), map(8, 3, 0x2000)]);
+}

@@ -1,0 +1,205 @@
+//! The closing table on stderr, for a person: one row per process, by its own last argv.
+
+use std::fmt::Write as _;
+
+use humansize::{BINARY, format_size};
+
+use crate::event::{ProcessSummary, RunTotals};
+
+/// The argv column shows at most this many characters.
+const ARGV_CHARS: usize = 60;
+
+/// The closing table.
+pub fn human_summary(processes: &[ProcessSummary], totals: &RunTotals) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "mevi-actors: {} process(es), {} address space(s), {} first touches, peak resident {} \
+         (mevi-actors itself: {})",
+        totals.processes,
+        totals.spaces,
+        totals.faults,
+        format_size(totals.peak_resident_bytes, BINARY),
+        format_size(totals.tracer_peak_rss_bytes, BINARY)
+    );
+    if totals.warnings > 0 {
+        let _ = writeln!(
+            s,
+            "mevi-actors: {} warning(s): the stream's `warning` lines say what is no longer exact",
+            totals.warnings
+        );
+    }
+    if let Some(v) = &totals.verify {
+        let mut also = String::new();
+        if v.failed_points > 0 {
+            let _ = write!(also, " (at {} checks)", v.failed_points);
+        }
+        if v.skipped_points > 0 {
+            let _ = write!(also, ", {} skipped (process gone)", v.skipped_points);
+        }
+        if v.unchecked_points > 0 {
+            let _ = write!(also, ", {} could not be run", v.unchecked_points);
+        }
+        if v.inexact_warnings > 0 {
+            let _ = write!(
+                also,
+                ", {} warning(s) that leave the stream inexact",
+                v.inexact_warnings
+            );
+        }
+        let _ = writeln!(
+            s,
+            "mevi-actors: verify: {} checks against the kernel, {} pages checked, {} mismatched{also}",
+            v.points, v.checked_pages, v.mismatched_pages,
+        );
+    }
+    let ends: Vec<String> = processes.iter().map(end).collect();
+    let end_width = ends.iter().map(|e| e.len()).max().unwrap_or(0).max(3);
+    let _ = writeln!(
+        s,
+        "{:>8} {:>11} {:>11} {:>9} {:>6} {:>6} {:>9}  {:<end_width$}  argv",
+        "pid", "peak", "final", "faults", "maps", "unmaps", "lifetime", "end"
+    );
+    for (p, end) in processes.iter().zip(ends) {
+        let _ = writeln!(
+            s,
+            "{:>8} {:>11} {:>11} {:>9} {:>6} {:>6} {:>8.3}s  {:<end_width$}  {}",
+            p.pid,
+            format_size(p.peak_resident_bytes, BINARY),
+            format_size(p.resident_bytes, BINARY),
+            p.faults,
+            p.maps,
+            p.unmaps,
+            p.lifetime_ns as f64 / 1e9,
+            end,
+            argv_column(&p.argv)
+        );
+    }
+    s
+}
+
+/// How the process ended: `exit 0`, `SIGKILL`, or `-` when its end was not seen.
+fn end(p: &ProcessSummary) -> String {
+    match (&p.status, &p.signal) {
+        (_, Some(sig)) => sig.clone(),
+        (Some(code), None) => format!("exit {code}"),
+        (None, None) => "-".into(),
+    }
+}
+
+/// The argv on one line: control characters escaped (a newline in a `bash -c` script would
+/// break the table), shortened on a character boundary.
+fn argv_column(argv: &[String]) -> String {
+    let mut text = String::new();
+    for (i, arg) in argv.iter().enumerate() {
+        if i > 0 {
+            text.push(' ');
+        }
+        for c in arg.chars() {
+            if c.is_control() {
+                text.extend(c.escape_default());
+            } else {
+                text.push(c);
+            }
+        }
+    }
+    if text.chars().count() > ARGV_CHARS {
+        let mut short: String = text.chars().take(ARGV_CHARS - 3).collect();
+        short.push_str("...");
+        return short;
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::VerifyTotals;
+
+    fn row(pid: i32, argv: &[&str], status: Option<i32>, signal: Option<&str>) -> ProcessSummary {
+        ProcessSummary {
+            pid,
+            argv: argv.iter().map(|a| a.to_string()).collect(),
+            resident_bytes: 4096,
+            peak_resident_bytes: 8192,
+            faults: 2,
+            maps: 3,
+            unmaps: 1,
+            lifetime_ns: 1_500_000,
+            status,
+            signal: signal.map(str::to_string),
+        }
+    }
+
+    fn table(processes: &[ProcessSummary]) -> Vec<String> {
+        human_summary(processes, &RunTotals::default())
+            .lines()
+            .skip(1)
+            .map(str::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn a_long_utf8_argv_is_cut_on_a_character_boundary() {
+        // Multibyte characters straddle byte 57: cutting by bytes would panic.
+        let arg = format!("{}{}", "a".repeat(45), "é".repeat(40));
+        let lines = table(&[row(1, &["/bin/prog", &arg], Some(0), None)]);
+        let argv = lines[1].split("  ").last().unwrap();
+        assert!(argv.ends_with("..."), "{argv}");
+        assert_eq!(argv.chars().count(), ARGV_CHARS);
+        assert!(argv.starts_with("/bin/prog aaaa"));
+    }
+
+    #[test]
+    fn a_short_argv_is_whole_and_control_characters_are_escaped() {
+        let lines = table(&[row(1, &["bash", "-c", "echo é\ntrue"], Some(0), None)]);
+        assert_eq!(lines.len(), 2, "one row: {lines:?}");
+        assert!(lines[1].ends_with("bash -c echo é\\ntrue"), "{}", lines[1]);
+    }
+
+    #[test]
+    fn every_row_names_its_end_and_the_columns_line_up() {
+        let lines = table(&[
+            row(1, &["/bin/p1"], Some(0), None),
+            row(22, &["/bin/p2"], None, Some("SIGVTALRM")),
+            row(333, &["/bin/p3"], None, None),
+            row(4444444, &["/bin/p4"], Some(255), None),
+        ]);
+        assert!(lines[0].starts_with("     pid"));
+        assert!(lines[1].contains("  exit 0 "));
+        assert!(lines[2].contains("  SIGVTALRM  "));
+        assert!(lines[3].contains("  -  "));
+        assert!(lines[4].contains("  exit 255 "));
+        // The argv column starts at the same place in every row, after the widest end.
+        let col = lines[0].find("argv").unwrap();
+        for line in &lines[1..] {
+            assert!(line[..col].ends_with("  "), "{lines:#?}");
+            assert!(line[col..].starts_with("/bin/p"), "{lines:#?}");
+        }
+    }
+
+    #[test]
+    fn the_verify_line_names_what_could_not_be_checked() {
+        let totals = RunTotals {
+            warnings: 2,
+            verify: Some(VerifyTotals {
+                points: 5,
+                failed_points: 0,
+                skipped_points: 1,
+                unchecked_points: 2,
+                inexact_warnings: 1,
+                checked_pages: 100,
+                mismatched_pages: 0,
+            }),
+            ..RunTotals::default()
+        };
+        let text = human_summary(&[], &totals);
+        assert!(text.contains("2 warning(s)"), "{text}");
+        assert!(text.contains("1 skipped (process gone)"), "{text}");
+        assert!(text.contains("2 could not be run"), "{text}");
+        assert!(
+            text.contains("1 warning(s) that leave the stream inexact"),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,204 @@
+//! `--verify`: checks of the stream against the kernel's page tables, at each process's last
+//! exit stop and, with `--verify-every`, at checkpoints where every traced thread is stopped.
+
+use std::collections::HashSet;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use super::Tracer;
+use crate::actors::lane::LaneMessage;
+use crate::event::{SpaceId, VerifyPoint, WarningKind};
+use crate::kernel::ptrace::{self, Resume};
+
+/// How long a checkpoint waits for every thread to stop before it gives up and lets them go (a
+/// thread can be stuck where ptrace cannot stop it, e.g. in an uninterruptible sleep).
+const PATIENCE: Duration = Duration::from_secs(2);
+
+/// How long the tracer waits for a check to be answered before it lets the threads go: far
+/// longer than any check takes, even behind a slow reader of the stream; it only bounds a wait
+/// that something went wrong in.
+const ANSWER_PATIENCE: Duration = Duration::from_secs(60);
+
+/// The longest the tracer sleeps in `waitpid` with `--verify-every`, so that a stuck checkpoint is
+/// given up on time whatever the interval.
+pub(super) const TICK: Duration = Duration::from_millis(100);
+
+/// A stop-the-world check in progress (`--verify-every`): every thread is asked to stop, and
+/// each one that stops, for whatever reason, is held until all have.
+pub(super) struct Checkpoint {
+    /// Threads asked to stop whose stop has not been seen yet.
+    waiting: HashSet<i32>,
+    /// Stopped threads and how each is to be let go, in the order they stopped.
+    parked: Vec<(i32, Resume)>,
+    began: Instant,
+}
+
+impl Checkpoint {
+    /// Holds a stopped thread until the check is done.
+    pub(super) fn park(&mut self, tid: i32, how: Resume) {
+        self.waiting.remove(&tid);
+        self.parked.push((tid, how));
+    }
+
+    /// A thread that will run no user code any more: nothing to wait for.
+    pub(super) fn forget(&mut self, tid: i32) {
+        self.waiting.remove(&tid);
+    }
+}
+
+impl Tracer {
+    /// Starts a checkpoint if one is due. The next one is due an interval after this one ends,
+    /// so that a checkpoint longer than the interval cannot starve the program.
+    pub(super) fn checkpoint_if_due(&mut self) {
+        if let (Some(every), Some(next)) = (self.config.verify_every, self.next_checkpoint)
+            && Instant::now() >= next
+            && self.checkpoint.is_none()
+        {
+            self.next_checkpoint = Some(Instant::now() + every);
+            self.begin_checkpoint();
+        }
+    }
+
+    /// Asks every thread that can run user code to stop.
+    fn begin_checkpoint(&mut self) {
+        let mut waiting = HashSet::new();
+        for (&tid, t) in self.threads.iter_mut() {
+            // Not yet attached, waiting for a vfork child, left in a group stop, or past the
+            // exit stop: none of these can touch memory.
+            if t.awaiting_attach || t.in_vfork || t.listening || t.exiting {
+                continue;
+            }
+            // ESRCH: it is dying; its end will be reported, and it needs no stopping.
+            if ptrace::interrupt(tid).is_ok() {
+                waiting.insert(tid);
+            }
+        }
+        self.checkpoint = Some(Checkpoint {
+            waiting,
+            parked: Vec::new(),
+            began: Instant::now(),
+        });
+    }
+
+    /// Once every thread of a checkpoint has stopped (or died), checks every space and lets them
+    /// all go. A checkpoint that cannot complete in time is dropped without a check, and the
+    /// stream says so.
+    pub(super) fn settle_checkpoint(&mut self) {
+        let threads = &self.threads;
+        let Some(c) = self.checkpoint.as_mut() else {
+            return;
+        };
+        c.waiting.retain(|t| threads.contains_key(t));
+        let late = c.began.elapsed() > PATIENCE;
+        if !c.waiting.is_empty() && !late {
+            return;
+        }
+        let Some(c) = self.checkpoint.take() else {
+            return;
+        };
+        if c.waiting.is_empty() {
+            let targets: Vec<(SpaceId, i32)> = self
+                .spaces
+                .iter()
+                .filter(|(_, s)| s.uffd.is_some())
+                .filter_map(|(&id, _)| self.parked_in(id, &c.parked).map(|tid| (id, tid)))
+                .collect();
+            self.check(&targets, VerifyPoint::Checkpoint);
+        } else {
+            let mut waiting: Vec<i32> = c.waiting.iter().copied().collect();
+            waiting.sort_unstable();
+            self.warn(
+                None,
+                None,
+                WarningKind::CheckpointSkipped,
+                format!(
+                    "checkpoint abandoned: threads {waiting:?} did not stop within {PATIENCE:?}"
+                ),
+            );
+        }
+        for (tid, how) in c.parked {
+            self.release_now(tid, how);
+        }
+        // The next interval starts now that the threads run again.
+        if let Some(every) = self.config.verify_every {
+            self.next_checkpoint = Some(Instant::now() + every);
+        }
+    }
+
+    /// A thread of the space held in a ptrace stop, to read its maps through: a stopped thread
+    /// still has its mm (one that is dying may already have dropped it). A space with none has
+    /// no thread left to check it with.
+    fn parked_in(&self, space: SpaceId, parked: &[(i32, Resume)]) -> Option<i32> {
+        parked
+            .iter()
+            .map(|&(tid, _)| tid)
+            .filter(|tid| {
+                self.threads
+                    .get(tid)
+                    .is_some_and(|t| self.space_of_process(t.pid) == Some(space))
+            })
+            .min()
+    }
+
+    /// At a thread's exit stop: if no other thread of its space can run user code any more, this
+    /// is a quiescent point, and `--verify` checks it.
+    pub(super) fn verify_at_exit(&mut self, tid: i32) {
+        if self.config.verify
+            && let Some((pid, space)) = self.space_of(tid)
+            && !self.exec_interrupted.contains(&pid)
+            && self.spaces.get(&space).is_some_and(|s| s.uffd.is_some())
+            && self.space_is_quiescent(space)
+        {
+            self.check(&[(space, tid)], VerifyPoint::Exit);
+        }
+    }
+
+    /// Whether no thread of the space can run user code (each has reached its exit stop, waits
+    /// for a vfork child, or has not started).
+    fn space_is_quiescent(&self, space: SpaceId) -> bool {
+        self.threads
+            .values()
+            .filter(|t| self.space_of_process(t.pid) == Some(space))
+            .all(|t| t.exiting || t.in_vfork || t.awaiting_attach)
+    }
+
+    /// Asks each space's lane to check the stream against the kernel, and waits until each has
+    /// read the kernel's side (the threads must not run before that). A lane that cannot check
+    /// drops the reply: the check is then skipped, which its `verify` line or a warning says.
+    fn check(&self, targets: &[(SpaceId, i32)], point: VerifyPoint) {
+        let mut answers = Vec::new();
+        for &(id, tid) in targets {
+            let Some(space) = self.spaces.get(&id) else {
+                continue;
+            };
+            let Some(pid) = self.threads.get(&tid).map(|t| t.pid) else {
+                continue;
+            };
+            let (done, answer) = mpsc::sync_channel(1);
+            space.lane.send(LaneMessage::Checkpoint {
+                pid,
+                tid,
+                point,
+                done,
+            });
+            answers.push((id, answer));
+        }
+        for (id, answer) in answers {
+            match answer.recv_timeout(ANSWER_PATIENCE) {
+                Ok(()) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    tracing::debug!(space = id, "a check got no answer: skipped");
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => self.warn(
+                    None,
+                    Some(id),
+                    WarningKind::CheckpointSkipped,
+                    format!(
+                        "a check of space {id} got no answer within {ANSWER_PATIENCE:?}; its \
+                         threads were let go"
+                    ),
+                ),
+            }
+        }
+    }
+}

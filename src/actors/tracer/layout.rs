@@ -1,0 +1,404 @@
+//! Layout syscalls: what each one did, reported to its space's lane at its exit stop, while the
+//! thread that made it is still stopped.
+
+use std::ops::Range;
+use std::time::Instant;
+
+use rangemap::RangeSet;
+
+use super::spaces::{MapAt, NewMapping};
+use super::{SyscallEntry, Tracer};
+use crate::actors::lane::{LaneMessage, PagesAtExit};
+use crate::actors::sequencer::Stamped;
+use crate::event::{Event, MapKind, SpaceId, prot_string};
+use crate::kernel::procfs;
+use crate::kernel::ptrace::Resume;
+use crate::kernel::syscall::{self, DiscardAdvice, LayoutSyscall, SyscallReturn};
+
+/// What a layout syscall's exit report says beyond its lines.
+#[derive(Default)]
+pub(super) struct ExitReport {
+    /// It returned an error (it may still have acted half way).
+    pub(super) failed: bool,
+    /// The ranges its lines changed.
+    pub(super) changed: RangeSet<u64>,
+    /// Ranges whose pages are read again at the exit, since a fill the lane could not order can
+    /// have landed there: the part of an mremap's new range beyond the old length, and the
+    /// source an `MREMAP_DONTUNMAP` move leaves behind.
+    pub(super) read_again: RangeSet<u64>,
+}
+
+/// Who made a change, and in which space.
+#[derive(Clone, Copy)]
+struct By {
+    pid: i32,
+    tid: i32,
+    space: SpaceId,
+}
+
+impl Tracer {
+    pub(super) fn on_seccomp_stop(&mut self, tid: i32) {
+        let entry = match syscall::seccomp_entry(tid) {
+            Ok(Some((nr, args))) => Some(SyscallEntry {
+                call: LayoutSyscall::decode(nr, args, self.config.lane.page_size),
+            }),
+            Ok(None) => None,
+            Err(e) => {
+                // ESRCH: it died; its end is still to be reported.
+                tracing::debug!(tid, "PTRACE_GET_SYSCALL_INFO at a seccomp stop: {e}");
+                None
+            }
+        };
+        if let Some(thread) = self.threads.get_mut(&tid) {
+            thread.entry = entry;
+            thread.serial += 1;
+            thread.raced = RangeSet::new();
+        }
+        // The lane holds back faults behind a layout change until the syscalls begun before it
+        // have ended (docs/ordering.md).
+        if let Some(SyscallEntry { call }) = entry
+            && let Some((_, space)) = self.space_of(tid)
+            && let Some(space) = self.spaces.get(&space)
+        {
+            space.lane.send(LaneMessage::Begun { tid, call });
+            if let Some(tail) = call.grown_tail() {
+                // A mapping grown in place keeps its registration: a racing touch of the new
+                // tail faults through the lane before this mremap is reported, and must wait.
+                space.lane.send(LaneMessage::Fence { tid, range: tail });
+            }
+        }
+        // Run the syscall and stop again at its exit.
+        self.go(tid, Resume::Syscall);
+    }
+
+    /// A syscall's exit stop: reported now, or held until a release it must follow is reported
+    /// (docs/ordering.md, case 1).
+    pub(super) fn on_syscall_exit_stop(&mut self, tid: i32) {
+        if let Some(releaser) = self.must_wait_for(tid) {
+            self.defer(tid, releaser);
+            return;
+        }
+        self.on_syscall_exit(tid);
+        self.go(tid, Resume::Cont(None));
+    }
+
+    fn on_syscall_exit(&mut self, tid: i32) {
+        let Some(entry) = self.threads.get_mut(&tid).and_then(|t| t.entry.take()) else {
+            return;
+        };
+        let Some((pid, space)) = self.space_of(tid) else {
+            return;
+        };
+        let by = By { pid, tid, space };
+        let ExitReport {
+            failed,
+            changed,
+            read_again,
+        } = self.report_syscall_exit(by, entry.call);
+        // Begun syscalls of other threads that may have acted on what this one reported: which
+        // came first is unknown, so each will describe the range again once it is reported.
+        self.note_races(tid, space, &changed);
+        let mut again = RangeSet::new();
+        if failed {
+            // An error return says nothing of what was done before the error (an mremap of
+            // several mappings refused half way, a MAP_FIXED that unmapped and then failed).
+            again.extend(entry.call.reach());
+        }
+        let raced = self
+            .threads
+            .get_mut(&tid)
+            .map(|t| std::mem::take(&mut t.raced))
+            .unwrap_or_default();
+        if !raced.is_empty() {
+            again.extend(raced);
+            again.extend(changed);
+        }
+        // A grown tail is registered the moment it exists, and no event says so: a racing touch
+        // can be resolved there before this report, which replays the tail as not resident. The
+        // same goes for a DONTUNMAP source. Their pages are read as they are at this exit (R3).
+        again.extend(read_again);
+        if !again.is_empty() {
+            self.describe_again(tid, space, again);
+        }
+        if let Some(s) = self.spaces.get(&space) {
+            s.lane.send(LaneMessage::Ended { tid });
+        }
+    }
+
+    /// Reports what a layout syscall did, and what it changed, as ranges.
+    fn report_syscall_exit(&mut self, by: By, call: LayoutSyscall) -> ExitReport {
+        let nothing = ExitReport::default();
+        let ret = match syscall::exit_value(by.tid) {
+            Ok(Some(ret)) => ret,
+            Ok(None) => return nothing,
+            Err(e) => {
+                tracing::debug!(
+                    tid = by.tid,
+                    "PTRACE_GET_SYSCALL_INFO at a syscall exit: {e}"
+                );
+                return nothing;
+            }
+        };
+        // madvise(MADV_DONTNEED) over a hole drops the mapped pages, then returns ENOMEM: the
+        // lane's reconciliation finds which pages went.
+        let partial =
+            matches!(call, LayoutSyscall::Madvise { .. }) && ret.value == -(libc::ENOMEM as i64);
+        if ret.is_error && !partial {
+            return ExitReport {
+                failed: true,
+                ..nothing
+            };
+        }
+        let SyscallReturn { value, .. } = ret;
+        let rval = value as u64;
+        let mut changed = RangeSet::new();
+        let mut read_again = RangeSet::new();
+        let mut add = |r: Range<u64>| {
+            if !r.is_empty() {
+                changed.insert(r);
+            }
+        };
+        match call {
+            LayoutSyscall::Mmap {
+                len,
+                prot,
+                flags,
+                fd,
+                ..
+            } => {
+                add(rval..rval.saturating_add(len));
+                self.on_mmap(by, rval..rval.saturating_add(len), prot, flags, fd);
+            }
+            LayoutSyscall::Munmap { addr, len } => {
+                let range = addr..addr.saturating_add(len);
+                add(range.clone());
+                self.observed(
+                    by.space,
+                    Event::Unmap {
+                        pid: by.pid,
+                        tid: by.tid,
+                        space: by.space,
+                        start: range.start,
+                        end: range.end,
+                    },
+                );
+            }
+            LayoutSyscall::Mremap {
+                old_len: 0,
+                new_len,
+                ..
+            } => {
+                // old_size 0: a second mapping of shared memory; nothing moved.
+                add(rval..rval.saturating_add(new_len));
+                self.on_new_mapping_of(by, rval);
+            }
+            LayoutSyscall::Mremap {
+                old_addr,
+                old_len,
+                new_len,
+                flags,
+                ..
+            } => {
+                add(old_addr..old_addr.saturating_add(old_len));
+                add(rval..rval.saturating_add(new_len));
+                if new_len > old_len {
+                    read_again.insert(rval.saturating_add(old_len)..rval.saturating_add(new_len));
+                }
+                let dontunmap = flags & libc::MREMAP_DONTUNMAP != 0;
+                if dontunmap {
+                    // The source stays mapped and registered, empty. A fill of it can complete
+                    // after the page tables moved and before the kernel raises mmap_changing
+                    // for the REMAP event, which comes after: such a page is written before the
+                    // `remap` line, which replays the source as empty (docs/ordering.md, R6b).
+                    read_again.insert(old_addr..old_addr.saturating_add(old_len));
+                }
+                // The moved or grown mapping keeps its registration (EVENT_REMAP); this only
+                // matters where the kernel made a new VMA, and fails harmlessly elsewhere.
+                self.register(by.space, rval..rval.saturating_add(new_len));
+                self.observed(
+                    by.space,
+                    Event::Remap {
+                        pid: by.pid,
+                        tid: by.tid,
+                        space: by.space,
+                        old_start: old_addr,
+                        old_end: old_addr.saturating_add(old_len),
+                        new_start: rval,
+                        new_end: rval.saturating_add(new_len),
+                        dontunmap,
+                    },
+                );
+            }
+            LayoutSyscall::Brk { .. } => self.on_brk(by, rval),
+            LayoutSyscall::Madvise {
+                addr,
+                len,
+                discard: Some(advice),
+            } => {
+                let range = addr..addr.saturating_add(len);
+                add(range.clone());
+                self.on_discard(by, range, advice);
+            }
+            LayoutSyscall::Madvise { discard: None, .. } | LayoutSyscall::Other { .. } => {}
+        }
+        ExitReport {
+            changed,
+            read_again,
+            ..nothing
+        }
+    }
+
+    /// Sends an event to a space's lane, if the space is still there.
+    fn observed(&self, space: SpaceId, event: Event) {
+        match self.spaces.get(&space) {
+            Some(s) => s.lane.observed(event),
+            None => tracing::debug!(space, ?event, "an event for a space that is gone"),
+        }
+    }
+
+    fn on_mmap(&mut self, by: By, range: Range<u64>, prot: u64, flags: i32, fd: i32) {
+        let anon = flags & libc::MAP_ANONYMOUS != 0;
+        // The mapping type is the low two bits, compared whole: MAP_SHARED_VALIDATE (3) shares
+        // a bit with MAP_PRIVATE (2).
+        let map_type = flags & libc::MAP_SHARED_VALIDATE;
+        let shared = map_type == libc::MAP_SHARED || map_type == libc::MAP_SHARED_VALIDATE;
+        let kind = match (anon, shared) {
+            (true, false) if flags & (libc::MAP_STACK | libc::MAP_GROWSDOWN) != 0 => MapKind::Stack,
+            (true, false) => MapKind::Anon,
+            (true, true) => MapKind::Shmem,
+            (false, _) => MapKind::File,
+        };
+        let path = (!anon).then(|| procfs::fd_path(by.pid, fd)).flatten();
+        let kind = match (&kind, &path) {
+            (MapKind::File, Some(p))
+                if shared && (p.starts_with("/memfd:") || p.starts_with("/dev/shm/")) =>
+            {
+                MapKind::Shmem
+            }
+            _ => kind,
+        };
+        let trackable = anon && !shared && flags & libc::MAP_HUGETLB == 0;
+        let followed = self.spaces.get(&by.space).is_some_and(|s| s.uffd.is_some());
+        if trackable
+            && followed
+            && let Some(space) = self.spaces.get(&by.space)
+        {
+            // Once registered, a touch by a thread racing this report faults through the lane:
+            // it must wait for the report (docs/ordering.md, the fences).
+            space.lane.send(LaneMessage::Fence {
+                tid: by.tid,
+                range: range.clone(),
+            });
+        }
+        let registered = trackable && self.register(by.space, range.clone());
+        let at = MapAt {
+            pid: by.pid,
+            tid: by.tid,
+            space: by.space,
+            range,
+        };
+        let mapping = NewMapping {
+            prot: prot_string(prot),
+            kind,
+            path,
+            registered,
+        };
+        self.send_map(at, mapping);
+    }
+
+    /// A mapping the syscall's arguments do not describe well enough: as `/proc/PID/maps` says.
+    fn on_new_mapping_of(&mut self, by: By, addr: u64) {
+        let Some(entry) = procfs::read_maps(by.pid)
+            .ok()
+            .and_then(|maps| maps.into_iter().find(|m| m.start <= addr && addr < m.end))
+        else {
+            return;
+        };
+        let at = MapAt {
+            pid: by.pid,
+            tid: by.tid,
+            space: by.space,
+            range: entry.start..entry.end,
+        };
+        // Only shared memory can be mapped again this way (the kernel refuses old_size 0 for a
+        // private mapping), so this never registers anything.
+        self.send_maps_entry(at, &entry);
+    }
+
+    fn on_brk(&mut self, by: By, new_brk: u64) {
+        let Some(space) = self.spaces.get_mut(&by.space) else {
+            return;
+        };
+        let old_brk = std::mem::replace(&mut space.brk, new_brk);
+        let (old, new) = (self.page_align(old_brk), self.page_align(new_brk));
+        if old == new {
+            return;
+        }
+        let Some(space) = self.spaces.get(&by.space) else {
+            return;
+        };
+        if new > old && space.uffd.is_some() {
+            space.lane.send(LaneMessage::Fence {
+                tid: by.tid,
+                range: old..new,
+            });
+        }
+        let grown = new > old && self.register(by.space, old..new);
+        // Another thread can touch the new heap before it was registered above: the lane reads
+        // which pages are already there.
+        let at_exit = if grown {
+            self.present_at(by.pid, by.space, old..new)
+        } else {
+            None
+        };
+        let event = Event::Brk {
+            pid: by.pid,
+            tid: by.tid,
+            space: by.space,
+            old,
+            new,
+            // A shrinking heap stays as tracked as it was.
+            tracked: at_exit.is_some() || (new < old && space.uffd.is_some()),
+        };
+        match at_exit {
+            Some(at_exit) => space.lane.send(LaneMessage::Mapped {
+                event: Stamped::now(event),
+                at_exit,
+            }),
+            None => space.lane.observed(event),
+        }
+    }
+
+    /// `madvise` dropped pages: the lane finds which, from the pages absent now.
+    fn on_discard(&mut self, by: By, range: Range<u64>, advice: DiscardAdvice) {
+        let at = Instant::now();
+        // Unreadable page tables: every page counts as dropped, less those the lane resolved
+        // since; the warning says the figure is an estimate.
+        let at_exit = self
+            .present_at(by.pid, by.space, range.clone())
+            .unwrap_or(PagesAtExit {
+                read_at: at,
+                present: Vec::new(),
+            });
+        if let Some(space) = self.spaces.get(&by.space) {
+            space.lane.send(LaneMessage::Discard {
+                pid: by.pid,
+                tid: by.tid,
+                range,
+                advice: advice_name(advice),
+                at,
+                at_exit,
+            });
+        }
+    }
+}
+
+/// The stream's name for an advice that drops pages at once.
+fn advice_name(advice: DiscardAdvice) -> &'static str {
+    match advice {
+        DiscardAdvice::DontNeed => "dontneed",
+        DiscardAdvice::Remove => "remove",
+        DiscardAdvice::DontNeedLocked => "dontneed_locked",
+        DiscardAdvice::PageOut => "pageout",
+    }
+}

@@ -1,0 +1,455 @@
+//! Threads and processes: clone, fork, vfork, exec, exit, and job control.
+
+use nix::sys::signal::Signal;
+use rangemap::RangeSet;
+
+use super::spaces::Origin;
+use super::{Process, ProgramEnd, Thread, Tracer, USER_SPACE_END};
+use crate::actors::lane::LaneMessage;
+use crate::event::{Event, ForkKind, SpaceId, WarningKind, signal_name};
+use crate::kernel::inject::{self, InjectError};
+use crate::kernel::procfs;
+use crate::kernel::ptrace::{self, ChildEvent, Resume, Stop, is_group_stop_signal};
+use crate::kernel::syscall;
+use crate::test_hooks::{self, Fault};
+
+impl Tracer {
+    /// `PTRACE_EVENT_STOP`: a new child's first stop, a group stop, or our interrupt's trap.
+    pub(super) fn on_event_stop(&mut self, tid: i32, signal: Signal) {
+        let Some(thread) = self.threads.get_mut(&tid) else {
+            return self.on_unknown_stop(tid, Some(signal));
+        };
+        let group_stop = is_group_stop_signal(signal);
+        if thread.awaiting_attach {
+            thread.awaiting_attach = false;
+            // A child created while its group is stopped (or stopping) has a group stop for its
+            // first stop: it must stay stopped once set up, as it would untraced.
+            thread.group_stopped |= group_stop;
+            self.on_attached(tid);
+            return;
+        }
+        // A SIGTRAP event stop is our PTRACE_INTERRUPT's trap. It may come late, after another
+        // stop it was sent during; then it is resumed like any other (or held, if a checkpoint is
+        // on). Before the first exec there is no job control to keep.
+        let pre_exec = self
+            .processes
+            .get(&thread.pid)
+            .is_some_and(|p| p.space.is_none());
+        if group_stop && !pre_exec {
+            self.go(tid, Resume::Listen);
+        } else {
+            self.go(tid, Resume::Cont(None));
+        }
+    }
+
+    /// Resumes a thread we held to set up (at its attach stop or after an injection): a group
+    /// stop that began meanwhile is kept, as job control would have it.
+    pub(super) fn resume_after_setup(&mut self, tid: i32) {
+        let group_stopped = self
+            .threads
+            .get_mut(&tid)
+            .is_some_and(|t| std::mem::take(&mut t.group_stopped));
+        if group_stopped {
+            self.go(tid, Resume::Listen);
+        } else {
+            self.go(tid, Resume::Cont(None));
+        }
+    }
+
+    /// A fork, vfork or clone is under way in `parent_tid`.
+    pub(super) fn on_new_child(&mut self, parent_tid: i32, event: ChildEvent) {
+        let child = match ptrace::event_message(parent_tid) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::debug!(parent_tid, "no child id for a {event:?} event: {e}");
+                return self.go(parent_tid, Resume::Cont(None));
+            }
+        };
+        if event == ChildEvent::Vfork
+            && let Some(t) = self.threads.get_mut(&parent_tid)
+        {
+            t.in_vfork = true;
+        }
+        let Some((pid, space_id)) = self.space_of(parent_tid) else {
+            // A parent whose space we do not follow (it died while being set up): its child is
+            // still followed, on its own, or it would wait at its attach stop forever.
+            let parent = self.threads.get(&parent_tid).map_or(parent_tid, |t| t.pid);
+            self.follow_child_alone(child, parent, None);
+            if let Some(t) = self.threads.get_mut(&child) {
+                t.awaiting_attach = true;
+            }
+            return self.child_announced(parent_tid, child);
+        };
+        let (is_thread, shares_mm) = self.sharing(parent_tid, pid, space_id, child, event);
+        let mut new_space = None;
+        if is_thread {
+            if let Some(space) = self.spaces.get(&space_id) {
+                space.lane.observed(Event::Thread {
+                    pid,
+                    tid: parent_tid,
+                    child,
+                    space: space_id,
+                });
+            }
+        } else {
+            let (kind, child_space) = if shares_mm {
+                let kind = match event {
+                    ChildEvent::Vfork => ForkKind::Vfork,
+                    _ => ForkKind::CloneVm,
+                };
+                if let Some(space) = self.spaces.get_mut(&space_id) {
+                    space.members += 1;
+                }
+                (kind, space_id)
+            } else {
+                let id = self.allocate_space();
+                let brk = self.spaces.get(&space_id).map_or(0, |s| s.brk);
+                new_space = Some((id, brk));
+                (ForkKind::Fork, id)
+            };
+            self.processes.insert(
+                child,
+                Process {
+                    space: shares_mm.then_some(space_id),
+                },
+            );
+            if let Some(space) = self.spaces.get(&space_id) {
+                space.lane.observed(Event::Fork {
+                    pid,
+                    tid: parent_tid,
+                    child,
+                    kind,
+                    space: space_id,
+                    child_space,
+                });
+            }
+        }
+        self.threads.insert(
+            child,
+            Thread::new(if is_thread { pid } else { child }, true, new_space),
+        );
+        self.child_announced(parent_tid, child);
+    }
+
+    /// Whether a new child is a thread of its creator's process, and whether it shares its
+    /// creator's memory: from the clone flags, read while the creator is stopped inside the
+    /// call. `kcmp` is only a cross-check; a disagreement is said in the stream.
+    fn sharing(
+        &self,
+        parent_tid: i32,
+        pid: i32,
+        space: SpaceId,
+        child: i32,
+        event: ChildEvent,
+    ) -> (bool, bool) {
+        let flags = match syscall::clone_flags(parent_tid) {
+            Ok(flags) => flags,
+            Err(e) => {
+                // The event alone: a vfork shares; a fork does not; a clone is a thread if the
+                // child is in our thread group, and shares memory if the kernel says so.
+                tracing::debug!(parent_tid, "cannot read the clone flags: {e}");
+                let is_thread = event == ChildEvent::Clone && procfs::tgid(child) == Some(pid);
+                let shares = match event {
+                    ChildEvent::Vfork => true,
+                    ChildEvent::Fork => false,
+                    ChildEvent::Clone => is_thread || self.kcmp(parent_tid, child) == Some(true),
+                };
+                return (is_thread, shares);
+            }
+        };
+        let is_thread = flags & libc::CLONE_THREAD as u64 != 0;
+        let shares = flags & libc::CLONE_VM as u64 != 0;
+        if let Some(kernel_says) = self.kcmp(parent_tid, child)
+            && kernel_says != shares
+        {
+            self.warn(
+                Some(pid),
+                Some(space),
+                WarningKind::SharingDisagrees,
+                format!(
+                    "clone flags {flags:#x} of {parent_tid} say the child {child} {} its memory, \
+                     kcmp says it {}; the flags are followed",
+                    if shares { "shares" } else { "does not share" },
+                    if kernel_says { "does" } else { "does not" },
+                ),
+            );
+        }
+        (is_thread, shares)
+    }
+
+    /// `kcmp(KCMP_VM)` of two stopped tasks; None if it cannot answer.
+    fn kcmp(&self, a: i32, b: i32) -> Option<bool> {
+        if test_hooks::fails(Fault::Kcmp, None) {
+            return None;
+        }
+        match inject::same_address_space(a, b) {
+            Ok(same) => Some(same),
+            Err(e) => {
+                tracing::debug!(a, b, "kcmp: {e}");
+                None
+            }
+        }
+    }
+
+    /// The creator goes on; the child is set up now if its attach stop came first.
+    fn child_announced(&mut self, parent_tid: i32, child: i32) {
+        self.go(parent_tid, Resume::Cont(None));
+        if let Some(signal) = self.early_attach.remove(&child).map(|(_, s)| s) {
+            if let Some(thread) = self.threads.get_mut(&child) {
+                thread.awaiting_attach = false;
+                thread.group_stopped |= signal.is_some_and(is_group_stop_signal);
+            }
+            self.on_attached(child);
+        }
+    }
+
+    /// A new child's first stop: it has run no code of its own yet.
+    pub(super) fn on_attached(&mut self, tid: i32) {
+        let Some((new_space, parent_brk)) =
+            self.threads.get_mut(&tid).and_then(|t| t.new_space.take())
+        else {
+            return self.resume_after_setup(tid);
+        };
+        let result = self.create_space(tid, new_space, Origin::Fork { parent_brk });
+        self.processes.insert(
+            tid,
+            Process {
+                space: Some(new_space),
+            },
+        );
+        self.after_setup(tid, result, "fork child");
+    }
+
+    /// Resumes a thread after its space was made, or learns that it died meanwhile.
+    fn after_setup(&mut self, tid: i32, result: Result<(), InjectError>, what: &str) {
+        match result {
+            Ok(()) => self.resume_after_setup(tid),
+            Err(InjectError::Died(status)) => self.pending.extend(Stop::from_wait_status(status)),
+            Err(InjectError::Io(e)) => {
+                tracing::warn!(tid, "cannot follow the memory of {what} {tid}: {e}");
+                self.resume_after_setup(tid);
+            }
+        }
+    }
+
+    /// An execve succeeded: every other thread of the process is gone, and the process gets a
+    /// new space.
+    pub(super) fn on_exec(&mut self, tid: i32) {
+        let former_tid = ptrace::event_message(tid).unwrap_or(tid);
+        let pid = tid;
+        let old_space = self.space_of_process(pid);
+        // The execing thread now has the leader's id. The dead threads' exit statuses may never
+        // be reported, so their ends are said here.
+        let mut gone: Vec<i32> = self
+            .threads
+            .iter()
+            .filter(|&(&t, th)| th.pid == pid && t != pid && t != former_tid)
+            .map(|(&t, _)| t)
+            .collect();
+        gone.sort_unstable();
+        if let Some(space) = old_space
+            && let Some(old) = self.spaces.get(&space)
+        {
+            for tid in gone {
+                old.lane.observed(Event::ThreadExit { pid, tid, space });
+            }
+        }
+        let killed: Vec<i32> = self
+            .threads
+            .iter()
+            .filter(|&(&t, th)| th.pid == pid && t != tid)
+            .map(|(&t, _)| t)
+            .collect();
+        for t in killed.into_iter().chain([former_tid, tid]) {
+            self.forget_deferred(t);
+        }
+        self.threads.retain(|&t, th| th.pid != pid || t == tid);
+        self.threads.remove(&former_tid);
+        self.threads.insert(tid, Thread::new(pid, false, None));
+        // Registers can only be borrowed at execve's exit stop: at this event stop the kernel has
+        // yet to write execve's return value over them.
+        match inject::run_to_syscall_exit(tid) {
+            Ok(None) => {}
+            Ok(Some(status)) => {
+                // Killed between the exec and its syscall exit: the process is still filed under
+                // its old space, whose memory is gone; there is nothing to check.
+                self.exec_interrupted.insert(pid);
+                self.pending.extend(Stop::from_wait_status(status));
+                return;
+            }
+            Err(e) => {
+                tracing::debug!(tid, "after exec: {e}");
+                return;
+            }
+        }
+        let new_space = self.allocate_space();
+        if let Some(old) = old_space
+            && let Some(space) = self.spaces.get(&old)
+        {
+            // Every line about it on the old space's lane precedes its exec line.
+            space.lane.send(LaneMessage::Left { pid });
+        }
+        let result = self.create_space(tid, new_space, Origin::Exec { former_tid });
+        if let Some(old) = old_space {
+            self.leave_space(old);
+        }
+        self.processes.insert(
+            pid,
+            Process {
+                space: Some(new_space),
+            },
+        );
+        self.after_setup(tid, result, "process after exec");
+    }
+
+    /// A stop of a task we have not heard of: a new child whose creator's event is still to
+    /// come. If its creator is not a live traced process (killed between the fork and the report
+    /// of it), that event will never come: the child is adopted now rather than left stopped.
+    /// `signal` is an event stop's (a group stop must be kept).
+    pub(super) fn on_unknown_stop(&mut self, tid: i32, signal: Option<Signal>) {
+        let creator = match procfs::tgid(tid) {
+            Some(tgid) if tgid != tid => tgid,
+            _ => procfs::parent(tid).unwrap_or(0),
+        };
+        tracing::debug!(tid, creator, "stop of a task not yet announced");
+        if self.processes.contains_key(&creator) {
+            self.early_attach.insert(tid, (creator, signal));
+        } else {
+            self.adopt(tid, creator, None, signal);
+        }
+    }
+
+    /// Follows a fork child whose fork event was lost with its parent.
+    /// `child` is at its attach stop.
+    fn adopt(
+        &mut self,
+        child: i32,
+        parent: i32,
+        parent_space: Option<SpaceId>,
+        signal: Option<Signal>,
+    ) {
+        tracing::debug!(
+            child,
+            parent,
+            ?parent_space,
+            "adopting a child whose fork event was lost"
+        );
+        self.follow_child_alone(child, parent, parent_space);
+        if let Some(t) = self.threads.get_mut(&child) {
+            t.group_stopped |= signal.is_some_and(is_group_stop_signal);
+        }
+        self.on_attached(child);
+    }
+
+    /// Announces `child` as a fork of `parent` with a space of its own, to be made at its attach
+    /// stop. Without a live parent space, the child's space is its own origin.
+    fn follow_child_alone(&mut self, child: i32, parent: i32, parent_space: Option<SpaceId>) {
+        let id = self.allocate_space();
+        let parent_space = parent_space.filter(|s| self.spaces.contains_key(s));
+        let brk = parent_space
+            .and_then(|s| self.spaces.get(&s))
+            .map_or(0, |s| s.brk);
+        let fork = Event::Fork {
+            pid: parent,
+            tid: parent,
+            child,
+            kind: ForkKind::Fork,
+            // With its parent's space gone, the child's space is its own origin.
+            space: parent_space.unwrap_or(id),
+            child_space: id,
+        };
+        match parent_space.and_then(|s| self.spaces.get(&s)) {
+            Some(s) => s.lane.observed(fork),
+            None => {
+                self.announce.insert(id, fork);
+            }
+        }
+        self.processes.insert(child, Process { space: None });
+        self.threads
+            .insert(child, Thread::new(child, false, Some((id, brk))));
+    }
+
+    /// PTRACE_EVENT_EXIT: the thread is leaving, its mm still whole. If no other thread of its
+    /// space can run user code any more, this is a quiescent point: `--verify` checks it.
+    pub(super) fn on_exit_stop(&mut self, tid: i32) {
+        let begun = self.threads.get_mut(&tid).and_then(|t| {
+            t.exiting = true;
+            t.entry.take()
+        });
+        if let (Some(_), Some((_, space))) = (begun, self.space_of(tid)) {
+            // Killed inside a layout syscall: its exit will never be reported, and it may or may
+            // not have changed the layout. The mm is still whole here: describe it again from
+            // the kernel.
+            let mut whole = RangeSet::new();
+            whole.insert(0..USER_SPACE_END);
+            self.describe_again(tid, space, whole);
+            if let Some(s) = self.spaces.get(&space) {
+                s.lane.send(LaneMessage::Ended { tid });
+            }
+        }
+        self.verify_at_exit(tid);
+        // Never held by a checkpoint: past this stop it runs no user code, and a multithreaded
+        // execve waits (where ptrace cannot stop it) until the threads it kills have gone.
+        if let Some(c) = self.checkpoint.as_mut() {
+            c.forget(tid);
+        }
+        self.release_now(tid, Resume::Cont(None));
+    }
+
+    /// A thread is gone; for the last one, its process.
+    pub(super) fn on_death(&mut self, tid: i32, end: ProgramEnd) {
+        self.early_attach.remove(&tid);
+        self.forget_deferred(tid);
+        let Some(thread) = self.threads.remove(&tid) else {
+            return;
+        };
+        let pid = thread.pid;
+        let space = self.space_of_process(pid);
+        let lane = space
+            .and_then(|s| self.spaces.get(&s))
+            .map(|s| s.lane.clone());
+        if tid != pid {
+            if let (Some(space), Some(lane)) = (space, lane) {
+                lane.observed(Event::ThreadExit { pid, tid, space });
+            }
+            return;
+        }
+        if tid == self.root {
+            self.root_end = Some(end);
+            // Nothing to pass signals on to any more (and its pid may be reused).
+            self.root_pid.store(0, std::sync::atomic::Ordering::SeqCst);
+        }
+        self.processes.remove(&pid);
+        self.exec_interrupted.remove(&pid);
+        // Children whose fork event died with this process.
+        let orphans: Vec<(i32, Option<Signal>)> = self
+            .early_attach
+            .iter()
+            .filter(|&(_, &(creator, _))| creator == pid)
+            .map(|(&child, &(_, signal))| (child, signal))
+            .collect();
+        for (child, signal) in orphans {
+            self.early_attach.remove(&child);
+            if procfs::tgid(child) == Some(child) {
+                self.adopt(child, pid, space, signal);
+            }
+        }
+        let (Some(space_id), Some(lane)) = (space, lane) else {
+            return;
+        };
+        let (status, signal) = match end {
+            ProgramEnd::Exited(code) => (Some(code), None),
+            ProgramEnd::Signaled(sig) => (None, Some(signal_name(sig))),
+        };
+        lane.observed(Event::Exit {
+            pid,
+            tid,
+            space: space_id,
+            status,
+            signal,
+            resident_bytes: 0,
+            peak_resident_bytes: 0,
+        });
+        self.leave_space(space_id);
+    }
+}

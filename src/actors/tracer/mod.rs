@@ -1,0 +1,369 @@
+//! The tracer: one dedicated OS thread that makes every ptrace call of the trace.
+//!
+//! It starts the program seized, with a seccomp filter so that only memory-layout syscalls stop,
+//! follows every clone, fork, vfork, exec and exit, gives each new address space a userfaultfd
+//! (injected into the tracee) and a lane, and reports what it sees to the space's lane while the
+//! thread that caused it is still stopped. It never waits on a lane to resolve anything: besides
+//! `waitpid` it blocks only on a full lane (backpressure) and, with `--verify`, on a check of a
+//! space whose threads are all stopped.
+//!
+//! The rooms: this file has the loop and the one place every [`Stop`] is matched;
+//! `lifecycle.rs` follows threads and processes (clone, fork, exec, exit, job control);
+//! `layout.rs` reports layout syscalls; `races.rs` holds and describes again what raced;
+//! `spaces.rs` makes address spaces (injection, registration, snapshots); `checkpoints.rs` is
+//! `--verify`.
+
+mod checkpoints;
+mod layout;
+mod lifecycle;
+mod races;
+mod spaces;
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::ffi::OsString;
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+use nix::errno::Errno;
+use nix::sys::wait::{WaitPidFlag, waitpid};
+use nix::unistd::Pid;
+use rangemap::RangeSet;
+
+use super::lane::LaneConfig;
+use super::sequencer::{SequencerHandle, SequencerMessage, Stamped};
+use super::supervisor::Supervisor;
+use crate::event::{Event, SpaceId, WarningKind};
+use crate::kernel::inject::SyscallSite;
+use crate::kernel::ptrace::{self, Resume, Stop};
+use crate::kernel::spawn::{self, Prepared};
+use crate::kernel::syscall::LayoutSyscall;
+use crate::kernel::tick::{self, TracerWaker};
+
+use checkpoints::Checkpoint;
+use races::Deferred;
+use spaces::Space;
+
+pub struct TracerConfig {
+    pub program: PathBuf,
+    pub argv: Vec<OsString>,
+    pub stdout_to_stderr: bool,
+    /// False with `--no-faults`: no userfaultfd, mappings only.
+    pub faults: bool,
+    /// How each space's lane is set up; its page size is the tracer's too.
+    pub lane: LaneConfig,
+    /// `--verify`: check the stream against the kernel at each process's last exit stop.
+    pub verify: bool,
+    /// `--verify-every`: also stop every traced thread this often and check every space.
+    pub verify_every: Option<Duration>,
+}
+
+/// How the traced program ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProgramEnd {
+    Exited(i32),
+    Signaled(i32),
+}
+
+impl ProgramEnd {
+    /// The exit status a shell would report.
+    pub fn shell_status(self) -> i32 {
+        match self {
+            ProgramEnd::Exited(code) => code,
+            ProgramEnd::Signaled(sig) => 128 + sig,
+        }
+    }
+}
+
+/// Why a trace ended before the program did.
+#[derive(Debug)]
+pub enum TraceError {
+    /// The program could not be started, or ptrace refused us.
+    Io(io::Error),
+    /// An actor failed (see `Supervisor`); the traced program was killed.
+    ActorFailed(String),
+}
+
+impl From<io::Error> for TraceError {
+    fn from(e: io::Error) -> Self {
+        TraceError::Io(e)
+    }
+}
+
+/// A traced thread.
+#[derive(Debug)]
+struct Thread {
+    /// The thread group.
+    pid: i32,
+    /// The layout syscall it is inside, from its seccomp stop to its exit stop.
+    entry: Option<SyscallEntry>,
+    /// A new child whose attach stop has not been seen yet.
+    awaiting_attach: bool,
+    /// For a fork child: the space it must be given at its attach stop, and the parent's
+    /// program break (the child's mm is a copy, brk included).
+    new_space: Option<(SpaceId, u64)>,
+    /// Past its exit stop: it runs no user code any more.
+    exiting: bool,
+    /// A vfork parent waiting for its child: it runs no user code until the child execs or exits,
+    /// and ptrace cannot stop it meanwhile.
+    in_vfork: bool,
+    /// Left in a group stop (PTRACE_LISTEN) until SIGCONT.
+    listening: bool,
+    /// In a group stop that began while we held it (at its attach stop, or while we ran
+    /// syscalls in it): it must be left stopped, not resumed.
+    group_stopped: bool,
+    /// Counts seccomp stops, so that a wait for "this syscall's exit" is not confused with the
+    /// next syscall's.
+    serial: u64,
+    /// What other threads' reports changed within this thread's begun syscall's reach: which
+    /// came first in the kernel, ptrace cannot tell (docs/ordering.md, racing changes).
+    raced: RangeSet<u64>,
+}
+
+impl Thread {
+    fn new(pid: i32, awaiting_attach: bool, new_space: Option<(SpaceId, u64)>) -> Self {
+        Self {
+            pid,
+            entry: None,
+            awaiting_attach,
+            new_space,
+            exiting: false,
+            in_vfork: false,
+            listening: false,
+            group_stopped: false,
+            serial: 0,
+            raced: RangeSet::new(),
+        }
+    }
+}
+
+/// A layout syscall seen at its seccomp stop, waiting for its exit.
+#[derive(Clone, Copy, Debug)]
+struct SyscallEntry {
+    call: LayoutSyscall,
+}
+
+#[derive(Debug)]
+struct Process {
+    /// None before the first exec of the traced program.
+    space: Option<SpaceId>,
+}
+
+/// The end of the x86_64 user address space (47-bit, 4-level paging; the kernel places nothing
+/// above it unless a program asks for 5-level addresses with a hint).
+const USER_SPACE_END: u64 = 0x7fff_ffff_f000;
+
+pub struct Tracer {
+    config: TracerConfig,
+    runtime: tokio::runtime::Handle,
+    sequencer: SequencerHandle,
+    supervisor: Supervisor,
+    root_pid: Arc<AtomicI32>,
+    threads: HashMap<i32, Thread>,
+    processes: HashMap<i32, Process>,
+    spaces: HashMap<SpaceId, Space>,
+    next_space: SpaceId,
+    site: SyscallSite,
+    /// Stops learned of while handling another (a tracee that died during an injection, a held
+    /// syscall exit whose turn came): handled before the next `waitpid`.
+    pending: VecDeque<Stop>,
+    /// Attach stops of children whose parent's fork/clone event has not been seen yet, with
+    /// the process whose event they wait for (their parent, or their own process for a thread)
+    /// and the stop's signal (a group stop must be kept).
+    early_attach: HashMap<i32, (i32, Option<nix::sys::signal::Signal>)>,
+    /// The line that creates a space whose creator's lane is gone: sent first on the new lane.
+    announce: HashMap<SpaceId, Event>,
+    root: i32,
+    root_end: Option<ProgramEnd>,
+    checkpoint: Option<Checkpoint>,
+    /// Syscall exits held back, by the thread whose report they wait for.
+    deferred: HashMap<i32, Deferred>,
+    /// Processes killed between their exec event and execve's exit stop: filed under their old
+    /// space, whose memory is gone, so nothing is checked at their exit.
+    exec_interrupted: HashSet<i32>,
+    /// When the next checkpoint is due (`--verify-every`).
+    next_checkpoint: Option<Instant>,
+}
+
+impl Tracer {
+    pub fn new(
+        config: TracerConfig,
+        runtime: tokio::runtime::Handle,
+        sequencer: SequencerHandle,
+        supervisor: Supervisor,
+        root_pid: Arc<AtomicI32>,
+    ) -> Self {
+        Self {
+            config,
+            runtime,
+            sequencer,
+            supervisor,
+            root_pid,
+            threads: HashMap::new(),
+            processes: HashMap::new(),
+            spaces: HashMap::new(),
+            next_space: 0,
+            site: SyscallSite::default(),
+            pending: VecDeque::new(),
+            early_attach: HashMap::new(),
+            announce: HashMap::new(),
+            root: 0,
+            root_end: None,
+            checkpoint: None,
+            deferred: HashMap::new(),
+            exec_interrupted: HashSet::new(),
+            next_checkpoint: None,
+        }
+    }
+
+    /// Runs the whole trace; returns when no traced task is left.
+    pub fn run(mut self) -> Result<ProgramEnd, TraceError> {
+        let waker = TracerWaker::install()?;
+        self.supervisor.set_tracer(waker);
+        let filter = spawn::seccomp_filter()?;
+        let prepared = Prepared::new(
+            &self.config.program,
+            &self.config.argv,
+            self.config.stdout_to_stderr,
+            Some(filter),
+        )?;
+        let child = spawn::spawn_seized(&prepared)?;
+        self.root = child.as_raw();
+        self.root_pid.store(self.root, Ordering::SeqCst);
+        // Before any lane exists, so it is the sequencer's first message from us.
+        self.sequencer
+            .send_blocking(SequencerMessage::Root { pid: self.root });
+        self.threads
+            .insert(self.root, Thread::new(self.root, false, None));
+        self.processes.insert(self.root, Process { space: None });
+        // The ticker also bounds how late a stuck checkpoint is given up.
+        let _ticker = match self.config.verify_every {
+            Some(every) => {
+                self.next_checkpoint = Some(Instant::now() + every);
+                Some(tick::start(every.min(checkpoints::TICK), waker)?)
+            }
+            None => None,
+        };
+        loop {
+            if let Some(failure) = self.supervisor.failure() {
+                self.kill_everything();
+                return Err(TraceError::ActorFailed(failure));
+            }
+            if tick::due() {
+                self.checkpoint_if_due();
+            }
+            let stop = match self.pending.pop_front() {
+                Some(stop) => stop,
+                None => match waitpid(None::<Pid>, Some(WaitPidFlag::__WALL)) {
+                    Ok(status) => match Stop::from_wait_status(status) {
+                        Some(stop) => stop,
+                        None => continue,
+                    },
+                    Err(Errno::ECHILD) => break,
+                    // The ticker's or the supervisor's wake-up (see kernel::tick).
+                    Err(Errno::EINTR) => continue,
+                    Err(e) => return Err(io::Error::other(format!("waitpid: {e}")).into()),
+                },
+            };
+            self.dispatch(stop);
+            if !self.deferred.is_empty() {
+                self.replay_deferred();
+            }
+            self.settle_checkpoint();
+        }
+        Ok(self.root_end.unwrap_or(ProgramEnd::Exited(1)))
+    }
+
+    /// The one place every stop is matched.
+    fn dispatch(&mut self, stop: Stop) {
+        match stop {
+            Stop::SeccompEntry { tid } => self.on_seccomp_stop(tid),
+            Stop::SyscallExit { tid } => self.on_syscall_exit_stop(tid),
+            Stop::NewChild { tid, event } => self.on_new_child(tid, event),
+            Stop::Exec { tid } => self.on_exec(tid),
+            Stop::Exiting { tid } => self.on_exit_stop(tid),
+            Stop::VforkDone { tid } => {
+                if let Some(t) = self.threads.get_mut(&tid) {
+                    t.in_vfork = false;
+                }
+                self.go(tid, Resume::Cont(None));
+            }
+            Stop::EventStop { tid, signal } => self.on_event_stop(tid, signal),
+            Stop::Signal { tid, signal } => {
+                if !self.threads.contains_key(&tid) {
+                    return self.on_unknown_stop(tid, None);
+                }
+                // Signal-delivery-stop: deliver it.
+                self.go(tid, Resume::Cont(Some(signal)));
+            }
+            Stop::UnknownEvent { tid, event } => {
+                tracing::debug!(tid, event, "a ptrace event we did not ask for");
+                self.go(tid, Resume::Cont(None));
+            }
+            Stop::Exited { tid, code } => self.on_death(tid, ProgramEnd::Exited(code)),
+            Stop::Killed { tid, signal } => self.on_death(tid, ProgramEnd::Signaled(signal as i32)),
+        }
+    }
+
+    /// Lets a stopped thread go, unless a checkpoint is under way: then it is held until every
+    /// thread has stopped and the check is done.
+    fn go(&mut self, tid: i32, how: Resume) {
+        if let Some(c) = self.checkpoint.as_mut() {
+            c.park(tid, how);
+            return;
+        }
+        self.release_now(tid, how);
+    }
+
+    /// Lets a stopped thread go, and remembers whether it stayed in a group stop.
+    fn release_now(&mut self, tid: i32, how: Resume) {
+        let listening = ptrace::release(tid, how);
+        if let Some(t) = self.threads.get_mut(&tid) {
+            t.listening = listening;
+        }
+    }
+
+    /// An actor failed: nothing the trace writes from here can be trusted to be complete, so
+    /// the program ends with it, as it would if mevi-actors itself died (`PTRACE_O_EXITKILL`).
+    fn kill_everything(&mut self) {
+        for &pid in self.processes.keys() {
+            let _ = nix::sys::signal::kill(Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        }
+    }
+
+    fn page_align(&self, n: u64) -> u64 {
+        crate::kernel::page_align(n, self.config.lane.page_size)
+    }
+
+    /// The process and live space of a thread.
+    fn space_of(&self, tid: i32) -> Option<(i32, SpaceId)> {
+        let pid = self.threads.get(&tid)?.pid;
+        let space = self.processes.get(&pid)?.space?;
+        self.spaces.contains_key(&space).then_some((pid, space))
+    }
+
+    /// The space of a process, if it has one.
+    fn space_of_process(&self, pid: i32) -> Option<SpaceId> {
+        self.processes.get(&pid).and_then(|p| p.space)
+    }
+
+    /// Writes a `warning` line: on the space's lane, in its order, if it has one; else straight
+    /// to the sequencer.
+    fn warn(&self, pid: Option<i32>, space: Option<SpaceId>, what: WarningKind, message: String) {
+        tracing::warn!(?pid, ?space, ?what, "{message}");
+        let event = Event::Warning {
+            pid,
+            space,
+            what,
+            message,
+        };
+        match space.and_then(|s| self.spaces.get(&s)) {
+            Some(s) => s.lane.observed(event),
+            None => self
+                .sequencer
+                .send_blocking(SequencerMessage::Line(Stamped::now(event))),
+        }
+    }
+}

@@ -1,0 +1,431 @@
+//! Address spaces: making one (a userfaultfd injected into the tracee, a lane, a snapshot of
+//! its mappings with their present pages), registering and describing mappings, and ending one.
+
+use std::ops::Range;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::Tracer;
+use super::USER_SPACE_END;
+use crate::actors::lane::{Lane, LaneHandle, LaneMessage, PagesAtExit};
+use crate::actors::sequencer::{SequencerMessage, Stamped};
+use crate::event::{Event, MapKind, PageState, SpaceId, WarningKind};
+use crate::kernel::inject::{self, InjectError, Injection};
+use crate::kernel::procfs::{self, MapsEntry, Pagemap};
+use crate::kernel::uffd::AddressSpaceUffd;
+use crate::test_hooks::{self, Fault};
+
+pub(super) struct Space {
+    pub(super) lane: LaneHandle,
+    pub(super) uffd: Option<Arc<AddressSpaceUffd>>,
+    /// None only if the process was gone before it could be opened.
+    pub(super) pagemap: Option<Arc<Pagemap>>,
+    /// The program break as the last brk returned it (the heap is per mm, not per thread).
+    pub(super) brk: u64,
+    /// Processes living in this space (more than one after vfork or clone(CLONE_VM)).
+    pub(super) members: usize,
+}
+
+/// Where a new space comes from.
+pub(super) enum Origin {
+    Exec { former_tid: i32 },
+    Fork { parent_brk: u64 },
+}
+
+/// Where a new mapping is, and who made it.
+pub(super) struct MapAt {
+    pub(super) pid: i32,
+    pub(super) tid: i32,
+    pub(super) space: SpaceId,
+    pub(super) range: Range<u64>,
+}
+
+/// A mapping to be written, as the syscall or `/proc/PID/maps` describes it.
+pub(super) struct NewMapping {
+    pub(super) prot: String,
+    pub(super) kind: MapKind,
+    pub(super) path: Option<String>,
+    /// Registered with the space's userfaultfd.
+    pub(super) registered: bool,
+}
+
+impl Tracer {
+    pub(super) fn allocate_space(&mut self) -> SpaceId {
+        let id = self.next_space;
+        self.next_space += 1;
+        id
+    }
+
+    /// Gives a stopped process (at exec's exit or a fork child's attach stop) its own space:
+    /// a userfaultfd, a lane, and the mappings it has, with their present pages.
+    pub(super) fn create_space(
+        &mut self,
+        tid: i32,
+        id: SpaceId,
+        origin: Origin,
+    ) -> Result<(), InjectError> {
+        let page_size = self.config.lane.page_size;
+        // The space is made whatever happens below: its creation is already announced (or about
+        // to be), and the process's exit needs a lane to be reported on.
+        let mut died = None;
+        let mut warnings = Vec::new();
+        // Read first: the injection needs the vDSO's place, and changes no mapping.
+        let maps = procfs::read_maps(tid).unwrap_or_default();
+        let uffd = if self.config.faults {
+            match self.inject_uffd(tid, &maps) {
+                Ok(u) => Some(Arc::new(u)),
+                Err(InjectError::Io(e)) => {
+                    warnings.push((
+                        WarningKind::NoUserfaultfd,
+                        format!("no userfaultfd for this space ({e}): mappings only"),
+                    ));
+                    None
+                }
+                Err(InjectError::Died(status)) => {
+                    died = Some(status);
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let pagemap = match Pagemap::open(tid, page_size) {
+            Ok(p) => Some(Arc::new(p)),
+            Err(e) => {
+                if died.is_none() {
+                    warnings.push((
+                        WarningKind::PagesUnknown,
+                        format!("cannot open /proc/{tid}/pagemap ({e}): its pages are unknown"),
+                    ));
+                }
+                None
+            }
+        };
+        let lane = self.spawn_lane(id, uffd.clone(), pagemap.clone());
+        let brk = match origin {
+            Origin::Exec { former_tid } => {
+                lane.send(LaneMessage::Observed(Stamped::now(Event::Exec {
+                    pid: tid,
+                    tid: former_tid,
+                    space: id,
+                    path: procfs::exe(tid),
+                    argv: procfs::cmdline(tid),
+                })));
+                maps.iter()
+                    .find(|e| e.path == "[heap]")
+                    .map(|e| e.end)
+                    .or_else(|| procfs::start_brk(tid))
+                    .unwrap_or(0)
+            }
+            Origin::Fork { parent_brk } => {
+                if let Some(birth) = self.announce.remove(&id) {
+                    lane.observed(birth);
+                }
+                // The child starts as a copy of the parent in the stream; its own page tables
+                // then describe it whole (ranges it did not inherit, MADV_DONTFORK, are gone).
+                lane.observed(Event::Unmap {
+                    pid: tid,
+                    tid,
+                    space: id,
+                    start: 0,
+                    end: USER_SPACE_END,
+                });
+                parent_brk
+            }
+        };
+        self.spaces.insert(
+            id,
+            Space {
+                lane,
+                uffd,
+                pagemap,
+                brk,
+                members: 1,
+            },
+        );
+        for (what, message) in warnings {
+            self.warn(Some(tid), Some(id), what, message);
+        }
+        self.send_snapshot(id, tid, &maps);
+        match died {
+            Some(status) => Err(InjectError::Died(status)),
+            None => Ok(()),
+        }
+    }
+
+    /// Starts a space's lane under the supervisor: a lane that panics releases its userfaultfd
+    /// (the program's threads fault natively again) and ends the trace.
+    fn spawn_lane(
+        &self,
+        id: SpaceId,
+        uffd: Option<Arc<AddressSpaceUffd>>,
+        pagemap: Option<Arc<Pagemap>>,
+    ) -> LaneHandle {
+        let (actor, lane) = Lane::new(
+            id,
+            uffd.clone(),
+            pagemap,
+            self.sequencer.clone(),
+            self.config.lane,
+        );
+        let supervisor = self.supervisor.clone();
+        let sequencer = self.sequencer.clone();
+        self.runtime.spawn(async move {
+            let name = format!("the lane of space {id}");
+            if supervisor.watch(&name, actor.run()).await.is_some() {
+                return;
+            }
+            if let Some(uffd) = uffd
+                && let Err(e) = uffd.release()
+            {
+                tracing::warn!(
+                    space = id,
+                    "releasing the userfaultfd of a failed lane: {e}"
+                );
+            }
+            let warning = Event::Warning {
+                pid: None,
+                space: Some(id),
+                what: WarningKind::ActorFailed,
+                message: supervisor.failure().unwrap_or(name),
+            };
+            sequencer
+                .send(SequencerMessage::Line(Stamped::now(warning)))
+                .await;
+        });
+        lane
+    }
+
+    /// Creates a userfaultfd inside the tracee (so that it is bound to the tracee's mm), takes a
+    /// copy, and closes the tracee's: if we die, the kernel releases everything.
+    fn inject_uffd(
+        &mut self,
+        tid: i32,
+        maps: &[MapsEntry],
+    ) -> Result<AddressSpaceUffd, InjectError> {
+        let site = self.site.address(tid, maps)?;
+        let mut injection = Injection::begin(nix::unistd::Pid::from_raw(tid), site)?;
+        let fd = match inject::create_userfaultfd(&mut injection) {
+            Ok(fd) => fd,
+            Err(InjectError::Io(e)) => {
+                self.finish_injection(tid, injection)?;
+                return Err(InjectError::Io(e));
+            }
+            Err(died) => return Err(died),
+        };
+        let ours = inject::take_fd(tid, fd);
+        let closed = injection.syscall(libc::SYS_close, &[fd as u64]);
+        self.finish_injection(tid, injection)?;
+        closed?;
+        Ok(AddressSpaceUffd::handshake(
+            ours?,
+            self.config.lane.page_size,
+        )?)
+    }
+
+    /// Gives the tracee its registers back; a group stop that began meanwhile is kept.
+    fn finish_injection(&mut self, tid: i32, injection: Injection) -> Result<(), InjectError> {
+        if injection.finish()?
+            && let Some(t) = self.threads.get_mut(&tid)
+        {
+            t.group_stopped = true;
+        }
+        Ok(())
+    }
+
+    /// A process left a space (exit or exec); the last one out ends it.
+    pub(super) fn leave_space(&mut self, id: SpaceId) {
+        if let Some(space) = self.spaces.get_mut(&id) {
+            space.members = space.members.saturating_sub(1);
+            if space.members == 0 {
+                // Dropping the lane handle ends the lane once it has forwarded everything.
+                self.spaces.remove(&id);
+            }
+        }
+    }
+
+    /// Describes a space whole, as its page tables say: every mapping, with its present pages.
+    fn send_snapshot(&self, id: SpaceId, tid: i32, maps: &[MapsEntry]) {
+        for entry in maps {
+            let at = MapAt {
+                pid: tid,
+                tid,
+                space: id,
+                range: entry.start..entry.end,
+            };
+            let tracked = self.send_maps_entry(at, entry);
+            if entry.path == "[stack]"
+                && tracked
+                && let Some(space) = self.spaces.get(&id)
+            {
+                // Unlimited: the legacy layout keeps mappings far from the stack.
+                let limit = procfs::stack_limit(tid).unwrap_or(1 << 40);
+                space.lane.send(LaneMessage::Stack {
+                    pid: tid,
+                    range: entry.start..entry.end,
+                    limit,
+                });
+            }
+        }
+    }
+
+    /// Sends `at.range` (all or part of a `/proc/PID/maps` entry) to its lane as that mapping,
+    /// registered if it is private anonymous memory; whether it is tracked.
+    pub(super) fn send_maps_entry(&self, at: MapAt, entry: &MapsEntry) -> bool {
+        // The whole mapping, never a part: registering part of an unregistered mapping (another
+        // thread's, not reported yet) would split it, and the program could then see EFAULT from
+        // an mremap that spans the two halves.
+        let registered = entry.is_private_anon() && self.register(at.space, entry.start..entry.end);
+        let mapping = NewMapping {
+            prot: entry.prot.clone(),
+            kind: stream_kind(entry),
+            path: stream_path(entry),
+            registered,
+        };
+        self.send_map(at, mapping)
+    }
+
+    /// Registers a range with the space's userfaultfd; whether it is now followed.
+    pub(super) fn register(&self, space: SpaceId, range: Range<u64>) -> bool {
+        let Some(uffd) = self.spaces.get(&space).and_then(|s| s.uffd.as_ref()) else {
+            return false;
+        };
+        match uffd.register(range.start, range.end) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::debug!(space, ?range, "not tracked: {e}");
+                false
+            }
+        }
+    }
+
+    /// Sends a new mapping to its lane; whether it is tracked. Its pages can already be present
+    /// (`MAP_POPULATE`, locked memory, a space seen for the first time, or a touch by another
+    /// thread before the range was registered): for a tracked range the lane reads which, in its
+    /// own order (docs/ordering.md). A range whose pages cannot be read is written untracked.
+    pub(super) fn send_map(&self, at: MapAt, mapping: NewMapping) -> bool {
+        let MapAt {
+            pid,
+            tid,
+            space: space_id,
+            range,
+        } = at;
+        let Some(space) = self.spaces.get(&space_id) else {
+            tracing::debug!(space_id, "a mapping for a space that is gone");
+            return false;
+        };
+        let at_exit = if mapping.registered {
+            self.present_at(pid, space_id, range.clone())
+        } else {
+            None
+        };
+        let tracked = at_exit.is_some();
+        let event = Event::Map {
+            pid,
+            tid,
+            space: space_id,
+            start: range.start,
+            end: range.end,
+            prot: mapping.prot,
+            kind: mapping.kind,
+            path: mapping.path,
+            tracked,
+            state: tracked.then_some(PageState::NotResident),
+        };
+        match at_exit {
+            Some(at_exit) => space.lane.send(LaneMessage::Mapped {
+                event: Stamped::now(event),
+                at_exit,
+            }),
+            None => space.lane.observed(event),
+        }
+        tracked
+    }
+
+    /// The pages of a range present now, read while the thread that changed the range is
+    /// stopped. A read that fails is tried once more; then the range's pages are unknown, which
+    /// a `warning` line says (never "none present").
+    pub(super) fn present_at(
+        &self,
+        pid: i32,
+        space: SpaceId,
+        range: Range<u64>,
+    ) -> Option<PagesAtExit> {
+        let pagemap = self.spaces.get(&space)?.pagemap.as_ref();
+        let read = || -> std::io::Result<PagesAtExit> {
+            let read_at = Instant::now();
+            if test_hooks::fails(Fault::Pagemap, Some(space)) {
+                return Err(std::io::Error::other("injected by MEVI_TEST_FAULT"));
+            }
+            let pagemap = pagemap.ok_or_else(|| std::io::Error::other("no pagemap open"))?;
+            let present = pagemap.populated_runs(range.clone())?;
+            Ok(PagesAtExit { read_at, present })
+        };
+        match read().or_else(|_| read()) {
+            Ok(pages) => Some(pages),
+            Err(e) => {
+                self.warn(
+                    Some(pid),
+                    Some(space),
+                    WarningKind::PagesUnknown,
+                    format!(
+                        "the page tables of {:#x}-{:#x} could not be read ({e}): its pages are \
+                         unknown",
+                        range.start, range.end
+                    ),
+                );
+                None
+            }
+        }
+    }
+}
+
+/// How the stream names a `/proc/PID/maps` entry.
+pub(super) fn stream_kind(entry: &MapsEntry) -> MapKind {
+    match entry.path.as_str() {
+        "[heap]" => MapKind::Heap,
+        "[stack]" => MapKind::Stack,
+        _ if entry.is_shared_memory() => MapKind::Shmem,
+        "" => MapKind::Anon,
+        // Named anonymous memory (prctl PR_SET_VMA_ANON_NAME): `[anon:NAME]`.
+        p if p.starts_with("[anon:") => MapKind::Anon,
+        _ => MapKind::File,
+    }
+}
+
+/// The path the stream reports for a `/proc/PID/maps` entry, if it has one.
+pub(super) fn stream_path(entry: &MapsEntry) -> Option<String> {
+    (!entry.path.is_empty() && !matches!(entry.path.as_str(), "[heap]" | "[stack]"))
+        .then(|| entry.path.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_entries_get_the_streams_kind_and_path() {
+        let text = "55d0c0a00000-55d0c0a21000 rw-p 00000000 00:00 0                          [heap]\n\
+                    7f0000000000-7f0000001000 r-xp 00001000 fd:01 1234   /usr/lib/libc.so.6\n\
+                    7f0000002000-7f0000003000 rw-s 00000000 00:01 5      /dev/zero (deleted)\n\
+                    7f0000004000-7f0000005000 ---p 00000000 00:00 0 \n\
+                    7f0000006000-7f0000007000 rw-s 00000000 00:01 9      /memfd:pool (deleted)\n\
+                    7f0000008000-7f0000009000 rw-p 00000000 00:00 0      [anon:arena]\n";
+        let m = procfs::parse_maps(text);
+        let kinds: Vec<MapKind> = m.iter().map(stream_kind).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                MapKind::Heap,
+                MapKind::File,
+                MapKind::Shmem,
+                MapKind::Anon,
+                MapKind::Shmem,
+                MapKind::Anon
+            ]
+        );
+        assert_eq!(stream_path(&m[0]), None);
+        assert_eq!(stream_path(&m[1]).as_deref(), Some("/usr/lib/libc.so.6"));
+        assert_eq!(stream_path(&m[5]).as_deref(), Some("[anon:arena]"));
+    }
+}

@@ -1,0 +1,241 @@
+//! Every ptrace stop the tracer can see, as one enum built from the wait status in one place, and
+//! the ways a stopped thread is let go. The tracer matches [`Stop`] exhaustively, in one place.
+
+use nix::errno::Errno;
+use nix::sys::ptrace;
+use nix::sys::signal::Signal;
+use nix::sys::wait::WaitStatus;
+use nix::unistd::Pid;
+
+/// How a fork, vfork or clone was reported (the event, not the flags: a thread and a
+/// `clone(CLONE_VM)` child are both `Clone`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChildEvent {
+    Fork,
+    Vfork,
+    Clone,
+}
+
+/// One stop (or end) of a traced thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// A layout syscall at its seccomp stop, before it runs.
+    SeccompEntry { tid: i32 },
+    /// The exit stop of a syscall we asked to see (`PTRACE_SYSCALL`).
+    SyscallExit { tid: i32 },
+    /// A fork, vfork or clone is under way in `tid`; the child's id is the event message.
+    NewChild { tid: i32, event: ChildEvent },
+    /// An execve succeeded in `tid` (which now has the process's id).
+    Exec { tid: i32 },
+    /// The thread is about to exit; its mm is still whole.
+    Exiting { tid: i32 },
+    /// A vfork parent's child has exec'd or exited: the parent runs again.
+    VforkDone { tid: i32 },
+    /// `PTRACE_EVENT_STOP`: a new child's first stop, a group stop (`signal` is the stopping
+    /// one), or the trap of our `PTRACE_INTERRUPT` (`SIGTRAP`).
+    EventStop { tid: i32, signal: Signal },
+    /// A signal is about to be delivered.
+    Signal { tid: i32, signal: Signal },
+    /// A ptrace event we never ask for (the options in `spawn.rs` make it impossible); resumed.
+    UnknownEvent { tid: i32, event: i32 },
+    /// The thread has exited with `code` (for the last thread: the process's status).
+    Exited { tid: i32, code: i32 },
+    /// The thread was killed by `signal`.
+    Killed { tid: i32, signal: Signal },
+}
+
+impl Stop {
+    /// The stop a wait status reports; None for statuses that are no stop of ours (`WCONTINUED`,
+    /// `WNOHANG`'s nothing), which we never ask for.
+    pub fn from_wait_status(status: WaitStatus) -> Option<Stop> {
+        Some(match status {
+            WaitStatus::PtraceEvent(pid, signal, event) => {
+                let tid = pid.as_raw();
+                match event {
+                    libc::PTRACE_EVENT_SECCOMP => Stop::SeccompEntry { tid },
+                    libc::PTRACE_EVENT_FORK => Stop::NewChild {
+                        tid,
+                        event: ChildEvent::Fork,
+                    },
+                    libc::PTRACE_EVENT_VFORK => Stop::NewChild {
+                        tid,
+                        event: ChildEvent::Vfork,
+                    },
+                    libc::PTRACE_EVENT_CLONE => Stop::NewChild {
+                        tid,
+                        event: ChildEvent::Clone,
+                    },
+                    libc::PTRACE_EVENT_EXEC => Stop::Exec { tid },
+                    libc::PTRACE_EVENT_EXIT => Stop::Exiting { tid },
+                    libc::PTRACE_EVENT_VFORK_DONE => Stop::VforkDone { tid },
+                    libc::PTRACE_EVENT_STOP => Stop::EventStop { tid, signal },
+                    event => Stop::UnknownEvent { tid, event },
+                }
+            }
+            WaitStatus::PtraceSyscall(pid) => Stop::SyscallExit { tid: pid.as_raw() },
+            WaitStatus::Stopped(pid, signal) => Stop::Signal {
+                tid: pid.as_raw(),
+                signal,
+            },
+            WaitStatus::Exited(pid, code) => Stop::Exited {
+                tid: pid.as_raw(),
+                code,
+            },
+            WaitStatus::Signaled(pid, signal, _) => Stop::Killed {
+                tid: pid.as_raw(),
+                signal,
+            },
+            WaitStatus::Continued(_) | WaitStatus::StillAlive => return None,
+        })
+    }
+
+    /// The thread the stop is of.
+    pub fn tid(&self) -> i32 {
+        match *self {
+            Stop::SeccompEntry { tid }
+            | Stop::SyscallExit { tid }
+            | Stop::NewChild { tid, .. }
+            | Stop::Exec { tid }
+            | Stop::Exiting { tid }
+            | Stop::VforkDone { tid }
+            | Stop::EventStop { tid, .. }
+            | Stop::Signal { tid, .. }
+            | Stop::UnknownEvent { tid, .. }
+            | Stop::Exited { tid, .. }
+            | Stop::Killed { tid, .. } => tid,
+        }
+    }
+}
+
+/// Whether a `PTRACE_EVENT_STOP` with this signal is a group stop (job control).
+pub fn is_group_stop_signal(signal: Signal) -> bool {
+    matches!(
+        signal,
+        Signal::SIGSTOP | Signal::SIGTSTP | Signal::SIGTTIN | Signal::SIGTTOU
+    )
+}
+
+/// How a stopped thread is let go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resume {
+    /// `PTRACE_CONT`, delivering the signal if there is one.
+    Cont(Option<Signal>),
+    /// `PTRACE_SYSCALL`: run the syscall and stop at its exit (from a seccomp stop).
+    Syscall,
+    /// `PTRACE_LISTEN`: stay in the group stop, with the next event still reported.
+    Listen,
+}
+
+/// Lets a stopped thread go as asked; true if it was left in a group stop. A thread that died
+/// meanwhile (`ESRCH`) is not an error: its exit status is still to be reported.
+pub fn release(tid: i32, how: Resume) -> bool {
+    match how {
+        Resume::Cont(sig) => resume(tid, sig),
+        Resume::Listen => return listen(tid),
+        Resume::Syscall => {
+            if let Err(e) = ptrace::syscall(Pid::from_raw(tid), None) {
+                tracing::debug!(tid, "PTRACE_SYSCALL: {e}");
+            }
+        }
+    }
+    false
+}
+
+/// Leaves a group-stopped tracee stopped until SIGCONT, as without a tracer, while its next
+/// event is still reported. If that fails (not in a group stop after all: at an injected
+/// syscall's exit, or the stop already ended), it is resumed instead; false then.
+fn listen(tid: i32) -> bool {
+    // SAFETY: PTRACE_LISTEN takes no pointers.
+    if unsafe { libc::ptrace(libc::PTRACE_LISTEN, tid, 0, 0) } != 0 {
+        resume(tid, None);
+        return false;
+    }
+    true
+}
+
+fn resume(tid: i32, sig: Option<Signal>) {
+    if let Err(e) = ptrace::cont(Pid::from_raw(tid), sig) {
+        tracing::debug!(tid, "PTRACE_CONT: {e}");
+    }
+}
+
+/// The message of the last ptrace event of `tid` (a new child's id, the former id of an exec'ing
+/// thread).
+pub fn event_message(tid: i32) -> Result<i32, Errno> {
+    ptrace::getevent(Pid::from_raw(tid)).map(|m| m as i32)
+}
+
+/// Asks a running thread to stop (`PTRACE_INTERRUPT`); `Err(ESRCH)` if it is dying.
+pub fn interrupt(tid: i32) -> Result<(), Errno> {
+    ptrace::interrupt(Pid::from_raw(tid))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_ptrace_event_we_ask_for_has_its_own_stop() {
+        let pid = Pid::from_raw(7);
+        let cases = [
+            (libc::PTRACE_EVENT_SECCOMP, Stop::SeccompEntry { tid: 7 }),
+            (
+                libc::PTRACE_EVENT_FORK,
+                Stop::NewChild {
+                    tid: 7,
+                    event: ChildEvent::Fork,
+                },
+            ),
+            (
+                libc::PTRACE_EVENT_VFORK,
+                Stop::NewChild {
+                    tid: 7,
+                    event: ChildEvent::Vfork,
+                },
+            ),
+            (
+                libc::PTRACE_EVENT_CLONE,
+                Stop::NewChild {
+                    tid: 7,
+                    event: ChildEvent::Clone,
+                },
+            ),
+            (libc::PTRACE_EVENT_EXEC, Stop::Exec { tid: 7 }),
+            (libc::PTRACE_EVENT_EXIT, Stop::Exiting { tid: 7 }),
+            (libc::PTRACE_EVENT_VFORK_DONE, Stop::VforkDone { tid: 7 }),
+            (
+                libc::PTRACE_EVENT_STOP,
+                Stop::EventStop {
+                    tid: 7,
+                    signal: Signal::SIGTRAP,
+                },
+            ),
+            (99, Stop::UnknownEvent { tid: 7, event: 99 }),
+        ];
+        for (event, stop) in cases {
+            let status = WaitStatus::PtraceEvent(pid, Signal::SIGTRAP, event);
+            assert_eq!(Stop::from_wait_status(status), Some(stop));
+            assert_eq!(stop.tid(), 7);
+        }
+        assert_eq!(
+            Stop::from_wait_status(WaitStatus::Signaled(pid, Signal::SIGKILL, false)),
+            Some(Stop::Killed {
+                tid: 7,
+                signal: Signal::SIGKILL
+            })
+        );
+        assert_eq!(
+            Stop::from_wait_status(WaitStatus::PtraceSyscall(pid)),
+            Some(Stop::SyscallExit { tid: 7 })
+        );
+        assert_eq!(Stop::from_wait_status(WaitStatus::Continued(pid)), None);
+    }
+
+    #[test]
+    fn only_job_control_signals_make_a_group_stop() {
+        assert!(is_group_stop_signal(Signal::SIGTSTP));
+        assert!(is_group_stop_signal(Signal::SIGSTOP));
+        assert!(!is_group_stop_signal(Signal::SIGTRAP));
+        assert!(!is_group_stop_signal(Signal::SIGCONT));
+    }
+}

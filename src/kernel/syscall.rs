@@ -1,0 +1,370 @@
+//! The layout syscalls the seccomp filter stops, decoded once from `PTRACE_GET_SYSCALL_INFO`
+//! into [`LayoutSyscall`], and what the tracer reads of a syscall's exit and of a clone.
+
+use std::io;
+use std::ops::Range;
+
+use nix::sys::ptrace;
+use nix::unistd::Pid;
+
+use super::page_align;
+
+/// A `madvise` advice that drops pages at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DiscardAdvice {
+    DontNeed,
+    Remove,
+    DontNeedLocked,
+    /// Reclaims what it can at once: pages freed with MADV_FREE are dropped (and, with swap,
+    /// others swapped out, which the lane counts as still there).
+    PageOut,
+}
+
+impl DiscardAdvice {
+    fn of(advice: i32) -> Option<Self> {
+        match advice {
+            libc::MADV_DONTNEED => Some(DiscardAdvice::DontNeed),
+            libc::MADV_REMOVE => Some(DiscardAdvice::Remove),
+            24 /* MADV_DONTNEED_LOCKED */ => Some(DiscardAdvice::DontNeedLocked),
+            21 /* MADV_PAGEOUT */ => Some(DiscardAdvice::PageOut),
+            // MADV_FREE and the rest leave pages present until reclaim (or never drop them).
+            _ => None,
+        }
+    }
+}
+
+/// A syscall stopped by our seccomp filter, with its arguments decoded. Lengths are page-aligned
+/// as the kernel aligns them (`PAGE_ALIGN`, wrap included); addresses are as passed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LayoutSyscall {
+    Mmap {
+        addr: u64,
+        len: u64,
+        prot: u64,
+        flags: i32,
+        fd: i32,
+    },
+    Munmap {
+        addr: u64,
+        len: u64,
+    },
+    Mremap {
+        old_addr: u64,
+        old_len: u64,
+        new_len: u64,
+        flags: i32,
+        /// Only meaningful with `MREMAP_FIXED`.
+        new_addr: u64,
+    },
+    Madvise {
+        addr: u64,
+        len: u64,
+        /// None for advice that drops nothing at once.
+        discard: Option<DiscardAdvice>,
+    },
+    /// `brk(addr)`; `addr` 0 is a query. Not aligned: the kernel keeps the value as asked.
+    Brk {
+        addr: u64,
+    },
+    /// Any other syscall (a program's own seccomp filter can make one stop here).
+    Other {
+        nr: i64,
+    },
+}
+
+impl LayoutSyscall {
+    pub fn decode(nr: i64, a: [u64; 6], page_size: u64) -> Self {
+        let align = |n: u64| page_align(n, page_size);
+        match nr {
+            libc::SYS_mmap => LayoutSyscall::Mmap {
+                addr: a[0],
+                len: align(a[1]),
+                prot: a[2],
+                flags: a[3] as i32,
+                fd: a[4] as i32,
+            },
+            libc::SYS_munmap => LayoutSyscall::Munmap {
+                addr: a[0],
+                len: align(a[1]),
+            },
+            libc::SYS_mremap => LayoutSyscall::Mremap {
+                old_addr: a[0],
+                old_len: align(a[1]),
+                new_len: align(a[2]),
+                flags: a[3] as i32,
+                new_addr: a[4],
+            },
+            libc::SYS_madvise => LayoutSyscall::Madvise {
+                addr: a[0],
+                len: align(a[1]),
+                discard: DiscardAdvice::of(a[2] as i32),
+            },
+            libc::SYS_brk => LayoutSyscall::Brk { addr: a[0] },
+            nr => LayoutSyscall::Other { nr },
+        }
+    }
+
+    /// Where it may change the layout, from its arguments alone: nothing for a placement in free
+    /// space (those are ordered exactly, see the tracer's races) or for advice that drops nothing.
+    pub fn reach(&self) -> Vec<Range<u64>> {
+        let span = |start: u64, len: u64| start..start.saturating_add(len);
+        let mut reach = match *self {
+            LayoutSyscall::Munmap { addr, len } => vec![span(addr, len)],
+            LayoutSyscall::Madvise {
+                addr,
+                len,
+                discard: Some(_),
+            } => vec![span(addr, len)],
+            LayoutSyscall::Mmap {
+                addr, len, flags, ..
+            } if flags & libc::MAP_FIXED != 0 => vec![span(addr, len)],
+            LayoutSyscall::Mremap {
+                old_addr,
+                old_len,
+                new_len,
+                flags,
+                new_addr,
+            } => {
+                let mut r = vec![span(old_addr, old_len.max(new_len))];
+                if flags & libc::MREMAP_FIXED != 0 {
+                    r.push(span(new_addr, new_len));
+                }
+                r
+            }
+            _ => Vec::new(),
+        };
+        reach.retain(|r| !r.is_empty());
+        reach
+    }
+
+    /// The tail an `mremap` grows into in place, registered the moment it exists.
+    pub fn grown_tail(&self) -> Option<Range<u64>> {
+        match *self {
+            LayoutSyscall::Mremap {
+                old_addr,
+                old_len,
+                new_len,
+                ..
+            } if old_len != 0 && new_len > old_len => {
+                Some(old_addr.saturating_add(old_len)..old_addr.saturating_add(new_len))
+            }
+            _ => None,
+        }
+    }
+
+    /// The range it may hand back to the kernel for others to reuse: a `munmap`, the source of
+    /// an `mremap` that may move, the tail of one that shrinks, or a shrinking brk (given the
+    /// break before it, unaligned).
+    pub fn released(&self, brk_before: u64, page_size: u64) -> Option<Range<u64>> {
+        let range = match *self {
+            LayoutSyscall::Munmap { addr, len } => addr..addr.saturating_add(len),
+            LayoutSyscall::Mremap {
+                old_addr,
+                old_len,
+                new_len,
+                flags,
+                ..
+            } => {
+                if old_len == 0 {
+                    return None;
+                } else if flags & libc::MREMAP_MAYMOVE != 0 && flags & libc::MREMAP_DONTUNMAP == 0 {
+                    old_addr..old_addr.saturating_add(old_len)
+                } else {
+                    old_addr.saturating_add(new_len)..old_addr.saturating_add(old_len)
+                }
+            }
+            // brk(0) is a query.
+            LayoutSyscall::Brk { addr } if addr != 0 => {
+                page_align(addr, page_size)..page_align(brk_before, page_size)
+            }
+            _ => return None,
+        };
+        (!range.is_empty()).then_some(range)
+    }
+
+    /// The free address space it was given, from its return value: `mmap` without `MAP_FIXED`,
+    /// `mremap` without `MREMAP_FIXED`, and brk growth (given the break before it).
+    pub fn placed(&self, rval: u64, brk_before: u64, page_size: u64) -> Option<Range<u64>> {
+        let range = match *self {
+            LayoutSyscall::Mmap { len, flags, .. } if flags & libc::MAP_FIXED == 0 => {
+                rval..rval.saturating_add(len)
+            }
+            LayoutSyscall::Mremap { new_len, flags, .. } if flags & libc::MREMAP_FIXED == 0 => {
+                rval..rval.saturating_add(new_len)
+            }
+            LayoutSyscall::Brk { .. } => {
+                page_align(brk_before, page_size)..page_align(rval, page_size)
+            }
+            _ => return None,
+        };
+        (!range.is_empty()).then_some(range)
+    }
+}
+
+/// What a syscall returned, read at its exit stop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SyscallReturn {
+    pub value: i64,
+    pub is_error: bool,
+}
+
+/// The syscall number and arguments of a thread at a seccomp stop; None if it is not at one.
+pub fn seccomp_entry(tid: i32) -> io::Result<Option<(i64, [u64; 6])>> {
+    let info = ptrace::syscall_info(Pid::from_raw(tid))?;
+    if info.op != libc::PTRACE_SYSCALL_INFO_SECCOMP {
+        return Ok(None);
+    }
+    // SAFETY: op == SECCOMP says the seccomp member of the union is the one the kernel filled.
+    let s = unsafe { info.u.seccomp };
+    Ok(Some((s.nr as i64, s.args)))
+}
+
+/// What the syscall returned, for a thread at a syscall-exit stop; None if it is not at one.
+pub fn exit_value(tid: i32) -> io::Result<Option<SyscallReturn>> {
+    let info = ptrace::syscall_info(Pid::from_raw(tid))?;
+    if info.op != libc::PTRACE_SYSCALL_INFO_EXIT {
+        return Ok(None);
+    }
+    // SAFETY: op == EXIT says the exit member of the union is the one the kernel filled.
+    let exit = unsafe { info.u.exit };
+    Ok(Some(SyscallReturn {
+        value: exit.sval,
+        is_error: exit.is_error != 0,
+    }))
+}
+
+/// The clone flags of the fork, vfork, clone or clone3 a thread is inside, read at its
+/// fork/vfork/clone event stop (the arguments are still in its registers; clone3's are in its
+/// memory).
+pub fn clone_flags(tid: i32) -> io::Result<u64> {
+    let regs = ptrace::getregs(Pid::from_raw(tid))?;
+    match regs.orig_rax as i64 {
+        libc::SYS_clone => Ok(regs.rdi),
+        libc::SYS_fork => Ok(0),
+        libc::SYS_vfork => Ok((libc::CLONE_VM | libc::CLONE_VFORK) as u64),
+        libc::SYS_clone3 => {
+            // `struct clone_args` begins with the flags, a u64.
+            let mut flags = [0u8; 8];
+            let mem = std::fs::File::open(format!("/proc/{tid}/mem"))?;
+            std::os::unix::fs::FileExt::read_exact_at(&mem, &mut flags, regs.rdi)?;
+            Ok(u64::from_ne_bytes(flags))
+        }
+        nr => Err(io::Error::other(format!(
+            "a new child reported from syscall {nr}, which is no fork, vfork or clone"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: u64 = 4096;
+
+    #[test]
+    fn arguments_are_decoded_once_with_lengths_page_aligned() {
+        let mmap = LayoutSyscall::decode(
+            libc::SYS_mmap,
+            [
+                0,
+                5000,
+                3,
+                (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64,
+                u64::MAX,
+                0,
+            ],
+            P,
+        );
+        assert_eq!(
+            mmap,
+            LayoutSyscall::Mmap {
+                addr: 0,
+                len: 2 * P,
+                prot: 3,
+                flags: libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                fd: -1,
+            }
+        );
+        let dontneed = LayoutSyscall::decode(
+            libc::SYS_madvise,
+            [P, 1, libc::MADV_DONTNEED as u64, 0, 0, 0],
+            P,
+        );
+        assert_eq!(
+            dontneed,
+            LayoutSyscall::Madvise {
+                addr: P,
+                len: P,
+                discard: Some(DiscardAdvice::DontNeed)
+            }
+        );
+        let free = LayoutSyscall::decode(
+            libc::SYS_madvise,
+            [P, P, libc::MADV_FREE as u64, 0, 0, 0],
+            P,
+        );
+        assert!(free.reach().is_empty());
+        assert_eq!(
+            LayoutSyscall::decode(libc::SYS_openat, [0; 6], P),
+            LayoutSyscall::Other {
+                nr: libc::SYS_openat
+            }
+        );
+    }
+
+    #[test]
+    fn an_mremap_old_size_that_wraps_aligns_to_zero_as_in_the_kernel() {
+        let m = LayoutSyscall::decode(libc::SYS_mremap, [P, u64::MAX, P, 1, 0, 0], P);
+        let LayoutSyscall::Mremap { old_len, .. } = m else {
+            panic!("{m:?}")
+        };
+        assert_eq!(old_len, 0);
+        assert_eq!(m.released(0, P), None);
+        assert_eq!(m.grown_tail(), None);
+    }
+
+    #[test]
+    fn reach_released_and_placed_follow_the_flags() {
+        let may_move = LayoutSyscall::Mremap {
+            old_addr: 10 * P,
+            old_len: 2 * P,
+            new_len: 4 * P,
+            flags: libc::MREMAP_MAYMOVE,
+            new_addr: 0,
+        };
+        assert_eq!(may_move.reach(), vec![10 * P..14 * P]);
+        assert_eq!(may_move.released(0, P), Some(10 * P..12 * P));
+        assert_eq!(may_move.grown_tail(), Some(12 * P..14 * P));
+        assert_eq!(may_move.placed(20 * P, 0, P), Some(20 * P..24 * P));
+        let shrink = LayoutSyscall::Mremap {
+            old_addr: 10 * P,
+            old_len: 4 * P,
+            new_len: P,
+            flags: 0,
+            new_addr: 0,
+        };
+        assert_eq!(shrink.released(0, P), Some(11 * P..14 * P));
+        let fixed = LayoutSyscall::Mremap {
+            old_addr: 10 * P,
+            old_len: 2 * P,
+            new_len: 4 * P,
+            flags: libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+            new_addr: 30 * P,
+        };
+        assert_eq!(fixed.reach(), vec![10 * P..14 * P, 30 * P..34 * P]);
+        assert_eq!(fixed.placed(30 * P, 0, P), None);
+        let brk = LayoutSyscall::Brk { addr: 3 * P + 1 };
+        assert_eq!(brk.released(8 * P, P), Some(4 * P..8 * P));
+        assert_eq!(brk.placed(9 * P + 5, 4 * P, P), Some(4 * P..10 * P));
+        assert_eq!(LayoutSyscall::Brk { addr: 0 }.released(8 * P, P), None);
+        let fixed_map = LayoutSyscall::Mmap {
+            addr: 5 * P,
+            len: P,
+            prot: 0,
+            flags: libc::MAP_FIXED | libc::MAP_PRIVATE,
+            fd: -1,
+        };
+        assert_eq!(fixed_map.reach(), vec![5 * P..6 * P]);
+        assert_eq!(fixed_map.placed(5 * P, 0, P), None);
+    }
+}
