@@ -200,7 +200,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
             })
         });
     // None: the state actor failed (the supervisor has it).
-    let report = runtime.block_on(state_task).ok().flatten();
+    let report = runtime.block_on(state_task).ok().and_then(Result::ok);
     runtime.shutdown_background();
     let status = match traced {
         Ok(Ok(end)) => end.shell_status(),

@@ -35,20 +35,22 @@ impl Supervisor {
         let _ = self.inner.tracer.set(waker);
     }
 
-    /// Records that `actor` failed, and wakes the tracer to end the trace.
-    pub fn fail(&self, actor: &str, why: &str) {
+    /// Records that `actor` failed, and wakes the tracer to end the trace; what to say of it.
+    pub fn fail(&self, actor: &str, why: &str) -> String {
+        let failure = format!("{actor} failed: {why}");
         let mut first = self
             .inner
             .first_failure
             .lock()
             .unwrap_or_else(|e| e.into_inner());
         if first.is_none() {
-            *first = Some(format!("{actor} failed: {why}"));
+            *first = Some(failure.clone());
         }
         drop(first);
         if let Some(tracer) = self.inner.tracer.get() {
             tracer.wake();
         }
+        failure
     }
 
     /// The run's first failure, if an actor failed.
@@ -60,14 +62,11 @@ impl Supervisor {
             .clone()
     }
 
-    /// Runs an actor's task; None if it panicked (recorded as the run's failure).
-    pub async fn watch<F: Future>(&self, actor: &str, task: F) -> Option<F::Output> {
+    /// Runs an actor's task; if it panicked, the failure (recorded as the run's) is the error.
+    pub async fn watch<F: Future>(&self, actor: &str, task: F) -> Result<F::Output, String> {
         match AssertUnwindSafe(task).catch_unwind().await {
-            Ok(output) => Some(output),
-            Err(payload) => {
-                self.fail(actor, &panic_message(payload.as_ref()));
-                None
-            }
+            Ok(output) => Ok(output),
+            Err(payload) => Err(self.fail(actor, &panic_message(payload.as_ref()))),
         }
     }
 }
@@ -141,13 +140,13 @@ mod tests {
             .build()
             .unwrap();
         let out = rt.block_on(s.watch("the sequencer", async { panic!("bad state") }));
-        assert_eq!(out, None::<()>);
         let failure = s.failure().unwrap();
+        assert_eq!(out, Err::<(), _>(failure.clone()));
         assert!(
             failure.starts_with("the sequencer failed: panicked"),
             "{failure}"
         );
         assert!(failure.contains("bad state"), "{failure}");
-        assert_eq!(rt.block_on(s.watch("x", async { 5 })), Some(5));
+        assert_eq!(rt.block_on(s.watch("x", async { 5 })), Ok(5));
     }
 }

@@ -140,6 +140,18 @@ impl AddressSpaceUffd {
             .map_err(|e| uffd_io_error(e, "UFFDIO_REGISTER"))
     }
 
+    /// Stops following `[start, end)`: its faults are the kernel's own again. The kernel wakes any
+    /// thread waiting on a fault there; a later resolution of such a fault by the lane is refused
+    /// (`ENOENT`), so no line claims it.
+    pub fn unregister(&self, start: u64, end: u64) -> io::Result<()> {
+        if self.is_released() {
+            return Ok(());
+        }
+        self.uffd
+            .unregister(start as *mut c_void, (end - start) as usize)
+            .map_err(|e| uffd_io_error(e, "UFFDIO_UNREGISTER"))
+    }
+
     /// Resolves a first touch of `page` as the kernel would: a read maps the shared zero page,
     /// a write gets a fresh zeroed page. On refusal the thread is woken so that it faults again
     /// if the page is still missing: no thread is ever left asleep.

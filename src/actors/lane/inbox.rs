@@ -121,7 +121,20 @@ impl Lane {
 
     /// A new tracked range, with the pages present in it now: a `map` split into runs of one
     /// state, or a `brk` followed by the heap pages already there.
-    async fn forward_mapped(&mut self, stamped: Stamped, at_exit: PagesAtExit) {
+    async fn forward_mapped(&mut self, mut stamped: Stamped, at_exit: PagesAtExit) {
+        if self.failed.is_some() {
+            // Registered before the tracer could know the lane had failed: this lane follows
+            // nothing any more, so the range is written untracked, as every later one is.
+            match &mut stamped.event {
+                Event::Map { tracked, state, .. } => {
+                    *tracked = false;
+                    *state = None;
+                }
+                Event::Brk { tracked, .. } => *tracked = false,
+                _ => {}
+            }
+            return self.forward(stamped).await;
+        }
         let at = stamped.at;
         let range: Range<u64> = match &stamped.event {
             Event::Map { start, end, .. } => *start..*end,

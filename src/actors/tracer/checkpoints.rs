@@ -19,8 +19,11 @@ const PATIENCE: Duration = Duration::from_secs(2);
 /// that something went wrong in.
 const ANSWER_PATIENCE: Duration = Duration::from_secs(60);
 
-/// The longest the tracer sleeps in `waitpid` with `--verify-every`, so that a stuck checkpoint is
-/// given up on time whatever the interval.
+/// How often a wait for a check's answer looks whether an actor failed meanwhile.
+const ANSWER_SLICE: Duration = Duration::from_secs(1);
+
+/// The longest the tracer sleeps in `waitpid`: a stuck checkpoint is given up on time whatever
+/// the interval, and an actor's failure is seen.
 pub(super) const TICK: Duration = Duration::from_millis(100);
 
 /// A stop-the-world check in progress (`--verify-every`): every thread is asked to stop, and
@@ -129,14 +132,12 @@ impl Tracer {
     /// still has its mm (one that is dying may already have dropped it). A space with none has
     /// no thread left to check it with.
     fn parked_in(&self, space: SpaceId, parked: &[(i32, Resume)]) -> Option<i32> {
+        let in_space: std::collections::HashSet<i32> =
+            self.threads_in(space).map(|(tid, _)| tid).collect();
         parked
             .iter()
             .map(|&(tid, _)| tid)
-            .filter(|tid| {
-                self.threads
-                    .get(tid)
-                    .is_some_and(|t| self.space_of_process(t.pid) == Some(space))
-            })
+            .filter(|tid| in_space.contains(tid))
             .min()
     }
 
@@ -156,15 +157,14 @@ impl Tracer {
     /// Whether no thread of the space can run user code (each has reached its exit stop, waits
     /// for a vfork child, or has not started).
     fn space_is_quiescent(&self, space: SpaceId) -> bool {
-        self.threads
-            .values()
-            .filter(|t| self.space_of_process(t.pid) == Some(space))
-            .all(|t| t.exiting || t.in_vfork || t.awaiting_attach)
+        self.threads_in(space)
+            .all(|(_, t)| t.exiting || t.in_vfork || t.awaiting_attach)
     }
 
     /// Asks each space's lane to check the stream against the kernel, and waits until each has
     /// read the kernel's side (the threads must not run before that). A lane that cannot check
-    /// drops the reply: the check is then skipped, which its `verify` line or a warning says.
+    /// sends its `verify` line as skipped and drops the reply; an answer that does not come in
+    /// time is given up with a warning.
     fn check(&self, targets: &[(SpaceId, i32)], point: VerifyPoint) {
         let mut answers = Vec::new();
         for &(id, tid) in targets {
@@ -184,20 +184,33 @@ impl Tracer {
             answers.push((id, answer));
         }
         for (id, answer) in answers {
-            match answer.recv_timeout(ANSWER_PATIENCE) {
-                Ok(()) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    tracing::debug!(space = id, "a check got no answer: skipped");
+            let asked = Instant::now();
+            loop {
+                match answer.recv_timeout(ANSWER_SLICE) {
+                    Ok(()) => break,
+                    // The lane could not check (it failed: its `verify` line says `skipped`), or
+                    // the stream's actors are gone (the supervisor ends the run).
+                    Err(mpsc::RecvTimeoutError::Disconnected) => {
+                        tracing::debug!(space = id, "a check got no answer: skipped");
+                        break;
+                    }
+                    Err(mpsc::RecvTimeoutError::Timeout) if self.supervisor.failure().is_some() => {
+                        break;
+                    }
+                    Err(mpsc::RecvTimeoutError::Timeout) if asked.elapsed() >= ANSWER_PATIENCE => {
+                        self.warn(
+                            None,
+                            Some(id),
+                            WarningKind::CheckpointSkipped,
+                            format!(
+                                "a check of space {id} got no answer within {ANSWER_PATIENCE:?}; \
+                                 its threads were let go"
+                            ),
+                        );
+                        break;
+                    }
+                    Err(mpsc::RecvTimeoutError::Timeout) => {}
                 }
-                Err(mpsc::RecvTimeoutError::Timeout) => self.warn(
-                    None,
-                    Some(id),
-                    WarningKind::CheckpointSkipped,
-                    format!(
-                        "a check of space {id} got no answer within {ANSWER_PATIENCE:?}; its \
-                         threads were let go"
-                    ),
-                ),
             }
         }
     }

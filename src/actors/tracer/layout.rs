@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use rangemap::RangeSet;
 
+use super::Tracer;
 use super::spaces::{MapAt, NewMapping};
-use super::{SyscallEntry, Tracer};
 use crate::actors::lane::{LaneMessage, PagesAtExit};
 use crate::actors::sequencer::Stamped;
 use crate::event::{Event, MapKind, SpaceId, prot_string};
@@ -39,9 +39,9 @@ struct By {
 impl Tracer {
     pub(super) fn on_seccomp_stop(&mut self, tid: i32) {
         let entry = match syscall::seccomp_entry(tid) {
-            Ok(Some((nr, args))) => Some(SyscallEntry {
-                call: LayoutSyscall::decode(nr, args, self.config.lane.page_size),
-            }),
+            Ok(Some((nr, args))) => {
+                Some(LayoutSyscall::decode(nr, args, self.config.lane.page_size))
+            }
             Ok(None) => None,
             Err(e) => {
                 // ESRCH: it died; its end is still to be reported.
@@ -56,7 +56,7 @@ impl Tracer {
         }
         // The lane holds back faults behind a layout change until the syscalls begun before it
         // have ended (docs/ordering.md).
-        if let Some(SyscallEntry { call }) = entry
+        if let Some(call) = entry
             && let Some((_, space)) = self.space_of(tid)
             && let Some(space) = self.spaces.get(&space)
         {
@@ -83,7 +83,7 @@ impl Tracer {
     }
 
     fn on_syscall_exit(&mut self, tid: i32) {
-        let Some(entry) = self.threads.get_mut(&tid).and_then(|t| t.entry.take()) else {
+        let Some(call) = self.threads.get_mut(&tid).and_then(|t| t.entry.take()) else {
             return;
         };
         let Some((pid, space)) = self.space_of(tid) else {
@@ -94,7 +94,7 @@ impl Tracer {
             failed,
             changed,
             read_again,
-        } = self.report_syscall_exit(by, entry.call);
+        } = self.report_syscall_exit(by, call);
         // Begun syscalls of other threads that may have acted on what this one reported: which
         // came first is unknown, so each will describe the range again once it is reported.
         self.note_races(tid, space, &changed);
@@ -102,7 +102,7 @@ impl Tracer {
         if failed {
             // An error return says nothing of what was done before the error (an mremap of
             // several mappings refused half way, a MAP_FIXED that unmapped and then failed).
-            again.extend(entry.call.reach());
+            again.extend(call.reach());
         }
         let raced = self
             .threads
@@ -248,14 +248,6 @@ impl Tracer {
         }
     }
 
-    /// Sends an event to a space's lane, if the space is still there.
-    fn observed(&self, space: SpaceId, event: Event) {
-        match self.spaces.get(&space) {
-            Some(s) => s.lane.observed(event),
-            None => tracing::debug!(space, ?event, "an event for a space that is gone"),
-        }
-    }
-
     fn on_mmap(&mut self, by: By, range: Range<u64>, prot: u64, flags: i32, fd: i32) {
         let anon = flags & libc::MAP_ANONYMOUS != 0;
         // The mapping type is the low two bits, compared whole: MAP_SHARED_VALIDATE (3) shares
@@ -347,7 +339,7 @@ impl Tracer {
         // Another thread can touch the new heap before it was registered above: the lane reads
         // which pages are already there.
         let at_exit = if grown {
-            self.present_at(by.pid, by.space, old..new)
+            self.present_or_unregister(by.pid, by.space, old..new)
         } else {
             None
         };
@@ -369,17 +361,29 @@ impl Tracer {
         }
     }
 
-    /// `madvise` dropped pages: the lane finds which, from the pages absent now.
+    /// `madvise` dropped pages: the lane finds which, from the pages absent now. If they cannot
+    /// be read, the range is described again, untracked: its pages are unknown, never "all
+    /// dropped" (the warning says so).
     fn on_discard(&mut self, by: By, range: Range<u64>, advice: DiscardAdvice) {
         let at = Instant::now();
-        // Unreadable page tables: every page counts as dropped, less those the lane resolved
-        // since; the warning says the figure is an estimate.
-        let at_exit = self
-            .present_at(by.pid, by.space, range.clone())
-            .unwrap_or(PagesAtExit {
+        let Some(space) = self.spaces.get(&by.space) else {
+            return;
+        };
+        let at_exit = match space.pagemap {
+            // Nothing is tracked in such a space: the discard only concerns untracked ranges.
+            None => PagesAtExit {
                 read_at: at,
                 present: Vec::new(),
-            });
+            },
+            Some(_) => match self.present_at(by.pid, by.space, range.clone()) {
+                Some(pages) => pages,
+                None => {
+                    let mut unknown = RangeSet::new();
+                    unknown.insert(range);
+                    return self.describe_again(by.tid, by.space, unknown);
+                }
+            },
+        };
         if let Some(space) = self.spaces.get(&by.space) {
             space.lane.send(LaneMessage::Discard {
                 pid: by.pid,

@@ -1,5 +1,7 @@
 //! Threads and processes: clone, fork, vfork, exec, exit, and job control.
 
+use std::sync::atomic::Ordering;
+
 use nix::sys::signal::Signal;
 use rangemap::RangeSet;
 
@@ -83,14 +85,15 @@ impl Tracer {
         let (is_thread, shares_mm) = self.sharing(parent_tid, pid, space_id, child, event);
         let mut new_space = None;
         if is_thread {
-            if let Some(space) = self.spaces.get(&space_id) {
-                space.lane.observed(Event::Thread {
+            self.observed(
+                space_id,
+                Event::Thread {
                     pid,
                     tid: parent_tid,
                     child,
                     space: space_id,
-                });
-            }
+                },
+            );
         } else {
             let (kind, child_space) = if shares_mm {
                 let kind = match event {
@@ -113,16 +116,17 @@ impl Tracer {
                     space: shares_mm.then_some(space_id),
                 },
             );
-            if let Some(space) = self.spaces.get(&space_id) {
-                space.lane.observed(Event::Fork {
+            self.observed(
+                space_id,
+                Event::Fork {
                     pid,
                     tid: parent_tid,
                     child,
                     kind,
                     space: space_id,
                     child_space,
-                });
-            }
+                },
+            );
         }
         self.threads.insert(
             child,
@@ -159,7 +163,10 @@ impl Tracer {
         };
         let is_thread = flags & libc::CLONE_THREAD as u64 != 0;
         let shares = flags & libc::CLONE_VM as u64 != 0;
-        if let Some(kernel_says) = self.kcmp(parent_tid, child)
+        // A thread shares by definition (the kernel refuses CLONE_THREAD without CLONE_VM): no
+        // cross-check, which spares a syscall per thread.
+        if !is_thread
+            && let Some(kernel_says) = self.kcmp(parent_tid, child)
             && kernel_says != shares
         {
             self.warn(
@@ -247,11 +254,9 @@ impl Tracer {
             .map(|(&t, _)| t)
             .collect();
         gone.sort_unstable();
-        if let Some(space) = old_space
-            && let Some(old) = self.spaces.get(&space)
-        {
+        if let Some(space) = old_space {
             for tid in gone {
-                old.lane.observed(Event::ThreadExit { pid, tid, space });
+                self.observed(space, Event::ThreadExit { pid, tid, space });
             }
         }
         let killed: Vec<i32> = self
@@ -417,7 +422,7 @@ impl Tracer {
         if tid == self.root {
             self.root_end = Some(end);
             // Nothing to pass signals on to any more (and its pid may be reused).
-            self.root_pid.store(0, std::sync::atomic::Ordering::SeqCst);
+            self.root_pid.store(0, Ordering::SeqCst);
         }
         self.processes.remove(&pid);
         self.exec_interrupted.remove(&pid);

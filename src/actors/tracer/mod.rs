@@ -98,7 +98,7 @@ struct Thread {
     /// The thread group.
     pid: i32,
     /// The layout syscall it is inside, from its seccomp stop to its exit stop.
-    entry: Option<SyscallEntry>,
+    entry: Option<LayoutSyscall>,
     /// A new child whose attach stop has not been seen yet.
     awaiting_attach: bool,
     /// For a fork child: the space it must be given at its attach stop, and the parent's
@@ -137,12 +137,6 @@ impl Thread {
             raced: RangeSet::new(),
         }
     }
-}
-
-/// A layout syscall seen at its seccomp stop, waiting for its exit.
-#[derive(Clone, Copy, Debug)]
-struct SyscallEntry {
-    call: LayoutSyscall,
 }
 
 #[derive(Debug)]
@@ -238,14 +232,15 @@ impl Tracer {
         self.threads
             .insert(self.root, Thread::new(self.root, false, None));
         self.processes.insert(self.root, Process { space: None });
-        // The ticker also bounds how late a stuck checkpoint is given up.
-        let _ticker = match self.config.verify_every {
-            Some(every) => {
-                self.next_checkpoint = Some(Instant::now() + every);
-                Some(tick::start(every.min(checkpoints::TICK), waker)?)
-            }
-            None => None,
-        };
+        // The ticker wakes the loop at least every `checkpoints::TICK`: for a due checkpoint, to
+        // give up a stuck one on time, and to see an actor's failure even if the supervisor's own
+        // wake-up came just before a wait.
+        self.next_checkpoint = self.config.verify_every.map(|every| Instant::now() + every);
+        let tick = self
+            .config
+            .verify_every
+            .map_or(checkpoints::TICK, |every| every.min(checkpoints::TICK));
+        let _ticker = tick::start(tick, waker)?;
         loop {
             if let Some(failure) = self.supervisor.failure() {
                 self.kill_everything();
@@ -347,6 +342,22 @@ impl Tracer {
     /// The space of a process, if it has one.
     fn space_of_process(&self, pid: i32) -> Option<SpaceId> {
         self.processes.get(&pid).and_then(|p| p.space)
+    }
+
+    /// Sends an event to a space's lane, if the space is still there.
+    fn observed(&self, space: SpaceId, event: Event) {
+        match self.spaces.get(&space) {
+            Some(s) => s.lane.observed(event),
+            None => tracing::debug!(space, ?event, "an event for a space that is gone"),
+        }
+    }
+
+    /// The threads of a space, with their process.
+    fn threads_in(&self, space: SpaceId) -> impl Iterator<Item = (i32, &Thread)> {
+        self.threads
+            .iter()
+            .filter(move |(_, t)| self.space_of_process(t.pid) == Some(space))
+            .map(|(&tid, t)| (tid, t))
     }
 
     /// Writes a `warning` line: on the space's lane, in its order, if it has one; else straight

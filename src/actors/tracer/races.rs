@@ -36,14 +36,6 @@ impl Tracer {
             .push(tid);
     }
 
-    /// The threads of a space, with their process.
-    fn threads_in(&self, space: SpaceId) -> impl Iterator<Item = (i32, &super::Thread)> {
-        self.threads
-            .iter()
-            .filter(move |(_, t)| self.space_of_process(t.pid) == Some(space))
-            .map(|(&tid, t)| (tid, t))
-    }
-
     /// Marks the begun syscalls of other threads of the space that `changed` may have raced.
     pub(super) fn note_races(&mut self, tid: i32, space: SpaceId, changed: &RangeSet<u64>) {
         if changed.is_empty() {
@@ -53,7 +45,7 @@ impl Tracer {
             .threads_in(space)
             .filter(|&(other, _)| other != tid)
             .filter_map(|(other, t)| {
-                let reach = t.entry.as_ref()?.call.reach();
+                let reach = t.entry.as_ref()?.reach();
                 let hit: RangeSet<u64> = changed
                     .iter()
                     .filter(|r| reach.iter().any(|x| x.start < r.end && r.start < x.end))
@@ -135,7 +127,7 @@ impl Tracer {
         let releasing: Vec<(i32, Range<u64>)> = self
             .threads_in(space)
             .filter(|&(other, _)| other != tid)
-            .filter_map(|(other, t)| Some((other, t.entry?.call.released(brk, page_size)?)))
+            .filter_map(|(other, t)| Some((other, t.entry?.released(brk, page_size)?)))
             .collect();
         if releasing.is_empty() {
             return None;
@@ -150,14 +142,12 @@ impl Tracer {
 
     /// The free address space a syscall at its exit stop was given, if it was.
     fn placed_in_free_space(&self, tid: i32, brk: u64) -> Option<Range<u64>> {
-        let entry = self.threads.get(&tid)?.entry?;
+        let call = self.threads.get(&tid)?.entry?;
         let ret = syscall::exit_value(tid).ok()??;
         if ret.is_error {
             return None;
         }
-        entry
-            .call
-            .placed(ret.value as u64, brk, self.config.lane.page_size)
+        call.placed(ret.value as u64, brk, self.config.lane.page_size)
     }
 
     /// Whether `tid` is already held, directly or through others, until `other` is reported.

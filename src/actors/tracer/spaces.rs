@@ -172,9 +172,9 @@ impl Tracer {
         let sequencer = self.sequencer.clone();
         self.runtime.spawn(async move {
             let name = format!("the lane of space {id}");
-            if supervisor.watch(&name, actor.run()).await.is_some() {
+            let Err(failure) = supervisor.watch(&name, actor.run()).await else {
                 return;
-            }
+            };
             if let Some(uffd) = uffd
                 && let Err(e) = uffd.release()
             {
@@ -187,7 +187,7 @@ impl Tracer {
                 pid: None,
                 space: Some(id),
                 what: WarningKind::ActorFailed,
-                message: supervisor.failure().unwrap_or(name),
+                message: failure,
             };
             sequencer
                 .send(SequencerMessage::Line(Stamped::now(warning)))
@@ -285,9 +285,16 @@ impl Tracer {
         self.send_map(at, mapping)
     }
 
-    /// Registers a range with the space's userfaultfd; whether it is now followed.
+    /// Registers a range with the space's userfaultfd; whether it is now followed. A space
+    /// whose page tables cannot be read registers nothing: its pages present at each change
+    /// would be unknown (its creation's warning said so).
     pub(super) fn register(&self, space: SpaceId, range: Range<u64>) -> bool {
-        let Some(uffd) = self.spaces.get(&space).and_then(|s| s.uffd.as_ref()) else {
+        let Some(uffd) = self
+            .spaces
+            .get(&space)
+            .filter(|s| s.pagemap.is_some())
+            .and_then(|s| s.uffd.as_ref())
+        else {
             return false;
         };
         match uffd.register(range.start, range.end) {
@@ -302,7 +309,8 @@ impl Tracer {
     /// Sends a new mapping to its lane; whether it is tracked. Its pages can already be present
     /// (`MAP_POPULATE`, locked memory, a space seen for the first time, or a touch by another
     /// thread before the range was registered): for a tracked range the lane reads which, in its
-    /// own order (docs/ordering.md). A range whose pages cannot be read is written untracked.
+    /// own order (docs/ordering.md). A range whose pages cannot be read is unregistered and
+    /// written untracked.
     pub(super) fn send_map(&self, at: MapAt, mapping: NewMapping) -> bool {
         let MapAt {
             pid,
@@ -315,7 +323,7 @@ impl Tracer {
             return false;
         };
         let at_exit = if mapping.registered {
-            self.present_at(pid, space_id, range.clone())
+            self.present_or_unregister(pid, space_id, range.clone())
         } else {
             None
         };
@@ -342,22 +350,44 @@ impl Tracer {
         tracked
     }
 
+    /// The pages of a registered range present now; if they cannot be read, the range is
+    /// unregistered again, so that nothing about it is claimed.
+    pub(super) fn present_or_unregister(
+        &self,
+        pid: i32,
+        space: SpaceId,
+        range: Range<u64>,
+    ) -> Option<PagesAtExit> {
+        let pages = self.present_at(pid, space, range.clone());
+        if pages.is_none()
+            && let Some(uffd) = self.spaces.get(&space).and_then(|s| s.uffd.as_ref())
+            && let Err(e) = uffd.unregister(range.start, range.end)
+        {
+            tracing::warn!(
+                space,
+                ?range,
+                "unregistering a range whose pages are unknown: {e}"
+            );
+        }
+        pages
+    }
+
     /// The pages of a range present now, read while the thread that changed the range is
     /// stopped. A read that fails is tried once more; then the range's pages are unknown, which
-    /// a `warning` line says (never "none present").
+    /// a `warning` line says (never "none present"). None without a word for a space whose
+    /// pagemap could not be opened (its creation's warning said so).
     pub(super) fn present_at(
         &self,
         pid: i32,
         space: SpaceId,
         range: Range<u64>,
     ) -> Option<PagesAtExit> {
-        let pagemap = self.spaces.get(&space)?.pagemap.as_ref();
+        let pagemap = self.spaces.get(&space)?.pagemap.as_ref()?;
         let read = || -> std::io::Result<PagesAtExit> {
             let read_at = Instant::now();
             if test_hooks::fails(Fault::Pagemap, Some(space)) {
                 return Err(std::io::Error::other("injected by MEVI_TEST_FAULT"));
             }
-            let pagemap = pagemap.ok_or_else(|| std::io::Error::other("no pagemap open"))?;
             let present = pagemap.populated_runs(range.clone())?;
             Ok(PagesAtExit { read_at, present })
         };
