@@ -217,8 +217,9 @@ pub fn run(options: RunOptions) -> RunOutcome {
     if let Some(why) = supervisor.failure() {
         return fail(ACTOR_FAILED, format!("mevi-actors: {why}"));
     }
-    if let Some(v) = report.as_ref().and_then(|r| r.totals.verify.as_ref())
-        && let Some(why) = verify_failure(v)
+    if let Some(r) = report.as_ref()
+        && let Some(v) = r.totals.verify.as_ref()
+        && let Some(why) = verify_failure(v, r.model.problems.len())
     {
         eprintln!("mevi-actors: verify failed: {why} (the program's exit status was {status})");
         return RunOutcome {
@@ -229,9 +230,10 @@ pub fn run(options: RunOptions) -> RunOutcome {
     RunOutcome { status, report }
 }
 
-/// Why `--verify` fails, if it does: a page that differs, a check that could not run, or a
-/// warning after which the stream is no longer exact. It never passes on what it could not check.
-fn verify_failure(v: &VerifyTotals) -> Option<String> {
+/// Why `--verify` fails, if it does: a page that differs, a check that could not run, a warning
+/// after which the stream is no longer exact, or a stream that does not replay cleanly (lines out
+/// of process order, which `replay` reports too). It never passes on what it could not check.
+fn verify_failure(v: &VerifyTotals, stream_problems: usize) -> Option<String> {
     let mut why = Vec::new();
     if v.mismatched_pages > 0 {
         why.push(format!(
@@ -246,6 +248,11 @@ fn verify_failure(v: &VerifyTotals) -> Option<String> {
         why.push(format!(
             "{} warnings say the stream is no longer exact",
             v.inexact_warnings
+        ));
+    }
+    if stream_problems > 0 {
+        why.push(format!(
+            "{stream_problems} problems replaying the stream (`mevi-actors replay` lists them)"
         ));
     }
     (!why.is_empty()).then(|| why.join("; "))

@@ -259,3 +259,54 @@ fn idle_poll_holds_the_cpu_latency_request_while_tracing() {
     assert_eq!(t.status, 0, "{}", t.stderr);
     t.assert_matches_kernel();
 }
+
+/// A fork child killed before its first stop is never set up, yet it was announced: its `exit`
+/// line must still come, with the signal, and its summary row must say how it ended.
+#[test]
+fn a_child_killed_before_its_first_stop_still_has_its_exit() {
+    let children = 20;
+    let t = trace(
+        &["--verify"],
+        &[
+            workload("killed_at_birth").as_os_str(),
+            children.to_string().as_ref(),
+        ],
+    );
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    assert!(
+        t.stdout.contains(&format!("killed {children}")),
+        "{}",
+        t.stdout
+    );
+    let root = exec_pid(&t.lines);
+    let forked: Vec<i32> = t
+        .events("fork")
+        .filter_map(|e| match e {
+            Event::Fork { pid, child, .. } if *pid == root => Some(*child),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(forked.len(), children);
+    for child in &forked {
+        let ended = t.events("exit").any(|e| {
+            matches!(e, Event::Exit { pid, signal: Some(s), .. } if pid == child && s == "SIGKILL")
+        });
+        assert!(ended, "no exit line with SIGKILL for child {child}");
+    }
+    let rows = t
+        .lines
+        .iter()
+        .find_map(|l| match &l.event {
+            Event::Summary { processes, .. } => Some(processes.clone()),
+            _ => None,
+        })
+        .expect("a summary line");
+    for child in &forked {
+        let row = rows
+            .iter()
+            .find(|p| p.pid == *child)
+            .expect("a summary row");
+        assert_eq!(row.signal.as_deref(), Some("SIGKILL"), "{row:?}");
+    }
+    assert!(t.replay.problems.is_empty(), "{:?}", t.replay.problems);
+}

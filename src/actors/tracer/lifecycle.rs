@@ -439,8 +439,12 @@ impl Tracer {
                 self.adopt(child, pid, space, signal);
             }
         }
-        let (Some(space_id), Some(lane)) = (space, lane) else {
-            return;
+        let (space_id, lane, joined) = match (space, lane, thread.new_space) {
+            (Some(space_id), Some(lane), _) => (space_id, lane, true),
+            // A fork child killed before its first stop: its `fork` line named a space that was
+            // never made. A lane of its own, following nothing, writes its end there.
+            (None, _, Some((space_id, _))) => (space_id, self.unborn_space_lane(space_id), false),
+            _ => return,
         };
         let (status, signal) = match end {
             ProgramEnd::Exited(code) => (Some(code), None),
@@ -455,6 +459,8 @@ impl Tracer {
             resident_bytes: 0,
             peak_resident_bytes: 0,
         });
-        self.leave_space(space_id);
+        if joined {
+            self.leave_space(space_id);
+        }
     }
 }

@@ -153,6 +153,16 @@ impl Tracer {
         }
     }
 
+    /// A lane for a space announced by a `fork` line but never made (its process died before its
+    /// first stop), following nothing: its birth line first if it was kept for it.
+    pub(super) fn unborn_space_lane(&mut self, id: SpaceId) -> LaneHandle {
+        let lane = self.spawn_lane(id, None, None);
+        if let Some(birth) = self.announce.remove(&id) {
+            lane.observed(birth);
+        }
+        lane
+    }
+
     /// Starts a space's lane under the supervisor: a lane that panics releases its userfaultfd
     /// (the program's threads fault natively again) and ends the trace.
     fn spawn_lane(
