@@ -387,3 +387,34 @@ pub fn signal_name(sig: i32) -> String {
         .map(|s| s.as_str().to_string())
         .unwrap_or_else(|_| format!("SIG{sig}"))
 }
+
+/// Lines for the unit tests of the modules that read the stream.
+#[cfg(test)]
+pub(crate) mod samples {
+    use super::{Event, ForkKind, SpaceId};
+
+    /// `pid` forks `child` into a space of its own.
+    pub(crate) fn fork(pid: i32, child: i32, space: SpaceId, child_space: SpaceId) -> Event {
+        Event::Fork {
+            pid,
+            tid: pid,
+            child,
+            kind: ForkKind::Fork,
+            space,
+            child_space,
+        }
+    }
+
+    /// `pid` exits with status 0.
+    pub(crate) fn exit(pid: i32, space: SpaceId) -> Event {
+        Event::Exit {
+            pid,
+            tid: pid,
+            space,
+            status: Some(0),
+            signal: None,
+            resident_bytes: 0,
+            peak_resident_bytes: 0,
+        }
+    }
+}

@@ -420,6 +420,7 @@ impl Replay {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::samples::{exit, fork};
 
     fn map(space: SpaceId, start: u64, end: u64, state: PageState) -> Event {
         Event::Map {
@@ -528,29 +529,6 @@ mod tests {
         assert_eq!(r.spaces[&0].peak_resident_bytes, 0x4000);
         assert_eq!(r.spaces[&1].resident_bytes, 0x4000);
         assert_eq!(r.process_space[&2], 1);
-    }
-
-    fn fork(pid: i32, child: i32, space: SpaceId, child_space: SpaceId) -> Event {
-        Event::Fork {
-            pid,
-            tid: pid,
-            child,
-            kind: ForkKind::Fork,
-            space,
-            child_space,
-        }
-    }
-
-    fn exit(pid: i32, space: SpaceId) -> Event {
-        Event::Exit {
-            pid,
-            tid: pid,
-            space,
-            status: Some(0),
-            signal: None,
-            resident_bytes: 0,
-            peak_resident_bytes: 0,
-        }
     }
 
     fn child_map(pid: i32, space: SpaceId) -> Event {

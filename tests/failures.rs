@@ -10,19 +10,18 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use mevi_actors::event::{Event, ForkKind, Line, SpaceId, WarningKind};
-use mevi_actors::model::Replay;
 use mevi_actors::run::VERIFY_FAILED;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::util::{
-    Traced, bin, parse_stream, run_bounded, run_in_background, run_within, scratch, trace_within,
-    workload,
+    Traced, bin, exec_pid, parse_stream, run_bounded, run_in_background, run_within, scratch,
+    trace_within, wait_for_line, workload,
 };
 
 /// Every run here takes a few seconds at most, traced; beyond this it hangs.
 const HANG: Duration = Duration::from_secs(60);
-/// The exit status when an actor of mevi-actors failed (`EX_SOFTWARE`).
+/// The exit status the issue asks for when an actor of mevi-actors fails (`EX_SOFTWARE`).
 const ACTOR_FAILED: i32 = 70;
 /// The address space of the program mevi-actors starts (`space` of the root's `exec` line).
 const ROOT_SPACE: SpaceId = 0;
@@ -53,15 +52,7 @@ fn trace_with_fault<S: AsRef<OsStr>>(fault: &str, flags: &[&str], program: &[S])
     let file = scratch("fault-stream");
     let (status, stdout, stderr) =
         run_within(&mut fault_command(fault, flags, &file, program), HANG);
-    let text = std::fs::read_to_string(&file).unwrap_or_default();
-    std::fs::remove_file(&file).ok();
-    Traced {
-        status,
-        lines: parse_stream(&text),
-        stdout,
-        stderr,
-        replay: Replay::from_jsonl(&text).expect("the stream replays"),
-    }
+    Traced::read(&file, status, stdout, stderr)
 }
 
 /// The stdout of the program run without mevi-actors, which exits 0.
@@ -227,12 +218,10 @@ fn a_utf8_argv_in_the_summary_keeps_the_verify_failure() {
     );
     assert_eq!(t.status, VERIFY_FAILED, "{}", t.stderr);
     let (root, argv) = t
-        .lines
-        .iter()
-        .find_map(|l| match &l.event {
-            Event::Summary { processes, .. } => processes.first().map(|p| (p.pid, p.argv.clone())),
-            _ => None,
-        })
+        .summary()
+        .0
+        .first()
+        .map(|p| (p.pid, p.argv.clone()))
         .expect("a summary with the program");
     assert_eq!(
         argv,
@@ -258,31 +247,6 @@ fn a_utf8_argv_in_the_summary_keeps_the_verify_failure() {
 
 // ---------------------------------------------------------------------------------------------
 // A new thread created while its group is stopped.
-
-/// Reads the line announcing the root (its `exec`) from a stream still being written.
-fn wait_for_exec_pid(stream: &Path) -> i32 {
-    let deadline = Instant::now() + HANG;
-    loop {
-        let text = std::fs::read_to_string(stream).unwrap_or_default();
-        let exec = text
-            .lines()
-            .filter(|l| l.ends_with('}'))
-            .filter_map(|l| serde_json::from_str::<Line>(l).ok())
-            .find_map(|l| match l.event {
-                Event::Exec { pid, .. } => Some(pid),
-                _ => None,
-            });
-        if let Some(pid) = exec {
-            return pid;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no exec line in {}",
-            stream.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 /// Whether `ready` came true within `within` (polled).
 fn ready_within(within: Duration, mut ready: impl FnMut() -> bool) -> bool {
@@ -382,7 +346,7 @@ fn a_thread_created_while_its_group_is_stopped_stays_stopped() {
         pid: None,
         done: done.clone(),
     };
-    let pid = wait_for_exec_pid(&stream);
+    let pid = exec_pid(&wait_for_line(&stream, "exec"));
     release.pid = Some(pid);
     let count = || std::fs::read_to_string(&counter).unwrap_or_default();
     assert!(
@@ -512,14 +476,7 @@ fn a_checkpoint_that_cannot_complete_is_skipped_and_verify_fails() {
             )
         })
         .count() as u64;
-    let totals = t
-        .lines
-        .iter()
-        .find_map(|l| match &l.event {
-            Event::Summary { totals, .. } => totals.verify.clone(),
-            _ => None,
-        })
-        .expect("verify totals in the summary");
+    let totals = t.verify_totals();
     assert_eq!(
         totals.skipped_points + totals.unchecked_points,
         skipped_lines,

@@ -3,19 +3,9 @@
 
 use std::time::Duration;
 
-use mevi_actors::event::{Event, VerifyTotals};
+use mevi_actors::event::Event;
 
 use crate::util::{Traced, trace_within};
-
-fn verify_totals(t: &Traced) -> VerifyTotals {
-    t.lines
-        .iter()
-        .find_map(|l| match &l.event {
-            Event::Summary { totals, .. } => totals.verify.clone(),
-            _ => None,
-        })
-        .expect("verify totals in the summary")
-}
 
 fn first_mismatches(t: &Traced) -> Vec<String> {
     t.lines
@@ -62,7 +52,7 @@ fn stress_ng_memory_stressors_agree_with_the_kernel() {
         Duration::from_secs(300),
     );
     assert_eq!(t.status, 0, "{}", t.stderr);
-    let v = verify_totals(&t);
+    let v = t.verify_totals();
     assert_eq!(v.mismatched_pages, 0, "{:?}", first_mismatches(&t));
     assert!(v.points >= 10, "only {} checks", v.points);
 }
@@ -99,7 +89,7 @@ fn python_threads_allocating_agree_with_the_kernel() {
         Duration::from_secs(300),
     );
     assert_eq!(t.status, 0, "{}", t.stderr);
-    let v = verify_totals(&t);
+    let v = t.verify_totals();
     assert_eq!(v.mismatched_pages, 0, "{:?}", first_mismatches(&t));
     assert!(v.points >= 2, "only {} checks", v.points);
 }

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use mevi_actors::event::{Event, ForkKind};
 
-use crate::util::{bin, parse_stream, run_in_background, scratch, trace, workload};
+use crate::util::{bin, exec_pid, run_in_background, scratch, trace, wait_for_line, workload};
 
 #[test]
 fn exit_status_is_the_programs() {
@@ -110,41 +110,6 @@ fn exec_from_a_thread_that_is_not_the_leader() {
     assert_ne!(space, execs[0].2, "exec starts a new space");
     let after = &t.truth("region", "after_exec")[0];
     assert_eq!(after.pid, pid);
-}
-
-fn wait_for_line(file: &std::path::Path, ev: &str) -> Vec<mevi_actors::event::Line> {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let text = std::fs::read_to_string(file).unwrap_or_default();
-        let complete: String = text
-            .lines()
-            .filter(|l| l.ends_with('}'))
-            .map(|l| format!("{l}\n"))
-            .collect();
-        let lines = parse_stream(&complete);
-        if lines
-            .iter()
-            .any(|l| serde_json::to_value(&l.event).unwrap()["ev"] == ev)
-        {
-            return lines;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no {ev} line in {}",
-            file.display()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn exec_pid(lines: &[mevi_actors::event::Line]) -> i32 {
-    lines
-        .iter()
-        .find_map(|l| match l.event {
-            Event::Exec { pid, .. } => Some(pid),
-            _ => None,
-        })
-        .unwrap()
 }
 
 #[test]
@@ -293,14 +258,7 @@ fn a_child_killed_before_its_first_stop_still_has_its_exit() {
         });
         assert!(ended, "no exit line with SIGKILL for child {child}");
     }
-    let rows = t
-        .lines
-        .iter()
-        .find_map(|l| match &l.event {
-            Event::Summary { processes, .. } => Some(processes.clone()),
-            _ => None,
-        })
-        .expect("a summary line");
+    let rows = t.summary().0;
     for child in &forked {
         let row = rows
             .iter()

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use mevi_actors::event::{Event, Line, SpaceId};
+use mevi_actors::event::{Event, Line, ProcessSummary, RunTotals, SpaceId, VerifyTotals};
 use mevi_actors::model::Replay;
 
 pub const PAGE: u64 = 4096;
@@ -112,6 +112,43 @@ pub fn run_in_background(
     std::thread::spawn(move || run_bounded(&mut cmd))
 }
 
+/// Waits until a run writing `file` has written a line of kind `ev`; the complete lines so far.
+pub fn wait_for_line(file: &Path, ev: &str) -> Vec<Line> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        let complete: String = text
+            .lines()
+            .filter(|l| l.ends_with('}'))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let lines = parse_stream(&complete);
+        if lines
+            .iter()
+            .any(|l| serde_json::to_value(&l.event).unwrap()["ev"] == ev)
+        {
+            return lines;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no {ev} line in {}",
+            file.display()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The pid of the first `exec` line: the traced program's.
+pub fn exec_pid(lines: &[Line]) -> i32 {
+    lines
+        .iter()
+        .find_map(|l| match l.event {
+            Event::Exec { pid, .. } => Some(pid),
+            _ => None,
+        })
+        .unwrap()
+}
+
 /// One traced run: its exit status, the stream, the program's stdout (its truth lines), stderr.
 pub struct Traced {
     pub status: i32,
@@ -133,17 +170,7 @@ pub fn trace_within<S: AsRef<OsStr>>(flags: &[&str], program: &[S], timeout: Dur
     cmd.arg("run").args(flags).arg("-o").arg(&file).arg("--");
     cmd.args(program);
     let (status, stdout, stderr) = run_within(&mut cmd, timeout);
-    let text = std::fs::read_to_string(&file).unwrap_or_default();
-    std::fs::remove_file(&file).ok();
-    let lines = parse_stream(&text);
-    let replay = Replay::from_jsonl(&text).expect("the stream replays");
-    Traced {
-        status,
-        lines,
-        stdout,
-        stderr,
-        replay,
-    }
+    Traced::read(&file, status, stdout, stderr)
 }
 
 pub fn parse_stream(text: &str) -> Vec<Line> {
@@ -165,6 +192,39 @@ pub struct Truth {
 }
 
 impl Traced {
+    /// A finished run: its stream is read from `file` (then removed) and replayed.
+    pub fn read(file: &Path, status: i32, stdout: String, stderr: String) -> Self {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        std::fs::remove_file(file).ok();
+        Traced {
+            status,
+            lines: parse_stream(&text),
+            stdout,
+            stderr,
+            replay: Replay::from_jsonl(&text).expect("the stream replays"),
+        }
+    }
+
+    /// The closing `summary` line's processes and totals.
+    pub fn summary(&self) -> (&[ProcessSummary], &RunTotals) {
+        self.lines
+            .iter()
+            .find_map(|l| match &l.event {
+                Event::Summary { processes, totals } => Some((processes.as_slice(), totals)),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no summary line in the stream\n{}", self.stderr))
+    }
+
+    /// The summary's `--verify` totals.
+    pub fn verify_totals(&self) -> VerifyTotals {
+        self.summary()
+            .1
+            .verify
+            .clone()
+            .expect("verify totals in the summary")
+    }
+
     pub fn truths(&self) -> Vec<Truth> {
         self.stdout
             .lines()

@@ -57,14 +57,7 @@ fn checkpoints_stop_every_thread_and_agree_with_the_kernel() {
     let bad: u64 = checks.iter().map(|c| c.2).sum();
     assert_eq!(bad, 0, "{}", t.stderr);
     // The summary adds them up.
-    let totals = t
-        .lines
-        .iter()
-        .find_map(|l| match &l.event {
-            Event::Summary { totals, .. } => totals.verify.clone(),
-            _ => None,
-        })
-        .expect("verify totals in the summary");
+    let totals = t.verify_totals();
     assert_eq!(totals.points, checks.len() as u64);
     assert_eq!(
         totals.checked_pages,

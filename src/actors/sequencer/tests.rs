@@ -5,7 +5,8 @@ use std::time::{Duration, Instant};
 use super::gate::{Gate, Held};
 use super::*;
 use crate::actors::state::StateHandle;
-use crate::event::{ForkKind, MapKind, VerifyPoint, WarningKind};
+use crate::event::samples::{exit, fork};
+use crate::event::{MapKind, VerifyPoint, WarningKind};
 
 fn exec(pid: i32, space: SpaceId) -> Event {
     Event::Exec {
@@ -14,17 +15,6 @@ fn exec(pid: i32, space: SpaceId) -> Event {
         space,
         path: format!("/bin/p{pid}"),
         argv: vec![format!("p{pid}")],
-    }
-}
-
-fn fork(pid: i32, child: i32, space: SpaceId, child_space: SpaceId) -> Event {
-    Event::Fork {
-        pid,
-        tid: pid,
-        child,
-        kind: ForkKind::Fork,
-        space,
-        child_space,
     }
 }
 
@@ -40,18 +30,6 @@ fn map(pid: i32, space: SpaceId, start: u64) -> Event {
         path: None,
         tracked: true,
         state: Some(crate::event::PageState::NotResident),
-    }
-}
-
-fn exit(pid: i32, space: SpaceId) -> Event {
-    Event::Exit {
-        pid,
-        tid: pid,
-        space,
-        status: Some(0),
-        signal: None,
-        resident_bytes: 0,
-        peak_resident_bytes: 0,
     }
 }
 
