@@ -190,7 +190,13 @@ impl ProcessOrder {
             }
             _ => {}
         }
-        let problem = match event.pid() {
+        // A `fork`'s `pid` is its creator, which may be gone already when the child was adopted
+        // (its creator was killed before its fork was reported): the line is about the child.
+        let about = match event {
+            Event::Fork { .. } => None,
+            _ => event.pid(),
+        };
+        let problem = match about {
             Some(pid) if !self.live.contains(&pid) && !self.excused.contains(&pid) => {
                 let after_exit = self.exited.contains(&pid);
                 self.reported.insert((pid, after_exit)).then(|| {

@@ -46,8 +46,9 @@ pub struct Gate {
     /// Processes announced and not yet exited (a count, in case a pid is reused while the last
     /// line of its former process is still on its way).
     announced: HashMap<i32, u32>,
-    /// Processes whose `exit` has been written: a late line about one (the lane resolved a
-    /// fault after its exit went out) goes on, as nothing more will announce it.
+    /// Processes whose `exit` has been written: a late line of no lane about one goes on, as
+    /// nothing more will announce it. An `exec` of such a pid is a new process (the pid was
+    /// reused; a process's `exec` always precedes its own `exit`), which waits for its `fork`.
     exited: HashSet<i32>,
     /// The space each process lives in, per the lines written.
     living_in: HashMap<i32, SpaceId>,
@@ -186,7 +187,7 @@ impl Gate {
         if let Some(pid) = event.pid()
             && (matches!(event, Event::Exec { .. }) || event.space().is_none())
             && !self.announced.contains_key(&pid)
-            && !self.exited.contains(&pid)
+            && !(self.exited.contains(&pid) && event.space().is_none())
             && !self.announces(event)
         {
             return Some(Wait::Announce(pid));

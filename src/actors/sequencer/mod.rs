@@ -93,7 +93,8 @@ pub struct SequencerHandle {
 impl SequencerHandle {
     /// Waits while the stream is behind: the tracee is slowed, nothing is dropped.
     pub async fn send(&self, message: SequencerMessage) {
-        // Closed only once the state actor is gone, at the very end: nothing left to say.
+        // Closed only once the sequencer has ended (at the very end, or it failed, which the
+        // supervisor reports): nothing left to say.
         let _ = self.tx.send(message).await;
     }
 

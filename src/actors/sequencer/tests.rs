@@ -387,3 +387,30 @@ fn past_the_limit_the_lane_held_longest_goes_on_after_a_warning() {
     ));
     assert_eq!(&out[2..], &[map(8, 3, 0x1000), map(8, 3, 0x2000)]);
 }
+
+#[tokio::test]
+async fn a_reused_pids_exec_waits_for_the_fork_of_the_new_process() {
+    let clock = Clock(Instant::now());
+    // 2 is forked and exits; the kernel then gives pid 2 to a new child of 1, whose exec (in
+    // its own new space) arrives before the parent's slow lane sends the fork naming it.
+    let messages = vec![
+        SequencerMessage::Root { pid: 1 },
+        clock.line(1, exec(1, 0)),
+        clock.line(2, fork(1, 2, 0, 1)),
+        clock.line(3, exit(2, 1)),
+        SequencerMessage::Left { space: 3, pid: 2 },
+        clock.line(5, exec(2, 4)),
+        clock.line(4, fork(1, 2, 0, 3)),
+    ];
+    let written = sequence(clock.0, messages).await;
+    assert_eq!(
+        events(&written),
+        vec![
+            exec(1, 0),
+            fork(1, 2, 0, 1),
+            exit(2, 1),
+            fork(1, 2, 0, 3),
+            exec(2, 4),
+        ]
+    );
+}

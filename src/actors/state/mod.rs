@@ -187,9 +187,15 @@ impl StateActor {
         let at = *space;
         let read = tokio::task::spawn_blocking(move || {
             let kernel = KernelView::read(&probe, at);
-            // The threads may run again once the kernel's side is read.
-            let _ = probe.done.send(());
-            kernel
+            // The threads may run again once the kernel's side is read. If the tracer stopped
+            // waiting (it gives a check a minute), they ran during the read: nothing to compare.
+            let answered = probe.done.send(()).is_ok();
+            match kernel {
+                Ok(_) if !answered => Err(Unreadable::Failed(io::Error::other(
+                    "the tracer stopped waiting for this check; the threads ran during the read",
+                ))),
+                read => read,
+            }
         })
         .await
         .unwrap_or_else(|e| {

@@ -50,7 +50,10 @@ impl Writer {
     /// dropped, the trace and its summary go on.
     fn fail(&mut self, e: io::Error) {
         eprintln!("mevi-actors: the event stream can no longer be written ({e}); tracing goes on");
-        self.out = None;
+        // Not dropped: a BufWriter's drop would try to write what it holds once more.
+        if let Some(w) = self.out.take() {
+            drop(w.into_parts());
+        }
     }
 
     fn serve(mut self, inbox: Receiver<ToWriter>) {

@@ -8,6 +8,7 @@ use rangemap::RangeSet;
 use super::spaces::Origin;
 use super::{Process, ProgramEnd, Thread, Tracer, USER_SPACE_END};
 use crate::actors::lane::LaneMessage;
+use crate::actors::sequencer::SequencerMessage;
 use crate::event::{Event, ForkKind, SpaceId, WarningKind, signal_name};
 use crate::kernel::inject::{self, InjectError};
 use crate::kernel::procfs;
@@ -288,11 +289,15 @@ impl Tracer {
             }
         }
         let new_space = self.allocate_space();
-        if let Some(old) = old_space
-            && let Some(space) = self.spaces.get(&old)
-        {
-            // Every line about it on the old space's lane precedes its exec line.
-            space.lane.send(LaneMessage::Left { pid });
+        if let Some(old) = old_space {
+            // Every line about it on the old space's lane precedes its exec line. A lane that is
+            // gone has sent everything already: the sequencer hears so from us.
+            match self.spaces.get(&old) {
+                Some(space) => space.lane.send(LaneMessage::Left { pid }),
+                None => self
+                    .sequencer
+                    .send_blocking(SequencerMessage::Left { space: old, pid }),
+            }
         }
         let result = self.create_space(tid, new_space, Origin::Exec { former_tid });
         if let Some(old) = old_space {
