@@ -88,7 +88,8 @@ pub struct VerifyTotals {
     pub points: u64,
     /// Of those, how many found a mismatch.
     pub failed_points: u64,
-    /// `verify` lines that could not compare because the process died meanwhile.
+    /// Checks that did not run for a reason that leaves the stream exact: the process died
+    /// meanwhile, or a thread of the space did not stop for a checkpoint in time.
     #[serde(default)]
     pub skipped_points: u64,
     /// `verify` lines that could not compare for any other reason (the page tables could not be
@@ -118,7 +119,8 @@ pub enum WarningKind {
     PagesUnknown,
     /// The clone flags and `kcmp` disagree on whether a child shares its parent's memory.
     SharingDisagrees,
-    /// A `--verify` checkpoint could not be completed.
+    /// A space was not checked at a `--verify` checkpoint (one of its threads did not stop in
+    /// time). A check that did not run: the stream is as exact as before.
     CheckpointSkipped,
     /// Lines about a process whose announcement never came, written at the end.
     Unannounced,
@@ -131,7 +133,9 @@ impl WarningKind {
     pub fn stream_still_exact(self) -> bool {
         matches!(
             self,
-            WarningKind::SharingDisagrees | WarningKind::NoUserfaultfd
+            WarningKind::SharingDisagrees
+                | WarningKind::NoUserfaultfd
+                | WarningKind::CheckpointSkipped
         )
     }
 }

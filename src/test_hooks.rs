@@ -10,7 +10,8 @@
 //! - `pagemap`: every read of the space's page tables fails;
 //! - `kcmp`: `kcmp` fails (the clone flags alone decide sharing);
 //! - `lane-panic`: the lane panics at its first first touch;
-//! - `state-panic`: the state actor panics at the first `exit` line.
+//! - `state-panic`: the state actor panics at the first `exit` line;
+//! - `checkpoint-impatient`: a checkpoint waits 20 ms, not 2 s, for every thread to stop.
 
 use crate::event::SpaceId;
 
@@ -23,6 +24,7 @@ pub enum Fault {
     Kcmp,
     LanePanic,
     StatePanic,
+    CheckpointImpatient,
 }
 
 #[cfg(feature = "test-hooks")]
@@ -35,6 +37,7 @@ impl Fault {
             Fault::Kcmp => "kcmp",
             Fault::LanePanic => "lane-panic",
             Fault::StatePanic => "state-panic",
+            Fault::CheckpointImpatient => "checkpoint-impatient",
         }
     }
 }

@@ -108,6 +108,25 @@ fn status_number(pid: i32, key: &str) -> Option<i32> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// Where a thread is, for a message about a thread that would not stop: its state letter from
+/// `/proc/TID/stat`, its syscall from `/proc/TID/syscall` and the kernel function it sleeps in
+/// (`wchan`), e.g. `S in handle_userfault, syscall 25`.
+pub fn whereabouts(tid: i32) -> String {
+    let state = std::fs::read_to_string(format!("/proc/{tid}/stat"))
+        .ok()
+        .and_then(|s| Some(s[s.rfind(')')? + 2..].chars().next()?.to_string()))
+        .unwrap_or_else(|| "?".into());
+    let wchan = std::fs::read_to_string(format!("/proc/{tid}/wchan")).unwrap_or_default();
+    let syscall = std::fs::read_to_string(format!("/proc/{tid}/syscall")).unwrap_or_default();
+    let syscall = syscall.split_whitespace().next().unwrap_or("?");
+    let wchan = if wchan.is_empty() || wchan == "0" {
+        "-"
+    } else {
+        wchan.trim()
+    };
+    format!("{state} in {wchan}, syscall {syscall}")
+}
+
 /// The soft limit on the main stack's size (`Max stack size` in `/proc/PID/limits`); None when
 /// unlimited or unreadable.
 pub fn stack_limit(pid: i32) -> Option<u64> {

@@ -19,7 +19,9 @@ use async_channel::{Receiver, Sender};
 
 use self::output::Output;
 pub use self::summary::human_summary;
-use crate::event::{Event, ForkKind, Line, ProcessSummary, RunTotals, SpaceId, VerifyTotals};
+use crate::event::{
+    Event, ForkKind, Line, ProcessSummary, RunTotals, SpaceId, VerifyTotals, WarningKind,
+};
 use crate::model::Replay;
 use crate::test_hooks::{self, Fault};
 use crate::verify::{self, KernelView, Probe, Unreadable};
@@ -333,10 +335,13 @@ impl StateActor {
             }
             Event::Warning { what, .. } => {
                 self.totals.warnings += 1;
-                if let Some(v) = self.totals.verify.as_mut()
-                    && !what.stream_still_exact()
-                {
-                    v.inexact_warnings += 1;
+                if let Some(v) = self.totals.verify.as_mut() {
+                    if !what.stream_still_exact() {
+                        v.inexact_warnings += 1;
+                    }
+                    if *what == WarningKind::CheckpointSkipped {
+                        v.skipped_points += 1;
+                    }
                 }
             }
             _ => {}

@@ -25,7 +25,7 @@ pub fn human_summary(processes: &[ProcessSummary], totals: &RunTotals) -> String
     if totals.warnings > 0 {
         let _ = writeln!(
             s,
-            "mevi-actors: {} warning(s): the stream's `warning` lines say what is no longer exact",
+            "mevi-actors: {} warning(s): the stream's `warning` lines say what happened and what it affects",
             totals.warnings
         );
     }
@@ -35,7 +35,11 @@ pub fn human_summary(processes: &[ProcessSummary], totals: &RunTotals) -> String
             let _ = write!(also, " (at {} checks)", v.failed_points);
         }
         if v.skipped_points > 0 {
-            let _ = write!(also, ", {} skipped (process gone)", v.skipped_points);
+            let _ = write!(
+                also,
+                ", {} skipped (process gone, or a thread that would not stop)",
+                v.skipped_points
+            );
         }
         if v.unchecked_points > 0 {
             let _ = write!(also, ", {} could not be run", v.unchecked_points);
@@ -195,7 +199,7 @@ mod tests {
         };
         let text = human_summary(&[], &totals);
         assert!(text.contains("2 warning(s)"), "{text}");
-        assert!(text.contains("1 skipped (process gone)"), "{text}");
+        assert!(text.contains("1 skipped (process gone"), "{text}");
         assert!(text.contains("2 could not be run"), "{text}");
         assert!(
             text.contains("1 warning(s) that leave the stream inexact"),

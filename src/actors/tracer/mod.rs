@@ -247,6 +247,9 @@ impl Tracer {
                 return Err(TraceError::ActorFailed(failure));
             }
             if tick::due() {
+                // A checkpoint whose last threads will not stop is given up on time, even when
+                // no other stop comes meanwhile.
+                self.settle_checkpoint();
                 self.checkpoint_if_due();
             }
             let stop = match self.pending.pop_front() {
