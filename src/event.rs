@@ -100,6 +100,10 @@ pub struct VerifyTotals {
     /// ([`WarningKind::stream_still_exact`] is false).
     #[serde(default)]
     pub inexact_warnings: u64,
+    /// Spaces whose first touches were not followed (`no_userfaultfd` and `not_followed`
+    /// warnings): nothing of their pages could be checked.
+    #[serde(default)]
+    pub unfollowed_spaces: u64,
     pub checked_pages: u64,
     pub mismatched_pages: u64,
 }
@@ -110,6 +114,9 @@ pub struct VerifyTotals {
 pub enum WarningKind {
     /// The space got no userfaultfd: it is traced as mappings only.
     NoUserfaultfd,
+    /// The space's memory is not followed at all (a 32-bit program): the stream has its
+    /// process lines only.
+    NotFollowed,
     /// The space's lane can no longer read its userfaultfd: it released the descriptor (the
     /// program's threads fault natively again) and the space is traced as mappings only from
     /// here on.
@@ -135,6 +142,7 @@ impl WarningKind {
             self,
             WarningKind::SharingDisagrees
                 | WarningKind::NoUserfaultfd
+                | WarningKind::NotFollowed
                 | WarningKind::CheckpointSkipped
         )
     }

@@ -52,6 +52,9 @@ const BUSY_READ: std::time::Duration = std::time::Duration::from_micros(50);
 
 /// The exit status when `--verify` found the stream and the kernel disagreeing.
 pub const VERIFY_FAILED: i32 = 3;
+/// `run --verify` when nothing disagreed but some space could not be checked at all (it got no
+/// userfaultfd, or its memory is not followed): the run cannot be said to agree.
+pub const VERIFY_INCOMPLETE: i32 = 4;
 
 /// The exit status when an actor of mevi-actors failed (`EX_SOFTWARE` of sysexits.h).
 pub const ACTOR_FAILED: i32 = 70;
@@ -219,13 +222,26 @@ pub fn run(options: RunOptions) -> RunOutcome {
     }
     if let Some(r) = report.as_ref()
         && let Some(v) = r.totals.verify.as_ref()
-        && let Some(why) = verify_failure(v, r.model.problems.len())
     {
-        eprintln!("mevi-actors: verify failed: {why} (the program's exit status was {status})");
-        return RunOutcome {
-            status: VERIFY_FAILED,
-            report,
-        };
+        if let Some(why) = verify_failure(v, r.model.problems.len()) {
+            eprintln!("mevi-actors: verify failed: {why} (the program's exit status was {status})");
+            return RunOutcome {
+                status: VERIFY_FAILED,
+                report,
+            };
+        }
+        if v.unfollowed_spaces > 0 {
+            eprintln!(
+                "mevi-actors: could not verify: {} address space(s) were not followed by faults \
+                 (their `warning` lines say why); what was checked agrees (the program's exit \
+                 status was {status})",
+                v.unfollowed_spaces
+            );
+            return RunOutcome {
+                status: VERIFY_INCOMPLETE,
+                report,
+            };
+        }
     }
     RunOutcome { status, report }
 }

@@ -52,15 +52,6 @@ fn a_file_that_is_not_executable_is_126() {
     assert!(one_line(&stderr).contains("is a directory"));
 }
 
-#[test]
-fn a_32_bit_program_is_refused_clearly() {
-    // An ELF header of class ELFCLASS32 is all the check reads.
-    let path = file_with("elf32", &elf_header(1), 0o755);
-    let (status, _, stderr) = run_cli(&["run", "--", &path]);
-    assert_eq!(status, 126);
-    assert!(one_line(&stderr).contains("32-bit"), "{stderr}");
-}
-
 /// Runs mevi-actors as an unprivileged user, as a user without root would.
 fn as_nobody(args: &[&str]) -> Option<(i32, String, String)> {
     if unsafe { libc::geteuid() } != 0 || Command::new("setpriv").arg("--version").output().is_err()

@@ -3,6 +3,7 @@
 
 mod util;
 
+mod as_untraced;
 mod bad_input;
 mod failures;
 mod foreign;

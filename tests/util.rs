@@ -32,6 +32,11 @@ pub fn scratch(name: &str) -> PathBuf {
 
 /// Compiles `tests/workloads/NAME.c` once per test run and returns the program's path.
 pub fn workload(name: &str) -> PathBuf {
+    workload_built_with(name, &["-O1", "-pthread"])
+}
+
+/// Compiles `tests/workloads/NAME.c` with `flags` (and `-Wall`) once per test run.
+pub fn workload_built_with(name: &str, flags: &[&str]) -> PathBuf {
     static BUILT: Mutex<Option<HashMap<String, PathBuf>>> = Mutex::new(None);
     let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
     let built = built.get_or_insert_with(HashMap::new);
@@ -43,7 +48,8 @@ pub fn workload(name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join(name);
     let status = Command::new("cc")
-        .args(["-O1", "-pthread", "-Wall", "-o"])
+        .args(flags)
+        .args(["-Wall", "-o"])
         .arg(&out)
         .arg(&src)
         .status()

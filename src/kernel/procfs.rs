@@ -90,9 +90,32 @@ pub fn exe(pid: i32) -> String {
         .unwrap_or_default()
 }
 
+/// Whether a process runs a 32-bit program (`ELFCLASS32` in its executable's header): its
+/// syscalls are another ABI's, which the tracer does not decode or inject into.
+pub fn runs_32_bit(pid: i32) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 5];
+    std::fs::File::open(format!("/proc/{pid}/exe"))
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| &head[..4] == b"\x7fELF" && head[4] == 1)
+}
+
 /// The thread group of a thread, from `/proc/TID/status`.
 pub fn tgid(tid: i32) -> Option<i32> {
     status_number(tid, "Tgid:")
+}
+
+/// How much of a process's memory is locked (`VmLck` of `/proc/PID/status`), in bytes.
+pub fn locked_bytes(pid: i32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmLck:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
 }
 
 /// The parent process of a process, from `/proc/PID/status`.

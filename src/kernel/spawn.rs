@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::{CString, OsStr, OsString};
-use std::io::{self, Read};
+use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -38,18 +38,77 @@ pub const TRACED_SYSCALLS: &[i64] = &[
     libc::SYS_brk,
 ];
 
+/// The `SECCOMP_RET_DATA` of our filter's stops. A seccomp stop with other data comes from the
+/// program's own filter (the kernel reports the data of the filter that asked); untraced, it
+/// would get `ENOSYS`, and so it does under us.
+pub const OUR_TRACE_DATA: u16 = 0x6d65;
+
+/// The filter installed in the traced program (and inherited by every descendant): it stops the
+/// layout syscalls, and every `clone` that asks for `CLONE_UNTRACED` and every `clone3` (whose
+/// flags are in memory, out of the filter's sight), so that no child escapes the trace with the
+/// filter but without a tracer: its layout syscalls would fail with `ENOSYS`. It stops a
+/// program's `UFFDIO_REGISTER` too (the range may be registered with ours). A syscall of
+/// another ABI (`int $0x80`, a 32-bit program) is let through: the filter never kills.
 pub fn seccomp_filter() -> io::Result<BpfProgram> {
-    let rules: BTreeMap<i64, Vec<seccompiler::SeccompRule>> =
+    use seccompiler::{SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompRule};
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
         TRACED_SYSCALLS.iter().map(|&nr| (nr, Vec::new())).collect();
+    let built = |e: seccompiler::BackendError| {
+        io::Error::other(format!("building the seccomp filter: {e}"))
+    };
+    let untraced = libc::CLONE_UNTRACED as u64;
+    let clone_untraced = SeccompRule::new(vec![
+        SeccompCondition::new(
+            0,
+            SeccompCmpArgLen::Qword,
+            SeccompCmpOp::MaskedEq(untraced),
+            untraced,
+        )
+        .map_err(built)?,
+    ])
+    .map_err(built)?;
+    rules.insert(libc::SYS_clone, vec![clone_untraced]);
+    // A program registering a range with its own userfaultfd: the range may be ours.
+    let uffd_register = SeccompRule::new(vec![
+        SeccompCondition::new(
+            1,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::Eq,
+            super::uffd::UFFDIO_REGISTER.into(),
+        )
+        .map_err(built)?,
+    ])
+    .map_err(built)?;
+    rules.insert(libc::SYS_ioctl, vec![uffd_register]);
+    rules.insert(libc::SYS_clone3, Vec::new());
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
-        SeccompAction::Trace(0),
+        SeccompAction::Trace(OUR_TRACE_DATA.into()),
         TargetArch::x86_64,
     )
-    .map_err(|e| io::Error::other(format!("building the seccomp filter: {e}")))?;
-    BpfProgram::try_from(filter)
-        .map_err(|e| io::Error::other(format!("compiling the seccomp filter: {e}")))
+    .map_err(built)?;
+    let mut program = BpfProgram::try_from(filter)
+        .map_err(|e| io::Error::other(format!("compiling the seccomp filter: {e}")))?;
+    allow_other_abis(&mut program)?;
+    Ok(program)
+}
+
+/// seccompiler's program begins by checking the architecture and kills the whole process on a
+/// mismatch: an `int $0x80` in a 64-bit program, or any syscall of a 32-bit one. Untraced these
+/// run, so the mismatch returns `ALLOW` instead. The instruction is checked before it is changed,
+/// so that another layout of seccompiler's program is an error, not a wrong filter.
+fn allow_other_abis(program: &mut BpfProgram) -> io::Result<()> {
+    const BPF_RET_K: u16 = 0x06;
+    match program.get_mut(2) {
+        Some(ret) if ret.code == BPF_RET_K && ret.k == libc::SECCOMP_RET_KILL_PROCESS => {
+            ret.k = libc::SECCOMP_RET_ALLOW;
+            Ok(())
+        }
+        _ => Err(io::Error::other(
+            "the seccomp filter does not begin with the architecture check it should",
+        )),
+    }
 }
 
 /// Finds `program` as a shell would and checks that it can be traced.
@@ -90,22 +149,6 @@ pub fn resolve(program: &OsStr) -> Result<PathBuf, SpawnError> {
         return Err(SpawnError {
             status: 126,
             message: format!("mevi-actors: {}: permission denied", path.display()),
-        });
-    }
-    let mut head = [0u8; 5];
-    let n = std::fs::File::open(&path)
-        .and_then(|mut f| f.read(&mut head))
-        .map_err(|e| SpawnError {
-            status: 126,
-            message: format!("mevi-actors: {}: {}", path.display(), short(&e)),
-        })?;
-    if n == 5 && &head[..4] == b"\x7fELF" && head[4] == 1 {
-        return Err(SpawnError {
-            status: 126,
-            message: format!(
-                "mevi-actors: {}: is a 32-bit program; only 64-bit x86_64 programs can be traced",
-                path.display()
-            ),
         });
     }
     Ok(path)

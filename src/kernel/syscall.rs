@@ -66,6 +66,12 @@ pub enum LayoutSyscall {
     Brk {
         addr: u64,
     },
+    /// A program registering `[start, start + len)` with its own userfaultfd (read from its
+    /// memory by [`uffd_register_range`], not decoded from the registers).
+    UffdRegister {
+        start: u64,
+        len: u64,
+    },
     /// Any other syscall (a program's own seccomp filter can make one stop here).
     Other {
         nr: i64,
@@ -118,6 +124,7 @@ impl LayoutSyscall {
             LayoutSyscall::Mmap {
                 addr, len, flags, ..
             } if flags & libc::MAP_FIXED != 0 => vec![span(addr, len)],
+            LayoutSyscall::UffdRegister { start, len } => vec![span(start, len)],
             LayoutSyscall::Mremap {
                 old_addr,
                 old_len,
@@ -208,15 +215,86 @@ pub struct SyscallReturn {
     pub is_error: bool,
 }
 
+/// A thread at a seccomp stop: the syscall and which filter stopped it.
+#[derive(Clone, Copy, Debug)]
+pub struct SeccompEntry {
+    pub nr: i64,
+    pub args: [u64; 6],
+    /// The `SECCOMP_RET_DATA` of the filter that asked for the stop (ours, or the program's).
+    pub ret_data: u32,
+}
+
 /// The syscall number and arguments of a thread at a seccomp stop; None if it is not at one.
-pub fn seccomp_entry(tid: i32) -> io::Result<Option<(i64, [u64; 6])>> {
+pub fn seccomp_entry(tid: i32) -> io::Result<Option<SeccompEntry>> {
     let info = ptrace::syscall_info(Pid::from_raw(tid))?;
     if info.op != libc::PTRACE_SYSCALL_INFO_SECCOMP {
         return Ok(None);
     }
     // SAFETY: op == SECCOMP says the seccomp member of the union is the one the kernel filled.
     let s = unsafe { info.u.seccomp };
-    Ok(Some((s.nr as i64, s.args)))
+    Ok(Some(SeccompEntry {
+        nr: s.nr as i64,
+        args: s.args,
+        ret_data: s.ret_data,
+    }))
+}
+
+/// The range of the `struct uffdio_register` a thread at its `ioctl(UFFDIO_REGISTER)` passes
+/// (its first two fields, start and length), as a [`LayoutSyscall::UffdRegister`].
+pub fn uffd_register_range(tid: i32, args: [u64; 6], page_size: u64) -> io::Result<LayoutSyscall> {
+    use std::os::unix::fs::FileExt;
+    let mut range = [0u8; 16];
+    std::fs::File::open(format!("/proc/{tid}/mem"))?.read_exact_at(&mut range, args[2])?;
+    let (start, len) = range.split_at(8);
+    let field = |b: &[u8]| u64::from_ne_bytes(b.try_into().unwrap_or_default());
+    let (start, len) = (field(start), field(len));
+    Ok(LayoutSyscall::UffdRegister {
+        start,
+        len: page_align(len, page_size),
+    })
+}
+
+/// Makes a thread at a seccomp stop skip its syscall, which then returns `ENOSYS` (the kernel
+/// set the return register to `-ENOSYS` at entry): what a filter's `SECCOMP_RET_TRACE` gives
+/// when no tracer is there.
+pub fn skip_syscall(tid: i32) -> io::Result<()> {
+    let pid = Pid::from_raw(tid);
+    let mut regs = ptrace::getregs(pid)?;
+    regs.orig_rax = u64::MAX;
+    ptrace::setregs(pid, regs)?;
+    Ok(())
+}
+
+/// Clears `CLONE_UNTRACED` from the `clone` or `clone3` a thread is stopped at (its seccomp
+/// stop), as `strace -f` does, so that its child is traced like any other. Whether the flag was
+/// set. A `clone3`'s flags are the first field of its `struct clone_args`, in the thread's memory.
+pub fn clear_clone_untraced(tid: i32, call: SeccompEntry) -> io::Result<bool> {
+    let untraced = libc::CLONE_UNTRACED as u64;
+    match call.nr {
+        libc::SYS_clone if call.args[0] & untraced != 0 => {
+            let pid = Pid::from_raw(tid);
+            let mut regs = ptrace::getregs(pid)?;
+            regs.rdi &= !untraced;
+            ptrace::setregs(pid, regs)?;
+            Ok(true)
+        }
+        libc::SYS_clone3 => {
+            use std::os::unix::fs::FileExt;
+            let mem = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(format!("/proc/{tid}/mem"))?;
+            let mut flags = [0u8; 8];
+            mem.read_exact_at(&mut flags, call.args[0])?;
+            let flags = u64::from_ne_bytes(flags);
+            if flags & untraced == 0 {
+                return Ok(false);
+            }
+            mem.write_all_at(&(flags & !untraced).to_ne_bytes(), call.args[0])?;
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
 }
 
 /// What the syscall returned, for a thread at a syscall-exit stop; None if it is not at one.

@@ -339,8 +339,12 @@ impl StateActor {
                     if !what.stream_still_exact() {
                         v.inexact_warnings += 1;
                     }
-                    if *what == WarningKind::CheckpointSkipped {
-                        v.skipped_points += 1;
+                    match what {
+                        WarningKind::CheckpointSkipped => v.skipped_points += 1,
+                        WarningKind::NoUserfaultfd | WarningKind::NotFollowed => {
+                            v.unfollowed_spaces += 1
+                        }
+                        _ => {}
                     }
                 }
             }

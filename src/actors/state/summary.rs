@@ -44,6 +44,9 @@ pub fn human_summary(processes: &[ProcessSummary], totals: &RunTotals) -> String
         if v.unchecked_points > 0 {
             let _ = write!(also, ", {} could not be run", v.unchecked_points);
         }
+        if v.unfollowed_spaces > 0 {
+            let _ = write!(also, ", {} space(s) not followed", v.unfollowed_spaces);
+        }
         if v.inexact_warnings > 0 {
             let _ = write!(
                 also,
@@ -192,6 +195,7 @@ mod tests {
                 skipped_points: 1,
                 unchecked_points: 2,
                 inexact_warnings: 1,
+                unfollowed_spaces: 1,
                 checked_pages: 100,
                 mismatched_pages: 0,
             }),
@@ -201,6 +205,7 @@ mod tests {
         assert!(text.contains("2 warning(s)"), "{text}");
         assert!(text.contains("1 skipped (process gone"), "{text}");
         assert!(text.contains("2 could not be run"), "{text}");
+        assert!(text.contains("1 space(s) not followed"), "{text}");
         assert!(
             text.contains("1 warning(s) that leave the stream inexact"),
             "{text}"

@@ -13,7 +13,8 @@ use crate::actors::sequencer::Stamped;
 use crate::event::{Event, MapKind, SpaceId, prot_string};
 use crate::kernel::procfs;
 use crate::kernel::ptrace::Resume;
-use crate::kernel::syscall::{self, DiscardAdvice, LayoutSyscall, SyscallReturn};
+use crate::kernel::spawn;
+use crate::kernel::syscall::{self, DiscardAdvice, LayoutSyscall, SeccompEntry, SyscallReturn};
 
 /// What a layout syscall's exit report says beyond its lines.
 #[derive(Default)]
@@ -38,21 +39,32 @@ struct By {
 
 impl Tracer {
     pub(super) fn on_seccomp_stop(&mut self, tid: i32) {
-        let entry = match syscall::seccomp_entry(tid) {
-            Ok(Some((nr, args))) => {
-                Some(LayoutSyscall::decode(nr, args, self.config.lane.page_size))
-            }
-            Ok(None) => None,
+        let stopped = match syscall::seccomp_entry(tid) {
+            Ok(stopped) => stopped,
             Err(e) => {
                 // ESRCH: it died; its end is still to be reported.
                 tracing::debug!(tid, "PTRACE_GET_SYSCALL_INFO at a seccomp stop: {e}");
                 None
             }
         };
+        if let Some(stopped) = stopped
+            && !self.is_layout_stop(tid, stopped)
+        {
+            return self.go(tid, Resume::Cont(None));
+        }
+        let entry = stopped.map(|s| self.decode(tid, s));
+        let unregistered = entry.and_then(|call| match call {
+            LayoutSyscall::UffdRegister { start, len } => {
+                self.give_up_range(tid, start..start.saturating_add(len));
+                None
+            }
+            call => self.unregister_locked_source(tid, call),
+        });
         if let Some(thread) = self.threads.get_mut(&tid) {
             thread.entry = entry;
             thread.serial += 1;
             thread.raced = RangeSet::new();
+            thread.unregistered = unregistered;
         }
         // The lane holds back faults behind a layout change until the syscalls begun before it
         // have ended (docs/ordering.md).
@@ -69,6 +81,93 @@ impl Tracer {
         }
         // Run the syscall and stop again at its exit.
         self.go(tid, Resume::Syscall);
+    }
+
+    /// Handles a seccomp stop that is not a layout syscall; whether it is one. A stop the
+    /// program's own filter asked for gets what it would get with no tracer (`ENOSYS`); a
+    /// `clone` or `clone3` loses `CLONE_UNTRACED`, so its child is followed.
+    fn is_layout_stop(&self, tid: i32, stopped: SeccompEntry) -> bool {
+        if stopped.ret_data != u32::from(spawn::OUR_TRACE_DATA) {
+            tracing::debug!(
+                tid,
+                nr = stopped.nr,
+                "the program's own filter asked for a stop"
+            );
+            if let Err(e) = syscall::skip_syscall(tid) {
+                tracing::debug!(tid, "skipping a syscall: {e}");
+            }
+            return false;
+        }
+        if matches!(stopped.nr, libc::SYS_clone | libc::SYS_clone3) {
+            match syscall::clear_clone_untraced(tid, stopped) {
+                Ok(cleared) => tracing::debug!(tid, cleared, "CLONE_UNTRACED"),
+                // A bad `clone_args` pointer: the kernel answers EFAULT itself.
+                Err(e) => tracing::debug!(tid, "clearing CLONE_UNTRACED: {e}"),
+            }
+            return false;
+        }
+        true
+    }
+
+    /// The layout syscall a thread stopped at, decoded.
+    fn decode(&self, tid: i32, stopped: SeccompEntry) -> LayoutSyscall {
+        let page_size = self.config.lane.page_size;
+        if stopped.nr == libc::SYS_ioctl {
+            match syscall::uffd_register_range(tid, stopped.args, page_size) {
+                Ok(call) => return call,
+                // An unreadable argument: the kernel answers EFAULT itself.
+                Err(e) => tracing::debug!(tid, "reading a UFFDIO_REGISTER's range: {e}"),
+            }
+        }
+        LayoutSyscall::decode(stopped.nr, stopped.args, page_size)
+    }
+
+    /// A program registering a range with its own userfaultfd gets `EBUSY` where the range is
+    /// registered with ours: ours is given up first, so the program works as untraced. At the
+    /// exit the range is described again: untracked if the program's registration took, followed
+    /// again if it failed.
+    fn give_up_range(&self, tid: i32, range: Range<u64>) {
+        if let Some((_, space)) = self.space_of(tid)
+            && let Some(uffd) = self.spaces.get(&space).and_then(|s| s.uffd.as_ref())
+            && let Err(e) = uffd.unregister(range.start, range.end)
+        {
+            // Not ours (a file mapping, a hole): nothing to give up.
+            tracing::debug!(tid, ?range, "a range the program registers: {e}");
+        }
+    }
+
+    /// An `mremap` that may move a locked mapping and grow it populates the new part inside
+    /// the syscall, while a move keeps the userfaultfd's `mmap_changing` raised: every fill is
+    /// refused with `EAGAIN` and the thread faults again forever. Such a source is unregistered
+    /// for the syscall's duration (the kernel fills it as it would untraced), then registered
+    /// and read again at the exit. Locked memory is rare: one read of `VmLck` tells.
+    fn unregister_locked_source(&self, tid: i32, call: LayoutSyscall) -> Option<Range<u64>> {
+        let LayoutSyscall::Mremap {
+            old_addr,
+            old_len,
+            new_len,
+            flags,
+            ..
+        } = call
+        else {
+            return None;
+        };
+        if old_len == 0 || new_len <= old_len || flags & libc::MREMAP_MAYMOVE == 0 {
+            return None;
+        }
+        let (pid, space) = self.space_of(tid)?;
+        let uffd = self.spaces.get(&space)?.uffd.as_ref()?;
+        if procfs::locked_bytes(pid).unwrap_or(0) == 0 {
+            return None;
+        }
+        let source = old_addr..old_addr.saturating_add(old_len);
+        match uffd.unregister(source.start, source.end) {
+            Ok(()) => Some(source),
+            Err(e) => {
+                tracing::debug!(tid, ?source, "a locked mremap source stays registered: {e}");
+                None
+            }
+        }
     }
 
     /// A syscall's exit stop: reported now, or held until a release it must follow is reported
@@ -95,6 +194,16 @@ impl Tracer {
             changed,
             read_again,
         } = self.report_syscall_exit(by, call);
+        let unregistered = self
+            .threads
+            .get_mut(&tid)
+            .and_then(|t| t.unregistered.take());
+        if let Some(source) = unregistered
+            && failed
+        {
+            // Nothing moved: the source is followed again (its pages are read again below).
+            self.register(space, source);
+        }
         // Begun syscalls of other threads that may have acted on what this one reported: which
         // came first is unknown, so each will describe the range again once it is reported.
         self.note_races(tid, space, &changed);
@@ -201,7 +310,14 @@ impl Tracer {
             } => {
                 add(old_addr..old_addr.saturating_add(old_len));
                 add(rval..rval.saturating_add(new_len));
-                if new_len > old_len {
+                let unregistered = self
+                    .threads
+                    .get(&by.tid)
+                    .is_some_and(|t| t.unregistered.is_some());
+                if unregistered {
+                    // The kernel's own faults filled it during the syscall: all of it is read.
+                    read_again.insert(rval..rval.saturating_add(new_len));
+                } else if new_len > old_len {
                     read_again.insert(rval.saturating_add(old_len)..rval.saturating_add(new_len));
                 }
                 let dontunmap = flags & libc::MREMAP_DONTUNMAP != 0;
@@ -238,6 +354,13 @@ impl Tracer {
                 let range = addr..addr.saturating_add(len);
                 add(range.clone());
                 self.on_discard(by, range, advice);
+            }
+            LayoutSyscall::UffdRegister { start, len } => {
+                // The program's own userfaultfd has it now: described again, untracked.
+                let range = start..start.saturating_add(len);
+                if !range.is_empty() {
+                    read_again.insert(range);
+                }
             }
             LayoutSyscall::Madvise { discard: None, .. } | LayoutSyscall::Other { .. } => {}
         }

@@ -22,6 +22,7 @@ mod spaces;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::OsString;
 use std::io;
+use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -120,6 +121,10 @@ struct Thread {
     /// What other threads' reports changed within this thread's begun syscall's reach: which
     /// came first in the kernel, ptrace cannot tell (docs/ordering.md, racing changes).
     raced: RangeSet<u64>,
+    /// A range given back to the kernel's own faults for the duration of this thread's begun
+    /// syscall (a locked mapping that `mremap` moves and populates), registered again at its
+    /// exit.
+    unregistered: Option<Range<u64>>,
 }
 
 impl Thread {
@@ -135,6 +140,7 @@ impl Thread {
             group_stopped: false,
             serial: 0,
             raced: RangeSet::new(),
+            unregistered: None,
         }
     }
 }

@@ -69,11 +69,30 @@ impl Tracer {
         // to be), and the process's exit needs a lane to be reported on.
         let mut died = None;
         let mut warnings = Vec::new();
+        // A 32-bit program's layout syscalls are another ABI's, which the filter lets through
+        // undecoded, and a syscall injected into it would run as another ABI's syscall: its
+        // memory is not followed at all, only its process lines.
+        let foreign = procfs::runs_32_bit(tid);
+        if foreign {
+            warnings.push((
+                WarningKind::NotFollowed,
+                "a 32-bit program: its memory is not followed (only its fork, exec and exit \
+                 lines)"
+                    .to_string(),
+            ));
+        }
         // Read first: the injection needs the vDSO's place, and changes no mapping.
-        let maps = procfs::read_maps(tid).unwrap_or_default();
-        let uffd = if self.config.faults {
+        let maps = if foreign {
+            Vec::new()
+        } else {
+            procfs::read_maps(tid).unwrap_or_default()
+        };
+        let uffd = if self.config.faults && !foreign {
             match self.inject_uffd(tid, &maps) {
                 Ok(u) => Some(Arc::new(u)),
+                // It is dying (killed during the injection): nothing of it is left to follow,
+                // and its end is still to be reported.
+                Err(InjectError::Io(e)) if e.raw_os_error() == Some(libc::ESRCH) => None,
                 Err(InjectError::Io(e)) => {
                     warnings.push((
                         WarningKind::NoUserfaultfd,
@@ -90,6 +109,7 @@ impl Tracer {
             None
         };
         let pagemap = match Pagemap::open(tid, page_size) {
+            _ if foreign => None,
             Ok(p) => Some(Arc::new(p)),
             Err(e) => {
                 if died.is_none() {

@@ -1,0 +1,127 @@
+//! A program runs under `mevi-actors run` as it runs without it (issue 10): the same output and
+//! status, no hang, and under `--verify` a stream that agrees with the kernel, or a status that
+//! says it could not be checked, never a vacuous pass. Each case is one of `tests/workloads/u10_*`,
+//! run untraced first, then traced, each bounded by a timeout that fails the test.
+
+use std::ffi::OsStr;
+use std::process::Command;
+use std::time::Duration;
+
+use mevi_actors::event::{Event, WarningKind};
+use mevi_actors::run::VERIFY_INCOMPLETE;
+
+use crate::util::{Traced, run_within, trace_within, workload, workload_built_with};
+
+/// Every case here runs in well under a second untraced; beyond this it hangs.
+const HANG: Duration = Duration::from_secs(60);
+
+/// The program's status and stdout without mevi-actors.
+fn untraced<S: AsRef<OsStr>>(program: &[S]) -> (i32, String) {
+    let (status, stdout, _) = run_within(Command::new(&program[0]).args(&program[1..]), HANG);
+    (status, stdout)
+}
+
+/// Runs `program` untraced and under `run --verify`: same status and stdout, and a stream that
+/// agrees with the kernel. The traced run, for more checks.
+fn runs_as_untraced<S: AsRef<OsStr>>(program: &[S]) -> Traced {
+    let (status, stdout) = untraced(program);
+    let t = trace_within(&["--verify"], program, HANG);
+    assert_eq!(
+        (t.status, &t.stdout),
+        (status, &stdout),
+        "traced (left) and untraced (right) differ: {}",
+        t.stderr
+    );
+    let v = t.verify_totals();
+    assert_eq!(v.mismatched_pages, 0, "{}", t.stderr);
+    assert!(v.points > 0, "nothing was checked: {}", t.stderr);
+    t
+}
+
+fn warnings(t: &Traced, what: WarningKind) -> usize {
+    t.lines
+        .iter()
+        .filter(|l| matches!(&l.event, Event::Warning { what: w, .. } if *w == what))
+        .count()
+}
+
+/// A child made with `clone(CLONE_UNTRACED)` (as LeakSanitizer's helper is) inherits the filter;
+/// untraced by us, its `mmap` would fail with ENOSYS. The flag is cleared, and the child is
+/// followed like any other.
+#[test]
+fn a_clone_untraced_child_is_followed() {
+    for how in [None, Some("clone3")] {
+        let mut program = vec![workload("u10_untraced_clone").into_os_string()];
+        program.extend(how.map(Into::into));
+        let t = runs_as_untraced(&program);
+        let forks = t.events("fork").count();
+        assert_eq!(forks, 1, "{how:?}: the child is announced and followed");
+    }
+}
+
+/// `int $0x80` in a 64-bit program is another architecture to seccomp: the filter used to kill
+/// the process. It runs.
+#[test]
+fn a_32_bit_syscall_in_a_64_bit_program_runs() {
+    runs_as_untraced(&[workload("u10_int80")]);
+}
+
+/// A 32-bit program, started directly or by a traced parent, runs as untraced. Its memory is
+/// not followed (its syscalls are another ABI's): a `not_followed` warning says so, and `--verify`
+/// says it could not check it (4), never that all is well.
+#[test]
+fn a_32_bit_program_runs_and_verify_says_it_could_not_check_it() {
+    let program = workload_built_with(
+        "u10_i386",
+        &["-m32", "-O1", "-nostdlib", "-static", "-fno-pie", "-no-pie"],
+    );
+    let (status, stdout) = untraced(&[&program]);
+    assert_eq!((status, stdout.as_str()), (5, "ok32\n"));
+    let script = format!("{}; echo child $?", program.display());
+    let by_a_parent = ["sh", "-c", script.as_str()];
+    for (traced_program, expected) in [
+        (vec![program.as_os_str()], "ok32\n"),
+        (
+            by_a_parent.iter().map(OsStr::new).collect(),
+            "ok32\nchild 5\n",
+        ),
+    ] {
+        let t = trace_within(&[], &traced_program, HANG);
+        assert_eq!(t.stdout, expected, "{}", t.stderr);
+        assert_eq!(warnings(&t, WarningKind::NotFollowed), 1, "{}", t.stderr);
+        let v = trace_within(&["--verify"], &traced_program, HANG);
+        assert_eq!(v.status, VERIFY_INCOMPLETE, "{}", v.stderr);
+        assert_eq!(v.verify_totals().unfollowed_spaces, 1);
+    }
+}
+
+/// A program whose own seccomp filter returns `SECCOMP_RET_TRACE` for `openat` gets ENOSYS from
+/// it with no tracer, and so it does under mevi-actors.
+#[test]
+fn the_programs_own_trace_filter_gets_what_it_would_untraced() {
+    runs_as_untraced(&[workload("u10_own_seccomp")]);
+}
+
+/// A program registering its own userfaultfd on memory the tracer registered used to get EBUSY.
+/// The tracer gives the range up, and the stream says it is no longer tracked.
+#[test]
+fn a_program_with_its_own_userfaultfd_works() {
+    let t = runs_as_untraced(&[workload("u10_own_uffd")]);
+    let untracked_anon = t.lines.iter().any(|l| {
+        matches!(&l.event, Event::Map { tracked: false, kind, .. }
+            if *kind == mevi_actors::event::MapKind::Anon)
+    });
+    assert!(untracked_anon, "the program's range is written untracked");
+}
+
+/// Locked memory grown by an `mremap` that moves it is populated inside the syscall, where the
+/// move keeps every fill refused: this livelocked for good. It runs, and the populated pages are
+/// in the stream.
+#[test]
+fn locked_memory_grown_by_mremap_does_not_hang() {
+    runs_as_untraced(&[workload("u10_mlock_mremap")]);
+    runs_as_untraced(&[
+        workload("u10_mlock_mremap").into_os_string(),
+        "mlockall".into(),
+    ]);
+}
