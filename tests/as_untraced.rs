@@ -59,6 +59,37 @@ fn a_clone_untraced_child_is_followed() {
     }
 }
 
+/// An AddressSanitizer build that leaks: LeakSanitizer's helper (a `CLONE_UNTRACED` process in
+/// the program's address space) ptrace-attaches every thread to check for leaks. The tracer
+/// lends it the threads, so the report and the status are the untraced ones, with threads still
+/// running during the check or not.
+#[test]
+fn leak_sanitizer_reports_as_untraced() {
+    let program = workload_built_with("u10_asan_leak", &["-fsanitize=address", "-g", "-pthread"]);
+    for args in [&[][..], &["threads"][..]] {
+        let mut argv = vec![program.clone().into_os_string()];
+        argv.extend(args.iter().map(Into::into));
+        let (status, stdout, stderr) = run_within(Command::new(&argv[0]).args(&argv[1..]), HANG);
+        assert_eq!(status, 1, "untraced: {stderr}");
+        let report = "ERROR: LeakSanitizer: detected memory leaks";
+        assert!(stderr.contains(report), "untraced: {stderr}");
+        let t = trace_within(&["--verify"], &argv, HANG);
+        assert_eq!(
+            (t.status, &t.stdout),
+            (status, &stdout),
+            "{args:?}: {}",
+            t.stderr
+        );
+        assert!(t.stderr.contains(report), "{args:?}: {}", t.stderr);
+        assert!(
+            t.stderr.contains("4096 byte(s) leaked in 1 allocation(s)"),
+            "{args:?}: {}",
+            t.stderr
+        );
+        assert_eq!(t.verify_totals().mismatched_pages, 0);
+    }
+}
+
 /// `int $0x80` in a 64-bit program is another architecture to seccomp: the filter used to kill
 /// the process. It runs.
 #[test]

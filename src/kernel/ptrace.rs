@@ -45,6 +45,23 @@ pub enum Stop {
 }
 
 impl Stop {
+    /// The thread it is about.
+    pub fn tid(&self) -> i32 {
+        match *self {
+            Stop::SeccompEntry { tid }
+            | Stop::SyscallExit { tid }
+            | Stop::NewChild { tid, .. }
+            | Stop::Exec { tid }
+            | Stop::Exiting { tid }
+            | Stop::VforkDone { tid }
+            | Stop::EventStop { tid, .. }
+            | Stop::Signal { tid, .. }
+            | Stop::UnknownEvent { tid, .. }
+            | Stop::Exited { tid, .. }
+            | Stop::Killed { tid, .. } => tid,
+        }
+    }
+
     /// The stop a wait status reports; None for statuses that are no stop of ours (`WCONTINUED`,
     /// `WNOHANG`'s nothing), which we never ask for.
     pub fn from_wait_status(status: WaitStatus) -> Option<Stop> {
@@ -156,6 +173,17 @@ fn resume(tid: i32, sig: Option<Signal>) {
 /// thread).
 pub fn event_message(tid: i32) -> Result<i32, Errno> {
     ptrace::getevent(Pid::from_raw(tid)).map(|m| m as i32)
+}
+
+/// Lets a stopped thread go out of our trace (`PTRACE_DETACH`), delivering `signal` if any.
+pub fn detach(tid: i32, signal: Option<Signal>) -> Result<(), Errno> {
+    ptrace::detach(Pid::from_raw(tid), signal)
+}
+
+/// Takes a running thread into our trace again (`PTRACE_SEIZE`, with the options of every
+/// traced thread); it goes on running.
+pub fn seize(tid: i32) -> Result<(), Errno> {
+    ptrace::seize(Pid::from_raw(tid), super::spawn::TRACE_OPTIONS)
 }
 
 /// Asks a running thread to stop (`PTRACE_INTERRUPT`); `Err(ESRCH)` if it is dying.

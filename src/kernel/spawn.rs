@@ -47,7 +47,8 @@ pub const OUR_TRACE_DATA: u16 = 0x6d65;
 /// layout syscalls, and every `clone` that asks for `CLONE_UNTRACED` and every `clone3` (whose
 /// flags are in memory, out of the filter's sight), so that no child escapes the trace with the
 /// filter but without a tracer: its layout syscalls would fail with `ENOSYS`. It stops a
-/// program's `UFFDIO_REGISTER` too (the range may be registered with ours). A syscall of
+/// program's `UFFDIO_REGISTER` too (the range may be registered with ours), and `ptrace` (a
+/// thread of its own space may have to be lent). A syscall of
 /// another ABI (`int $0x80`, a 32-bit program) is let through: the filter never kills.
 pub fn seccomp_filter() -> io::Result<BpfProgram> {
     use seccompiler::{SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompRule};
@@ -80,6 +81,8 @@ pub fn seccomp_filter() -> io::Result<BpfProgram> {
     ])
     .map_err(built)?;
     rules.insert(libc::SYS_ioctl, vec![uffd_register]);
+    // A process that ptraces a thread of its own address space (LeakSanitizer's helper).
+    rules.insert(libc::SYS_ptrace, Vec::new());
     rules.insert(libc::SYS_clone3, Vec::new());
     let filter = SeccompFilter::new(
         rules,

@@ -70,7 +70,8 @@ impl Tracer {
         for (&tid, t) in self.threads.iter_mut() {
             // Not yet attached, waiting for a vfork child, left in a group stop, or past the
             // exit stop: none of these can touch memory.
-            if t.awaiting_attach || t.in_vfork || t.listening || t.exiting {
+            // Held at a `ptrace` call until the thread it borrows is handed over: it stopped.
+            if t.awaiting_attach || t.in_vfork || t.listening || t.exiting || t.borrowing {
                 continue;
             }
             // ESRCH: it is dying; its end will be reported, and it needs no stopping.

@@ -7,6 +7,7 @@ use std::time::Instant;
 use rangemap::RangeSet;
 
 use super::Tracer;
+use super::lending::PtraceCall;
 use super::spaces::{MapAt, NewMapping};
 use crate::actors::lane::{LaneMessage, PagesAtExit};
 use crate::actors::sequencer::Stamped;
@@ -50,7 +51,7 @@ impl Tracer {
         if let Some(stopped) = stopped
             && !self.is_layout_stop(tid, stopped)
         {
-            return self.go(tid, Resume::Cont(None));
+            return;
         }
         let entry = stopped.map(|s| self.decode(tid, s));
         let unregistered = entry.and_then(|call| match call {
@@ -85,8 +86,9 @@ impl Tracer {
 
     /// Handles a seccomp stop that is not a layout syscall; whether it is one. A stop the
     /// program's own filter asked for gets what it would get with no tracer (`ENOSYS`); a
-    /// `clone` or `clone3` loses `CLONE_UNTRACED`, so its child is followed.
-    fn is_layout_stop(&self, tid: i32, stopped: SeccompEntry) -> bool {
+    /// `clone` or `clone3` loses `CLONE_UNTRACED`, so its child is followed; a `ptrace` call may
+    /// borrow a thread of its own space (lending.rs), and resumes its caller itself.
+    fn is_layout_stop(&mut self, tid: i32, stopped: SeccompEntry) -> bool {
         if stopped.ret_data != u32::from(spawn::OUR_TRACE_DATA) {
             tracing::debug!(
                 tid,
@@ -96,6 +98,15 @@ impl Tracer {
             if let Err(e) = syscall::skip_syscall(tid) {
                 tracing::debug!(tid, "skipping a syscall: {e}");
             }
+            self.go(tid, Resume::Cont(None));
+            return false;
+        }
+        if stopped.nr == libc::SYS_ptrace {
+            match self.on_ptrace_call(tid, stopped.args) {
+                PtraceCall::Run => self.go(tid, Resume::Cont(None)),
+                PtraceCall::Held => {}
+                PtraceCall::RunToExit => self.go(tid, Resume::Syscall),
+            }
             return false;
         }
         if matches!(stopped.nr, libc::SYS_clone | libc::SYS_clone3) {
@@ -104,6 +115,7 @@ impl Tracer {
                 // A bad `clone_args` pointer: the kernel answers EFAULT itself.
                 Err(e) => tracing::debug!(tid, "clearing CLONE_UNTRACED: {e}"),
             }
+            self.go(tid, Resume::Cont(None));
             return false;
         }
         true
@@ -173,6 +185,10 @@ impl Tracer {
     /// A syscall's exit stop: reported now, or held until a release it must follow is reported
     /// (docs/ordering.md, case 1).
     pub(super) fn on_syscall_exit_stop(&mut self, tid: i32) {
+        if let Some(lent) = self.threads.get_mut(&tid).and_then(|t| t.reclaim.take()) {
+            self.reclaim(lent);
+            return self.go(tid, Resume::Cont(None));
+        }
         if let Some(releaser) = self.must_wait_for(tid) {
             self.defer(tid, releaser);
             return;

@@ -410,6 +410,7 @@ impl Tracer {
     pub(super) fn on_death(&mut self, tid: i32, end: ProgramEnd) {
         self.early_attach.remove(&tid);
         self.forget_deferred(tid);
+        self.reclaim_from(tid);
         let Some(thread) = self.threads.remove(&tid) else {
             return;
         };

@@ -15,6 +15,7 @@
 
 mod checkpoints;
 mod layout;
+mod lending;
 mod lifecycle;
 mod races;
 mod spaces;
@@ -44,6 +45,7 @@ use crate::kernel::syscall::LayoutSyscall;
 use crate::kernel::tick::{self, TracerWaker};
 
 use checkpoints::Checkpoint;
+use lending::Lending;
 use races::Deferred;
 use spaces::Space;
 
@@ -125,6 +127,10 @@ struct Thread {
     /// syscall (a locked mapping that `mremap` moves and populates), registered again at its
     /// exit.
     unregistered: Option<Range<u64>>,
+    /// Held at its `ptrace` attach until the thread it asked for is handed over (lending.rs).
+    borrowing: bool,
+    /// A lent thread to take back at this thread's syscall exit (its `PTRACE_DETACH` of it).
+    reclaim: Option<i32>,
 }
 
 impl Thread {
@@ -141,6 +147,8 @@ impl Thread {
             serial: 0,
             raced: RangeSet::new(),
             unregistered: None,
+            borrowing: false,
+            reclaim: None,
         }
     }
 }
@@ -179,6 +187,8 @@ pub struct Tracer {
     root_end: Option<ProgramEnd>,
     checkpoint: Option<Checkpoint>,
     /// Syscall exits held back, by the thread whose report they wait for.
+    /// Threads lent to a tracer of their own space, or about to be (lending.rs).
+    lent: HashMap<i32, Lending>,
     deferred: HashMap<i32, Deferred>,
     /// Processes killed between their exec event and execve's exit stop: filed under their old
     /// space, whose memory is gone, so nothing is checked at their exit.
@@ -213,6 +223,7 @@ impl Tracer {
             root_end: None,
             checkpoint: None,
             deferred: HashMap::new(),
+            lent: HashMap::new(),
             exec_interrupted: HashSet::new(),
             next_checkpoint: None,
         }
@@ -282,6 +293,9 @@ impl Tracer {
 
     /// The one place every stop is matched.
     fn dispatch(&mut self, stop: Stop) {
+        if self.hand_over(stop) {
+            return;
+        }
         match stop {
             Stop::SeccompEntry { tid } => self.on_seccomp_stop(tid),
             Stop::SyscallExit { tid } => self.on_syscall_exit_stop(tid),

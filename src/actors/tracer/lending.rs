@@ -1,0 +1,174 @@
+//! Lending a thread to a tracer inside its own address space. LeakSanitizer checks for leaks
+//! from a helper process that shares the program's memory (`clone(CLONE_VM | CLONE_UNTRACED)`,
+//! followed here since the flag is cleared) and ptrace-attaches every thread of the program to
+//! stop them while it scans. A thread has one tracer: untraced, the attach succeeds; under us it
+//! would get `EPERM`, and LeakSanitizer gives up ("does not work under ptrace").
+//!
+//! So at the helper's `ptrace(PTRACE_ATTACH or PTRACE_SEIZE, thread)` seccomp stop, the helper is
+//! held, the thread is interrupted, and at its next stop between syscalls (the interrupt's trap,
+//! a group stop, a signal) it is detached from us; then the helper's attach runs and succeeds.
+//! At the exit of the helper's `PTRACE_DETACH` of it (or at the helper's death), the thread is
+//! seized again. Only a thread of the caller's own space is lent: while lent it is stopped by
+//! the helper, so it makes no syscall our filter would answer with `ENOSYS` for want of a
+//! tracer. A thread of another space (a debugger's target) is not lent: `EPERM`, one tracer per
+//! process (README).
+
+use super::Tracer;
+use crate::kernel::ptrace::{self, Resume, Stop};
+
+/// A thread asked for by a tracer of its own space.
+pub(super) struct Lending {
+    /// The thread whose `ptrace` call asked for it, held at that call's seccomp stop until the
+    /// thread is handed over.
+    borrower: i32,
+    /// Detached from us: the borrower traces it now.
+    handed_over: bool,
+}
+
+/// What to do with a thread stopped at its `ptrace` call.
+pub(super) enum PtraceCall {
+    /// Let it run: nothing of ours is involved (a debugger's target gets `EPERM` from the kernel).
+    Run,
+    /// Hold it: the thread it attaches to is being handed over.
+    Held,
+    /// Run it to its exit stop: it detaches a lent thread, which is taken back there.
+    RunToExit,
+}
+
+impl Tracer {
+    /// At the seccomp stop of a `ptrace` call by `tid`.
+    pub(super) fn on_ptrace_call(&mut self, tid: i32, args: [u64; 6]) -> PtraceCall {
+        let request = args[0] as libc::c_uint;
+        let target = args[1] as i32;
+        match request {
+            libc::PTRACE_ATTACH | libc::PTRACE_SEIZE if self.lendable(tid, target) => {
+                if let Err(e) = ptrace::interrupt(target) {
+                    tracing::debug!(target, "interrupting a thread to lend it: {e}");
+                    return PtraceCall::Run;
+                }
+                tracing::debug!(tid, target, "lending a thread to a tracer of its own space");
+                self.lent.insert(
+                    target,
+                    Lending {
+                        borrower: tid,
+                        handed_over: false,
+                    },
+                );
+                if let Some(t) = self.threads.get_mut(&tid) {
+                    t.borrowing = true;
+                }
+                PtraceCall::Held
+            }
+            libc::PTRACE_DETACH
+                if self
+                    .lent
+                    .get(&target)
+                    .is_some_and(|l| l.borrower == tid && l.handed_over) =>
+            {
+                if let Some(t) = self.threads.get_mut(&tid) {
+                    t.reclaim = Some(target);
+                }
+                PtraceCall::RunToExit
+            }
+            _ => PtraceCall::Run,
+        }
+    }
+
+    /// Whether `target` is a live thread of ours in `tid`'s space, not lent already.
+    fn lendable(&self, tid: i32, target: i32) -> bool {
+        let same_space = match (self.space_of(tid), self.space_of(target)) {
+            (Some((_, a)), Some((_, b))) => a == b,
+            _ => false,
+        };
+        target != tid
+            && same_space
+            && !self.lent.contains_key(&target)
+            && self
+                .threads
+                .get(&target)
+                .is_some_and(|t| !t.exiting && !t.awaiting_attach && t.entry.is_none())
+    }
+
+    /// A stop of a thread being lent: at a stop between syscalls it is handed over, and its
+    /// borrower goes on. Whether the stop was taken (otherwise it is handled as usual; the
+    /// interrupt's trap is still to come).
+    pub(super) fn hand_over(&mut self, stop: Stop) -> bool {
+        let tid = stop.tid();
+        let Some(lending) = self.lent.get(&tid) else {
+            return false;
+        };
+        let borrower = lending.borrower;
+        if lending.handed_over {
+            return false;
+        }
+        if !self.threads.contains_key(&borrower) {
+            // The borrower died before it got the thread: nothing to hand over.
+            self.lent.remove(&tid);
+            return false;
+        }
+        let signal = match stop {
+            // The interrupt's trap, or a group stop (a detached thread stays in it).
+            Stop::EventStop { .. } => None,
+            Stop::Signal { signal, .. } => Some(signal),
+            Stop::Exiting { .. } | Stop::Exited { .. } | Stop::Killed { .. } => {
+                self.lent.remove(&tid);
+                self.release_borrower(borrower);
+                return false;
+            }
+            _ => return false,
+        };
+        match ptrace::detach(tid, signal) {
+            Ok(()) => {
+                if let Some(l) = self.lent.get_mut(&tid) {
+                    l.handed_over = true;
+                }
+            }
+            // Dying: its end is still to come to us.
+            Err(e) => {
+                tracing::debug!(tid, "detaching a lent thread: {e}");
+                self.lent.remove(&tid);
+            }
+        }
+        self.release_borrower(borrower);
+        true
+    }
+
+    fn release_borrower(&mut self, borrower: i32) {
+        if let Some(t) = self.threads.get_mut(&borrower) {
+            t.borrowing = false;
+        }
+        self.go(borrower, Resume::Cont(None));
+    }
+
+    /// Takes a lent thread back (its borrower detached it, or died).
+    pub(super) fn reclaim(&mut self, tid: i32) {
+        match ptrace::seize(tid) {
+            Ok(()) => {
+                self.lent.remove(&tid);
+                if let Some(t) = self.threads.get_mut(&tid) {
+                    t.listening = false;
+                }
+                tracing::debug!(tid, "a lent thread is traced again");
+            }
+            // EPERM: still the borrower's (its detach failed); tried again at its death.
+            // ESRCH: it died while lent; its end went to the borrower.
+            Err(e) => tracing::debug!(tid, "taking a lent thread back: {e}"),
+        }
+    }
+
+    /// The borrower died: whatever it still held is ours again (the kernel detached it).
+    pub(super) fn reclaim_from(&mut self, borrower: i32) {
+        let held: Vec<i32> = self
+            .lent
+            .iter()
+            .filter(|(_, l)| l.borrower == borrower)
+            .map(|(&tid, _)| tid)
+            .collect();
+        for tid in held {
+            if self.lent.get(&tid).is_some_and(|l| l.handed_over) {
+                self.reclaim(tid);
+            }
+            self.lent.remove(&tid);
+        }
+    }
+}

@@ -1,0 +1,46 @@
+/*
+ * u10_growsdown.c - issue 10: growth of a MAP_GROWSDOWN mapping.
+ *
+ * Frees an 8 MiB hole, maps 4 pages MAP_GROWSDOWN at its top, writes them,
+ * then writes the page 16 pages below the start: the kernel grows the
+ * mapping down to that page (the rest of the hole stays above the 1 MiB
+ * stack guard gap). Prints "grew 16 pages" (start moved by that many pages,
+ * from /proc/self/maps) and exits 0; 1 on a failed call or no growth.
+ * Before issue 10 the growth gave no line (--verify exit 3).
+ */
+#define _GNU_SOURCE
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/mman.h>
+
+#define PG 4096UL
+#define HOLE (8UL << 20)
+
+static uintptr_t start_of(uintptr_t inside)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    unsigned long s, e, found = 0;
+    char line[512];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "%lx-%lx", &s, &e) == 2 && s <= inside && inside < e) found = s;
+    if (f) fclose(f);
+    return found;
+}
+
+int main(void)
+{
+    char *hole = mmap(NULL, HOLE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (hole == MAP_FAILED) { perror("mmap hole"); return 1; }
+    munmap(hole, HOLE);
+    char *want = hole + HOLE - 4 * PG;
+    char *p = mmap(want, 4 * PG, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_GROWSDOWN | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p != want) { perror("mmap growsdown"); return 1; }
+    for (int i = 0; i < 4; i++) p[i * PG] = 1;
+    uintptr_t before = start_of((uintptr_t)p);
+    *(volatile char *)(p - 16 * PG) = 2; /* grows the mapping down */
+    uintptr_t after = start_of((uintptr_t)p);
+    long grew = (long)((before - after) / PG);
+    printf("grew %ld pages\n", grew);
+    return grew != 16;
+}
