@@ -35,6 +35,21 @@ pub enum MapKind {
     File,
 }
 
+/// Why a `map` or `unmap` line was written when it is not a syscall's own change
+/// (docs/schema.md): such lines change the replayed state all the same, but are not counted as
+/// the program's maps and unmaps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MapCause {
+    /// The range as the kernel has it now, read again: after syscalls that raced over it, a
+    /// failed or half-done syscall, a range given up to the program's own userfaultfd, or locked
+    /// memory that `mremap` filled.
+    Redescribe,
+    /// The rest of the change on the line before: a mapping split where its pages' state
+    /// changes, or the heap pages already present when the break moved.
+    Split,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PageState {
@@ -240,6 +255,8 @@ pub enum Event {
         /// Only for tracked ranges.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         state: Option<PageState>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cause: Option<MapCause>,
     },
     Unmap {
         pid: i32,
@@ -247,6 +264,8 @@ pub enum Event {
         space: SpaceId,
         start: u64,
         end: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cause: Option<MapCause>,
     },
     Remap {
         pid: i32,

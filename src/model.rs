@@ -440,6 +440,7 @@ mod tests {
             path: None,
             tracked: true,
             state: Some(state),
+            cause: None,
         }
     }
 
@@ -544,6 +545,7 @@ mod tests {
             space,
             start: 0,
             end: 0x1000,
+            cause: None,
         }
     }
 

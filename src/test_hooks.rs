@@ -11,7 +11,8 @@
 //! - `kcmp`: `kcmp` fails (the clone flags alone decide sharing);
 //! - `lane-panic`: the lane panics at its first first touch;
 //! - `state-panic`: the state actor panics at the first `exit` line;
-//! - `checkpoint-impatient`: a checkpoint waits 20 ms, not 2 s, for every thread to stop.
+//! - `checkpoint-impatient`: a checkpoint waits 20 ms, not 2 s, for every thread to stop;
+//! - `killed-first`: the program is killed by SIGKILL before its first stop.
 
 use crate::event::SpaceId;
 
@@ -25,6 +26,7 @@ pub enum Fault {
     LanePanic,
     StatePanic,
     CheckpointImpatient,
+    KilledFirst,
 }
 
 #[cfg(feature = "test-hooks")]
@@ -38,6 +40,7 @@ impl Fault {
             Fault::LanePanic => "lane-panic",
             Fault::StatePanic => "state-panic",
             Fault::CheckpointImpatient => "checkpoint-impatient",
+            Fault::KilledFirst => "killed-first",
         }
     }
 }

@@ -7,10 +7,12 @@ use std::ffi::OsStr;
 use std::process::Command;
 use std::time::Duration;
 
-use mevi_actors::event::{Event, WarningKind};
+use mevi_actors::event::{Event, MapCause, MapKind, WarningKind};
 use mevi_actors::run::VERIFY_INCOMPLETE;
 
-use crate::util::{Traced, run_within, trace_within, workload, workload_built_with};
+use crate::util::{
+    Traced, bin, parse_stream, run_within, scratch, trace_within, workload, workload_built_with,
+};
 
 /// Every case here runs in well under a second untraced; beyond this it hangs.
 const HANG: Duration = Duration::from_secs(60);
@@ -139,10 +141,13 @@ fn the_programs_own_trace_filter_gets_what_it_would_untraced() {
 fn a_program_with_its_own_userfaultfd_works() {
     let t = runs_as_untraced(&[workload("u10_own_uffd")]);
     let untracked_anon = t.lines.iter().any(|l| {
-        matches!(&l.event, Event::Map { tracked: false, kind, .. }
-            if *kind == mevi_actors::event::MapKind::Anon)
+        matches!(&l.event, Event::Map { tracked: false, kind, cause, .. }
+            if *kind == MapKind::Anon && *cause == Some(MapCause::Redescribe))
     });
-    assert!(untracked_anon, "the program's range is written untracked");
+    assert!(
+        untracked_anon,
+        "the program's range is described again, untracked"
+    );
 }
 
 /// Locked memory grown by an `mremap` that moves it is populated inside the syscall, where the
@@ -155,4 +160,49 @@ fn locked_memory_grown_by_mremap_does_not_hang() {
         workload("u10_mlock_mremap").into_os_string(),
         "mlockall".into(),
     ]);
+}
+
+/// A program killed in the microseconds between its fork and its first stop (as a `kill -9`
+/// sent the moment it appears is) ends with 137, as it would untraced: nothing of it ran, and
+/// the stream says no process was followed. It used to be exit 1, "died before it could be
+/// traced".
+#[test]
+fn a_program_killed_before_its_first_stop_exits_137() {
+    let file = scratch("killed-first");
+    let (status, _, stderr) = run_within(
+        Command::new(bin())
+            .env("MEVI_TEST_FAULT", "killed-first")
+            .args(["run", "-o"])
+            .arg(&file)
+            .args(["--", "/bin/true"]),
+        HANG,
+    );
+    assert_eq!(status, 137, "{stderr}");
+    let lines = parse_stream(&std::fs::read_to_string(&file).unwrap());
+    assert!(
+        matches!(lines.last().map(|l| &l.event), Some(Event::Summary { .. })),
+        "a complete stream: {lines:?}"
+    );
+}
+
+/// A syscall the kernel refuses up front changed nothing, so it writes nothing: 1,000 failed
+/// `madvise(p + 16, ...)` (EINVAL: unaligned) used to write 2,000 `unmap`/`map` lines starting
+/// at `p + 16`, counted as the program's maps and unmaps.
+#[test]
+fn a_refused_syscall_writes_no_line() {
+    let t = runs_as_untraced(&[workload("u10_bad_madvise")]);
+    let page = 4096;
+    for l in &t.lines {
+        if let Event::Map { start, end, .. } | Event::Unmap { start, end, .. } = &l.event {
+            assert!(
+                start % page == 0 && end % page == 0,
+                "an unaligned range: {l:?}"
+            );
+        }
+    }
+    let (_, totals) = t.summary();
+    assert!(
+        totals.maps < 40 && totals.unmaps < 10,
+        "the program makes about 25 mappings and no unmap: {totals:?}"
+    );
 }

@@ -15,6 +15,8 @@ use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, fork};
 use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, TargetArch};
 
+use crate::test_hooks::{self, Fault};
+
 /// A refusal to start, with the exit status a shell would give.
 #[derive(Debug)]
 pub struct SpawnError {
@@ -176,6 +178,9 @@ pub struct Prepared {
     env: Vec<CString>,
     stdout_to_stderr: bool,
     filter: Option<BpfProgram>,
+    /// Test hook `killed-first`: the child is killed before its first stop, as a `kill -9`
+    /// sent the moment it appears would.
+    killed_first: bool,
 }
 
 impl Prepared {
@@ -203,6 +208,7 @@ impl Prepared {
                 .collect::<io::Result<_>>()?,
             stdout_to_stderr,
             filter,
+            killed_first: test_hooks::fails(Fault::KilledFirst, None),
         })
     }
 }
@@ -217,14 +223,21 @@ pub const TRACE_OPTIONS: Options = Options::PTRACE_O_TRACESYSGOOD
     .union(Options::PTRACE_O_TRACESECCOMP)
     .union(Options::PTRACE_O_EXITKILL);
 
+/// The program's process, traced from its first instruction on, or how it ended before it
+/// could be (killed in the microseconds between its fork and its first stop).
+pub enum Spawned {
+    Seized(Pid),
+    /// Its exit code, or the signal that killed it.
+    DiedFirst(Result<i32, Signal>),
+}
+
 /// Waits for the child to stop itself, seizes it, and lets it go on.
-fn seize_stopped(child: Pid) -> io::Result<Pid> {
+fn seize_stopped(child: Pid) -> io::Result<Spawned> {
     loop {
         match waitpid(child, Some(WaitPidFlag::WUNTRACED)) {
             Ok(WaitStatus::Stopped(_, Signal::SIGSTOP)) => break,
-            Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) => {
-                return Err(io::Error::other("the child died before it could be traced"));
-            }
+            Ok(WaitStatus::Exited(_, code)) => return Ok(Spawned::DiedFirst(Ok(code))),
+            Ok(WaitStatus::Signaled(_, signal, _)) => return Ok(Spawned::DiedFirst(Err(signal))),
             Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => return Err(e.into()),
         }
@@ -232,12 +245,12 @@ fn seize_stopped(child: Pid) -> io::Result<Pid> {
     ptrace::seize(child, TRACE_OPTIONS)
         .map_err(|e| io::Error::other(format!("PTRACE_SEIZE: {e}")))?;
     kill(child, Signal::SIGCONT)?;
-    Ok(child)
+    Ok(Spawned::Seized(child))
 }
 
 /// Forks the child, seizes it while it waits stopped, and lets it go on to install the filter
 /// and exec. Must be called on the thread that will make every later ptrace call.
-pub fn spawn_seized(p: &Prepared) -> io::Result<Pid> {
+pub fn spawn_seized(p: &Prepared) -> io::Result<Spawned> {
     let mut argv: Vec<*const libc::c_char> = p.argv.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
     let mut env: Vec<*const libc::c_char> = p.env.iter().map(|a| a.as_ptr()).collect();
@@ -256,6 +269,9 @@ pub fn spawn_seized(p: &Prepared) -> io::Result<Pid> {
             }
             // Rust ignores SIGPIPE; programs expect the default.
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            if p.killed_first {
+                libc::raise(libc::SIGKILL);
+            }
             libc::raise(libc::SIGSTOP);
             if let Some(fprog) = &fprog {
                 let install = || {

@@ -144,6 +144,22 @@ impl LayoutSyscall {
         reach
     }
 
+    /// Whether it may have changed the layout although it returned `-errno`. The kernel checks
+    /// arguments before it acts, so most errors mean nothing was done; but a `MAP_FIXED` mmap
+    /// may have unmapped what was there before failing, and an `mremap` can run out of memory
+    /// half way. A program's `UFFDIO_REGISTER` had ours unregistered first, whatever its result.
+    pub fn may_have_acted_on_error(&self, errno: i64) -> bool {
+        match *self {
+            LayoutSyscall::Mmap { flags, .. } => flags & libc::MAP_FIXED != 0,
+            LayoutSyscall::Mremap { .. } => errno == libc::ENOMEM as i64,
+            LayoutSyscall::UffdRegister { .. } => true,
+            LayoutSyscall::Munmap { .. }
+            | LayoutSyscall::Madvise { .. }
+            | LayoutSyscall::Brk { .. }
+            | LayoutSyscall::Other { .. } => false,
+        }
+    }
+
     /// The tail an `mremap` grows into in place, registered the moment it exists.
     pub fn grown_tail(&self) -> Option<Range<u64>> {
         match *self {

@@ -139,6 +139,7 @@ impl Lane {
             path: None,
             tracked: true,
             state: Some(PageState::NotResident),
+            cause: None,
         };
         self.emit(Stamped { at, event }).await;
     }

@@ -6,7 +6,7 @@ use std::ops::Range;
 
 use super::{Lane, LaneMessage, PagesAtExit};
 use crate::actors::sequencer::{SequencerMessage, Stamped};
-use crate::event::{Event, MapKind, PageState, VerifyPoint};
+use crate::event::{Event, MapCause, MapKind, PageState, VerifyPoint};
 use crate::kernel::procfs;
 use crate::verify::Probe;
 
@@ -154,9 +154,11 @@ impl Lane {
                 kind,
                 path,
                 tracked,
+                cause,
                 ..
             } => {
-                for (run, present) in procfs::split_by_presence(range, &present) {
+                let runs = procfs::split_by_presence(range, &present);
+                for (i, (run, present)) in runs.into_iter().enumerate() {
                     let state = if present {
                         PageState::Resident
                     } else {
@@ -173,6 +175,7 @@ impl Lane {
                         path: path.clone(),
                         tracked,
                         state: Some(state),
+                        cause: if i == 0 { cause } else { Some(MapCause::Split) },
                     };
                     self.forward(Stamped { at, event }).await;
                 }
@@ -191,6 +194,7 @@ impl Lane {
                         path: None,
                         tracked: true,
                         state: Some(PageState::Resident),
+                        cause: Some(MapCause::Split),
                     };
                     self.forward(Stamped { at, event }).await;
                 }

@@ -165,6 +165,7 @@ mod tests {
                 space: 7,
                 start: 0,
                 end: PAGE,
+                cause: None,
             },
         }
     }

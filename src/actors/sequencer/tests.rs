@@ -30,6 +30,7 @@ fn map(pid: i32, space: SpaceId, start: u64) -> Event {
         path: None,
         tracked: true,
         state: Some(crate::event::PageState::NotResident),
+        cause: None,
     }
 }
 

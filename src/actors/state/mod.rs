@@ -301,6 +301,9 @@ impl StateActor {
                     self.totals.spaces += 1;
                 }
             }
+            // A range described again, or the rest of a change split in lines, is no syscall of
+            // the program's.
+            Event::Map { cause: Some(_), .. } | Event::Unmap { cause: Some(_), .. } => {}
             Event::Map { pid, .. } | Event::Brk { pid, .. } => {
                 self.processes.entry(*pid).or_default().maps += 1;
                 self.totals.maps += 1;

@@ -20,8 +20,10 @@ use crate::kernel::syscall::{self, DiscardAdvice, LayoutSyscall, SeccompEntry, S
 /// What a layout syscall's exit report says beyond its lines.
 #[derive(Default)]
 pub(super) struct ExitReport {
-    /// It returned an error (it may still have acted half way).
+    /// It returned an error.
     pub(super) failed: bool,
+    /// It returned an error after it may have acted half way.
+    pub(super) partly_done: bool,
     /// The ranges its lines changed.
     pub(super) changed: RangeSet<u64>,
     /// Ranges whose pages are read again at the exit, since a fill the lane could not order can
@@ -207,8 +209,9 @@ impl Tracer {
         let by = By { pid, tid, space };
         let ExitReport {
             failed,
+            partly_done,
             changed,
-            read_again,
+            mut read_again,
         } = self.report_syscall_exit(by, call);
         let unregistered = self
             .threads
@@ -217,16 +220,19 @@ impl Tracer {
         if let Some(source) = unregistered
             && failed
         {
-            // Nothing moved: the source is followed again (its pages are read again below).
-            self.register(space, source);
+            // Nothing moved: the source is followed again, and its pages read again (another
+            // thread's touch of it meanwhile was the kernel's own).
+            self.register(space, source.clone());
+            read_again.insert(source);
         }
         // Begun syscalls of other threads that may have acted on what this one reported: which
         // came first is unknown, so each will describe the range again once it is reported.
         self.note_races(tid, space, &changed);
         let mut again = RangeSet::new();
-        if failed {
-            // An error return says nothing of what was done before the error (an mremap of
-            // several mappings refused half way, a MAP_FIXED that unmapped and then failed).
+        if partly_done {
+            // An error return says nothing of what was done before the error (an mremap that
+            // ran out of memory half way, a MAP_FIXED that unmapped and then failed). An
+            // argument the kernel refused up front changed nothing: no line.
             again.extend(call.reach());
         }
         let raced = self
@@ -271,6 +277,7 @@ impl Tracer {
         if ret.is_error && !partial {
             return ExitReport {
                 failed: true,
+                partly_done: call.may_have_acted_on_error(-ret.value),
                 ..nothing
             };
         }
@@ -305,6 +312,7 @@ impl Tracer {
                         space: by.space,
                         start: range.start,
                         end: range.end,
+                        cause: None,
                     },
                 );
             }
@@ -423,6 +431,7 @@ impl Tracer {
         }
         let registered = trackable && self.register(by.space, range.clone());
         let at = MapAt {
+            cause: None,
             pid: by.pid,
             tid: by.tid,
             space: by.space,
@@ -446,6 +455,7 @@ impl Tracer {
             return;
         };
         let at = MapAt {
+            cause: None,
             pid: by.pid,
             tid: by.tid,
             space: by.space,

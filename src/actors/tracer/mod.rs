@@ -240,7 +240,14 @@ impl Tracer {
             self.config.stdout_to_stderr,
             Some(filter),
         )?;
-        let child = spawn::spawn_seized(&prepared)?;
+        let child = match spawn::spawn_seized(&prepared)? {
+            spawn::Spawned::Seized(child) => child,
+            // Nothing ran of it: nothing to trace, and its status is the run's.
+            spawn::Spawned::DiedFirst(Ok(code)) => return Ok(ProgramEnd::Exited(code)),
+            spawn::Spawned::DiedFirst(Err(signal)) => {
+                return Ok(ProgramEnd::Signaled(signal as i32));
+            }
+        };
         self.root = child.as_raw();
         self.root_pid.store(self.root, Ordering::SeqCst);
         // Before any lane exists, so it is the sequencer's first message from us.

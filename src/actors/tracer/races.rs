@@ -9,7 +9,7 @@ use rangemap::RangeSet;
 use super::Tracer;
 use super::spaces::MapAt;
 use crate::actors::lane::LaneMessage;
-use crate::event::{Event, SpaceId};
+use crate::event::{Event, MapCause, SpaceId};
 use crate::kernel::procfs;
 use crate::kernel::ptrace::Stop;
 use crate::kernel::syscall;
@@ -66,6 +66,13 @@ impl Tracer {
     /// meanwhile may already be in what is read: they are marked raced, and describe their
     /// ranges again once reported.
     pub(super) fn describe_again(&mut self, tid: i32, space: SpaceId, ranges: RangeSet<u64>) {
+        // Whole pages, as the kernel acts on them (an argument may be unaligned).
+        let page = self.config.lane.page_size;
+        let ranges: RangeSet<u64> = ranges
+            .iter()
+            .map(|r| r.start - r.start % page..crate::kernel::page_align(r.end, page))
+            .filter(|r| !r.is_empty())
+            .collect();
         let Some(pid) = self.threads.get(&tid).map(|t| t.pid) else {
             return;
         };
@@ -91,6 +98,7 @@ impl Tracer {
                 space,
                 start: range.start,
                 end: range.end,
+                cause: Some(MapCause::Redescribe),
             });
             for entry in maps
                 .iter()
@@ -110,6 +118,7 @@ impl Tracer {
                     tid,
                     space,
                     range: clip,
+                    cause: Some(MapCause::Redescribe),
                 };
                 self.send_maps_entry(at, entry);
             }

@@ -9,7 +9,7 @@ use super::Tracer;
 use super::USER_SPACE_END;
 use crate::actors::lane::{Lane, LaneHandle, LaneMessage, PagesAtExit};
 use crate::actors::sequencer::{SequencerMessage, Stamped};
-use crate::event::{Event, MapKind, PageState, SpaceId, WarningKind};
+use crate::event::{Event, MapCause, MapKind, PageState, SpaceId, WarningKind};
 use crate::kernel::inject::{self, InjectError, Injection};
 use crate::kernel::procfs::{self, MapsEntry, Pagemap};
 use crate::kernel::uffd::AddressSpaceUffd;
@@ -38,6 +38,8 @@ pub(super) struct MapAt {
     pub(super) tid: i32,
     pub(super) space: SpaceId,
     pub(super) range: Range<u64>,
+    /// Set when the line is not the syscall's own change (a range described again).
+    pub(super) cause: Option<MapCause>,
 }
 
 /// A mapping to be written, as the syscall or `/proc/PID/maps` describes it.
@@ -149,6 +151,7 @@ impl Tracer {
                     space: id,
                     start: 0,
                     end: USER_SPACE_END,
+                    cause: Some(MapCause::Redescribe),
                 });
                 parent_brk
             }
@@ -166,7 +169,12 @@ impl Tracer {
         for (what, message) in warnings {
             self.warn(Some(tid), Some(id), what, message);
         }
-        self.send_snapshot(id, tid, &maps);
+        // Exec made the new program's mappings; a fork child's are its parent's, described again.
+        let cause = match origin {
+            Origin::Exec { .. } => None,
+            Origin::Fork { .. } => Some(MapCause::Redescribe),
+        };
+        self.send_snapshot(id, tid, &maps, cause);
         match died {
             Some(status) => Err(InjectError::Died(status)),
             None => Ok(()),
@@ -275,13 +283,14 @@ impl Tracer {
     }
 
     /// Describes a space whole, as its page tables say: every mapping, with its present pages.
-    fn send_snapshot(&self, id: SpaceId, tid: i32, maps: &[MapsEntry]) {
+    fn send_snapshot(&self, id: SpaceId, tid: i32, maps: &[MapsEntry], cause: Option<MapCause>) {
         for entry in maps {
             let at = MapAt {
                 pid: tid,
                 tid,
                 space: id,
                 range: entry.start..entry.end,
+                cause,
             };
             let tracked = self.send_maps_entry(at, entry);
             if entry.path == "[stack]"
@@ -347,6 +356,7 @@ impl Tracer {
             tid,
             space: space_id,
             range,
+            cause,
         } = at;
         let Some(space) = self.spaces.get(&space_id) else {
             tracing::debug!(space_id, "a mapping for a space that is gone");
@@ -369,6 +379,7 @@ impl Tracer {
             path: mapping.path,
             tracked,
             state: tracked.then_some(PageState::NotResident),
+            cause,
         };
         match at_exit {
             Some(at_exit) => space.lane.send(LaneMessage::Mapped {
