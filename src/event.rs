@@ -33,6 +33,8 @@ pub enum MapKind {
     Stack,
     Shmem,
     File,
+    /// hugetlbfs memory (`MAP_HUGETLB`): huge pages reserved apart, never followed page by page.
+    Hugetlb,
 }
 
 /// Why a `map` or `unmap` line was written when it is not a syscall's own change
@@ -293,6 +295,15 @@ pub enum Event {
         end: u64,
         advice: String,
     },
+    /// A successful `mprotect` (or `pkey_mprotect`): the mappings in the range have `prot` now.
+    Protect {
+        pid: i32,
+        tid: i32,
+        space: SpaceId,
+        start: u64,
+        end: u64,
+        prot: String,
+    },
     Resident {
         pid: i32,
         tid: i32,
@@ -357,6 +368,7 @@ impl Event {
             | Event::Remap { space, .. }
             | Event::Brk { space, .. }
             | Event::Discard { space, .. }
+            | Event::Protect { space, .. }
             | Event::Resident { space, .. }
             | Event::Exit { space, .. }
             | Event::Verify { space, .. } => Some(*space),
@@ -379,6 +391,7 @@ impl Event {
             | Event::Remap { pid, .. }
             | Event::Brk { pid, .. }
             | Event::Discard { pid, .. }
+            | Event::Protect { pid, .. }
             | Event::Resident { pid, .. }
             | Event::Exit { pid, .. } => Some(*pid),
             Event::Warning { pid, .. } => *pid,

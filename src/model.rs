@@ -53,6 +53,26 @@ impl AddressSpace {
         self.resident_bytes -= removed;
     }
 
+    /// Gives the mappings within `range` a new `prot`; holes stay holes, pages stay as they are.
+    fn protect(&mut self, range: Range<u64>, prot: &str) {
+        if range.is_empty() {
+            return;
+        }
+        let parts: Vec<(Range<u64>, Mapping)> = self
+            .mappings
+            .overlapping(&range)
+            .map(|(r, m)| {
+                let clip = r.start.max(range.start)..r.end.min(range.end);
+                let mut m = m.clone();
+                m.prot = prot.to_string();
+                (clip, m)
+            })
+            .collect();
+        for (clip, m) in parts {
+            self.mappings.insert(clip, m);
+        }
+    }
+
     fn replace(&mut self, range: Range<u64>, mapping: Option<Mapping>, state: Option<PageState>) {
         if range.is_empty() {
             return;
@@ -389,6 +409,13 @@ impl Replay {
             Event::Discard {
                 space, start, end, ..
             } => self.space_mut(*space).remove_resident(*start..*end),
+            Event::Protect {
+                space,
+                start,
+                end,
+                prot,
+                ..
+            } => self.space_mut(*space).protect(*start..*end, prot),
             Event::Resident {
                 space, start, end, ..
             } => self.space_mut(*space).add_resident(*start..*end),

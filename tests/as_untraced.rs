@@ -8,6 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use mevi_actors::event::{Event, MapCause, MapKind, WarningKind};
+use mevi_actors::model::Replay;
 use mevi_actors::run::VERIFY_INCOMPLETE;
 
 use crate::util::{
@@ -205,4 +206,54 @@ fn a_refused_syscall_writes_no_line() {
         totals.maps < 40 && totals.unmaps < 10,
         "the program makes about 25 mappings and no unmap: {totals:?}"
     );
+}
+
+/// `mprotect` gives a `protect` line, so `prot` is never stale: the workload leaves the upper
+/// half of its 8-page region read-only, and the replayed state says so. A hugetlb mapping is its
+/// own kind.
+#[test]
+fn mprotect_is_in_the_stream_and_hugetlb_is_its_own_kind() {
+    let t = runs_as_untraced(&[workload("u10_mprotect_hugetlb")]);
+    let region: u64 = t
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("region ")?.parse().ok())
+        .expect("the workload names its region");
+    let mut replayed = Replay::new();
+    for line in &t.lines {
+        replayed.apply_line(line);
+    }
+    let space = &replayed.spaces[&0];
+    let prot_at = |addr: u64| space.mappings.get(&addr).map(|m| m.prot.as_str());
+    assert_eq!(prot_at(region), Some("rw-"));
+    assert_eq!(prot_at(region + 3 * 4096), Some("rw-"));
+    assert_eq!(prot_at(region + 4 * 4096), Some("r--"));
+    assert_eq!(prot_at(region + 7 * 4096), Some("r--"));
+    assert!(t.events("protect").count() >= 3);
+
+    // A huge page can be reserved only while none is in use; the count is put back after.
+    let reserved = std::fs::read_to_string("/proc/sys/vm/nr_hugepages").unwrap();
+    if std::fs::write("/proc/sys/vm/nr_hugepages", "1").is_err() {
+        eprintln!("skipped the hugetlb half: cannot reserve a huge page");
+        return;
+    }
+    let program = [
+        workload("u10_mprotect_hugetlb").into_os_string(),
+        "hugetlb".into(),
+    ];
+    let (status, stdout) = untraced(&program);
+    let h = trace_within(&[], &program, HANG);
+    std::fs::write("/proc/sys/vm/nr_hugepages", reserved.trim()).unwrap();
+    assert_eq!((status, stdout.as_str()), (0, "hugetlb ok\n"));
+    assert_eq!(
+        (h.status, h.stdout.as_str()),
+        (0, "hugetlb ok\n"),
+        "{}",
+        h.stderr
+    );
+    let hugetlb = h.lines.iter().any(|l| {
+        matches!(&l.event, Event::Map { kind: MapKind::Hugetlb, tracked: false, end, start, .. }
+            if end - start == 2 << 20)
+    });
+    assert!(hugetlb, "a hugetlb map line of 2 MiB");
 }

@@ -38,6 +38,8 @@ pub const TRACED_SYSCALLS: &[i64] = &[
     libc::SYS_mremap,
     libc::SYS_madvise,
     libc::SYS_brk,
+    libc::SYS_mprotect,
+    libc::SYS_pkey_mprotect,
 ];
 
 /// The `SECCOMP_RET_DATA` of our filter's stops. A seccomp stop with other data comes from the

@@ -62,6 +62,12 @@ pub enum LayoutSyscall {
         /// None for advice that drops nothing at once.
         discard: Option<DiscardAdvice>,
     },
+    /// `mprotect` or `pkey_mprotect`: no page or mapping comes or goes, only `prot` changes.
+    Mprotect {
+        addr: u64,
+        len: u64,
+        prot: u64,
+    },
     /// `brk(addr)`; `addr` 0 is a query. Not aligned: the kernel keeps the value as asked.
     Brk {
         addr: u64,
@@ -106,6 +112,11 @@ impl LayoutSyscall {
                 discard: DiscardAdvice::of(a[2] as i32),
             },
             libc::SYS_brk => LayoutSyscall::Brk { addr: a[0] },
+            libc::SYS_mprotect | libc::SYS_pkey_mprotect => LayoutSyscall::Mprotect {
+                addr: a[0],
+                len: align(a[1]),
+                prot: a[2],
+            },
             nr => LayoutSyscall::Other { nr },
         }
     }
@@ -155,6 +166,7 @@ impl LayoutSyscall {
             LayoutSyscall::UffdRegister { .. } => true,
             LayoutSyscall::Munmap { .. }
             | LayoutSyscall::Madvise { .. }
+            | LayoutSyscall::Mprotect { .. }
             | LayoutSyscall::Brk { .. }
             | LayoutSyscall::Other { .. } => false,
         }

@@ -3,7 +3,8 @@
  *
  * No arg: maps 8 pages read-write, writes them, mprotects them PROT_READ,
  * reads them, mprotects them back to read-write, writes them again, and
- * leaves pages 4..7 PROT_READ. Prints "mprotect ok" and exits 0.
+ * leaves pages 4..7 PROT_READ. Prints "mprotect ok" and exits 0 (and the region's address on
+ * stderr: "region ADDR").
  * "hugetlb": maps one 2 MiB MAP_HUGETLB page and writes it once; prints
  * "hugetlb ok" and exits 0, or "hugetlb ENOMEM" and exits 2 when no huge
  * page is reserved (/proc/sys/vm/nr_hugepages is 0).
@@ -41,5 +42,6 @@ int main(int argc, char **argv)
     memset(p, 2, 8 * PG);
     if (mprotect(p + 4 * PG, 4 * PG, PROT_READ)) { perror("mprotect r2"); return 1; }
     printf("mprotect %s\n", sum == 8 ? "ok" : "bad");
+    fprintf(stderr, "region %lu\n", (unsigned long)p);
     return sum != 8;
 }

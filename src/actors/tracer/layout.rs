@@ -379,6 +379,19 @@ impl Tracer {
                 add(range.clone());
                 self.on_discard(by, range, advice);
             }
+            LayoutSyscall::Mprotect { addr, len, prot } => {
+                self.observed(
+                    by.space,
+                    Event::Protect {
+                        pid: by.pid,
+                        tid: by.tid,
+                        space: by.space,
+                        start: addr,
+                        end: addr.saturating_add(len),
+                        prot: prot_string(prot),
+                    },
+                );
+            }
             LayoutSyscall::UffdRegister { start, len } => {
                 // The program's own userfaultfd has it now: described again, untracked.
                 let range = start..start.saturating_add(len);
@@ -409,6 +422,7 @@ impl Tracer {
         };
         let path = (!anon).then(|| procfs::fd_path(by.pid, fd)).flatten();
         let kind = match (&kind, &path) {
+            _ if flags & libc::MAP_HUGETLB != 0 => MapKind::Hugetlb,
             (MapKind::File, Some(p))
                 if shared && (p.starts_with("/memfd:") || p.starts_with("/dev/shm/")) =>
             {

@@ -456,6 +456,7 @@ pub(super) fn stream_kind(entry: &MapsEntry) -> MapKind {
     match entry.path.as_str() {
         "[heap]" => MapKind::Heap,
         "[stack]" => MapKind::Stack,
+        p if p.starts_with("/anon_hugepage") => MapKind::Hugetlb,
         _ if entry.is_shared_memory() => MapKind::Shmem,
         "" => MapKind::Anon,
         // Named anonymous memory (prctl PR_SET_VMA_ANON_NAME): `[anon:NAME]`.
