@@ -4,10 +4,11 @@
 //! run untraced first, then traced, each bounded by a timeout that fails the test.
 
 use std::ffi::OsStr;
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use mevi_actors::event::{Event, MapCause, MapKind, WarningKind};
+use mevi_actors::event::{Event, Line, MapCause, MapKind, WarningKind};
 use mevi_actors::model::Replay;
 use mevi_actors::run::VERIFY_INCOMPLETE;
 
@@ -256,4 +257,37 @@ fn mprotect_is_in_the_stream_and_hugetlb_is_its_own_kind() {
             if end - start == 2 << 20)
     });
     assert!(hugetlb, "a hugetlb map line of 2 MiB");
+}
+
+/// With a soft descriptor limit of 1,024, 600 concurrent processes used to leave about a hundred
+/// spaces without a userfaultfd ("mappings only", blamed on a missing vDSO). The tracer raises its
+/// own soft limit to the hard one; the program still sees the limit it was given.
+#[test]
+fn many_processes_under_a_soft_descriptor_limit_are_all_followed() {
+    let file = scratch("many-procs");
+    let program = workload("u10_many_procs");
+    let script = format!(
+        "ulimit -Sn 1024; exec {} run --verify -o {} -- {} 600",
+        bin(),
+        file.display(),
+        program.display()
+    );
+    let (status, stdout, stderr) = run_within(Command::new("sh").args(["-c", &script]), HANG);
+    assert_eq!(status, 0, "{stderr}");
+    assert_eq!(stdout, untraced(&[&program, Path::new("600")]).1);
+    let lines = parse_stream(&std::fs::read_to_string(&file).unwrap());
+    let unfollowed: Vec<&Line> = lines
+        .iter()
+        .filter(|l| matches!(&l.event, Event::Warning { .. }))
+        .collect();
+    assert!(unfollowed.is_empty(), "{unfollowed:?}");
+
+    let script = format!("ulimit -Sn 1024; exec {} run -- sh -c 'ulimit -Sn'", bin());
+    let (status, stdout, stderr) = run_within(Command::new("sh").args(["-c", &script]), HANG);
+    assert_eq!(status, 0, "{stderr}");
+    assert!(
+        stderr.starts_with("1024\n"),
+        "the program's own limit: {stderr}"
+    );
+    assert!(!stdout.is_empty());
 }

@@ -183,6 +183,9 @@ pub struct Prepared {
     /// Test hook `killed-first`: the child is killed before its first stop, as a `kill -9`
     /// sent the moment it appears would.
     killed_first: bool,
+    /// The descriptor limit mevi-actors was started with, which the program gets back: the
+    /// tracer raises its own (see [`raise_descriptor_limit`]).
+    nofile: libc::rlimit,
 }
 
 impl Prepared {
@@ -211,8 +214,39 @@ impl Prepared {
             stdout_to_stderr,
             filter,
             killed_first: test_hooks::fails(Fault::KilledFirst, None),
+            nofile: ORIGINAL_NOFILE.get().copied().unwrap_or(libc::rlimit {
+                rlim_cur: libc::RLIM_INFINITY,
+                rlim_max: libc::RLIM_INFINITY,
+            }),
         })
     }
+}
+
+/// The descriptor limit mevi-actors was started with, saved by [`raise_descriptor_limit`].
+static ORIGINAL_NOFILE: std::sync::OnceLock<libc::rlimit> = std::sync::OnceLock::new();
+
+/// Raises our soft limit on open descriptors to the hard limit: the tracer holds two per live
+/// address space (its userfaultfd and its pagemap), and a soft limit of 1,024 would leave
+/// hundreds of concurrent processes untraced. The program is started with the limit as it was.
+pub fn raise_descriptor_limit() -> io::Result<()> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes only into `limit`, a live rlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let _ = ORIGINAL_NOFILE.set(limit);
+    let raised = libc::rlimit {
+        rlim_cur: limit.rlim_max,
+        ..limit
+    };
+    // SAFETY: setrlimit only reads `raised`, a live rlimit.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 pub const TRACE_OPTIONS: Options = Options::PTRACE_O_TRACESYSGOOD
@@ -273,6 +307,9 @@ pub fn spawn_seized(p: &Prepared) -> io::Result<Spawned> {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
             if p.killed_first {
                 libc::raise(libc::SIGKILL);
+            }
+            if p.nofile.rlim_cur != libc::RLIM_INFINITY {
+                libc::setrlimit(libc::RLIMIT_NOFILE, &p.nofile);
             }
             libc::raise(libc::SIGSTOP);
             if let Some(fprog) = &fprog {

@@ -233,6 +233,9 @@ impl Tracer {
     pub fn run(mut self) -> Result<ProgramEnd, TraceError> {
         let waker = TracerWaker::install()?;
         self.supervisor.set_tracer(waker);
+        if let Err(e) = spawn::raise_descriptor_limit() {
+            tracing::debug!("raising the descriptor limit: {e}");
+        }
         let filter = spawn::seccomp_filter()?;
         let prepared = Prepared::new(
             &self.config.program,

@@ -85,12 +85,24 @@ impl Tracer {
         }
         // Read first: the injection needs the vDSO's place, and changes no mapping.
         let maps = if foreign {
-            Vec::new()
+            Ok(Vec::new())
         } else {
-            procfs::read_maps(tid).unwrap_or_default()
+            procfs::read_maps(tid)
+        };
+        let (maps, maps_error) = match maps {
+            Ok(maps) => (maps, None),
+            Err(e) => (Vec::new(), Some(e)),
         };
         let uffd = if self.config.faults && !foreign {
-            match self.inject_uffd(tid, &maps) {
+            let injected = match maps_error {
+                // The injection borrows a `syscall` instruction from the vDSO, found in the maps.
+                Some(e) => Err(InjectError::Io(std::io::Error::new(
+                    e.kind(),
+                    format!("cannot read /proc/{tid}/maps: {e}"),
+                ))),
+                None => self.inject_uffd(tid, &maps),
+            };
+            match injected {
                 Ok(u) => Some(Arc::new(u)),
                 // It is dying (killed during the injection): nothing of it is left to follow,
                 // and its end is still to be reported.
