@@ -291,3 +291,19 @@ fn many_processes_under_a_soft_descriptor_limit_are_all_followed() {
     );
     assert!(!stdout.is_empty());
 }
+
+/// Checkpoints every 5 ms stop all of 1,000 threads each time; the next interval is measured from
+/// the end of the last checkpoint, so the program makes progress between them and finishes (it
+/// used to run for minutes: each checkpoint began as soon as the threads resumed).
+#[test]
+fn frequent_checkpoints_do_not_starve_many_threads() {
+    let t = trace_within(
+        &["--verify", "--verify-every", "5"],
+        &[workload("u10_many_threads")],
+        HANG,
+    );
+    assert_eq!((t.status, t.stdout.as_str()), (0, "ok\n"), "{}", t.stderr);
+    let v = t.verify_totals();
+    assert_eq!(v.mismatched_pages, 0);
+    assert!(v.points >= 2, "{v:?}");
+}
