@@ -307,3 +307,15 @@ fn frequent_checkpoints_do_not_starve_many_threads() {
     assert_eq!(v.mismatched_pages, 0);
     assert!(v.points >= 2, "{v:?}");
 }
+
+/// `ptrace` inside one address space: a thread attaching a sibling of its own thread group gets
+/// EPERM as untraced (no thread is lent within a thread group), and a helper process sharing the
+/// memory whose seize is refused, then attaches and detaches, leaves the main thread traced and
+/// working: every `mmap` succeeds and the stream agrees with the kernel.
+#[test]
+fn ptrace_calls_within_a_space_leave_every_thread_traced() {
+    for _ in 0..3 {
+        let t = runs_as_untraced(&[workload("u10_ptrace_own_space")]);
+        assert!(t.stdout.ends_with("main mmap ok\n"), "{}", t.stdout);
+    }
+}

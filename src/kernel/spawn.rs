@@ -296,7 +296,7 @@ pub fn spawn_seized(p: &Prepared) -> io::Result<Spawned> {
         filter: f.as_ptr() as *mut libc::sock_filter,
     });
 
-    // SAFETY: the child only makes async-signal-safe calls (dup2, signal, raise, prctl, execve,
+    // SAFETY: the child only makes async-signal-safe calls (dup2, signal, raise, setrlimit, prctl, execve,
     // write, _exit) on memory prepared above, which fork copies.
     match unsafe { fork() }.map_err(io::Error::from)? {
         ForkResult::Child => unsafe {

@@ -135,7 +135,12 @@ impl LayoutSyscall {
             LayoutSyscall::Mmap {
                 addr, len, flags, ..
             } if flags & libc::MAP_FIXED != 0 => vec![span(addr, len)],
-            LayoutSyscall::UffdRegister { start, len } => vec![span(start, len)],
+            LayoutSyscall::UffdRegister { start, len }
+            | LayoutSyscall::Mprotect {
+                addr: start, len, ..
+            } => {
+                vec![span(start, len)]
+            }
             LayoutSyscall::Mremap {
                 old_addr,
                 old_len,
@@ -157,16 +162,18 @@ impl LayoutSyscall {
 
     /// Whether it may have changed the layout although it returned `-errno`. The kernel checks
     /// arguments before it acts, so most errors mean nothing was done; but a `MAP_FIXED` mmap
-    /// may have unmapped what was there before failing, and an `mremap` can run out of memory
-    /// half way. A program's `UFFDIO_REGISTER` had ours unregistered first, whatever its result.
+    /// may have unmapped what was there before failing, an `mremap` can run out of memory half
+    /// way, and an `mprotect` over a hole changes what comes before it. A program's `UFFDIO_REGISTER` had ours unregistered first, whatever its result.
     pub fn may_have_acted_on_error(&self, errno: i64) -> bool {
         match *self {
             LayoutSyscall::Mmap { flags, .. } => flags & libc::MAP_FIXED != 0,
-            LayoutSyscall::Mremap { .. } => errno == libc::ENOMEM as i64,
+            // mprotect over a hole changes the mappings before it, then returns ENOMEM.
+            LayoutSyscall::Mremap { .. } | LayoutSyscall::Mprotect { .. } => {
+                errno == libc::ENOMEM as i64
+            }
             LayoutSyscall::UffdRegister { .. } => true,
             LayoutSyscall::Munmap { .. }
             | LayoutSyscall::Madvise { .. }
-            | LayoutSyscall::Mprotect { .. }
             | LayoutSyscall::Brk { .. }
             | LayoutSyscall::Other { .. } => false,
         }

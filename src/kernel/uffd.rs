@@ -28,12 +28,12 @@ use tokio::io::unix::{AsyncFd, AsyncFdReadyGuard};
 use userfaultfd::{Error as UffdError, Event as UffdEvent, EventBuffer, ReadWrite, Uffd};
 use userfaultfd_sys as sys;
 
-/// Features asked of the kernel. `EVENT_FORK` is left out on purpose: its new descriptor cannot
-/// be matched to a child when two threads fork at once, so each fork child gets a descriptor of
-/// its own, injected before it runs (docs/architecture.md).
 /// The `ioctl` request by which a program registers a range with its own userfaultfd.
 pub const UFFDIO_REGISTER: u32 = sys::UFFDIO_REGISTER;
 
+/// Features asked of the kernel. `EVENT_FORK` is left out on purpose: its new descriptor cannot
+/// be matched to a child when two threads fork at once, so each fork child gets a descriptor of
+/// its own, injected before it runs (docs/architecture.md).
 pub const FEATURES: u64 = sys::UFFD_FEATURE_THREAD_ID
     | sys::UFFD_FEATURE_EVENT_REMAP
     | sys::UFFD_FEATURE_EVENT_REMOVE

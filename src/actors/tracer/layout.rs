@@ -187,9 +187,8 @@ impl Tracer {
     /// A syscall's exit stop: reported now, or held until a release it must follow is reported
     /// (docs/ordering.md, case 1).
     pub(super) fn on_syscall_exit_stop(&mut self, tid: i32) {
-        if let Some(lent) = self.threads.get_mut(&tid).and_then(|t| t.reclaim.take()) {
-            self.reclaim(lent);
-            return self.go(tid, Resume::Cont(None));
+        if let Some(reclaim) = self.threads.get_mut(&tid).and_then(|t| t.reclaim.take()) {
+            return self.after_ptrace_call(tid, reclaim);
         }
         if let Some(releaser) = self.must_wait_for(tid) {
             self.defer(tid, releaser);

@@ -15,6 +15,7 @@
 
 use super::Tracer;
 use crate::kernel::ptrace::{self, Resume, Stop};
+use crate::kernel::{procfs, syscall};
 
 /// A thread asked for by a tracer of its own space.
 pub(super) struct Lending {
@@ -33,6 +34,15 @@ pub(super) enum PtraceCall {
     Held,
     /// Run it to its exit stop: it detaches a lent thread, which is taken back there.
     RunToExit,
+}
+
+/// What a thread's `ptrace` call's exit stop is awaited for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Reclaim {
+    /// Its attach of a lent thread: if the kernel refused it, the thread is taken back at once.
+    IfRefused(i32),
+    /// Its detach of a lent thread: the thread is taken back.
+    Always(i32),
 }
 
 impl Tracer {
@@ -57,6 +67,11 @@ impl Tracer {
                 if let Some(t) = self.threads.get_mut(&tid) {
                     t.borrowing = true;
                 }
+                // A checkpoint under way waits for neither: the borrower is held here, and the
+                // target's stop is taken by the hand-over.
+                if let Some(c) = self.checkpoint.as_mut() {
+                    c.forget(tid);
+                }
                 PtraceCall::Held
             }
             libc::PTRACE_DETACH
@@ -66,7 +81,7 @@ impl Tracer {
                     .is_some_and(|l| l.borrower == tid && l.handed_over) =>
             {
                 if let Some(t) = self.threads.get_mut(&tid) {
-                    t.reclaim = Some(target);
+                    t.reclaim = Some(Reclaim::Always(target));
                 }
                 PtraceCall::RunToExit
             }
@@ -74,19 +89,25 @@ impl Tracer {
         }
     }
 
-    /// Whether `target` is a live thread of ours in `tid`'s space, not lent already.
+    /// Whether `target` is a live thread of ours in `tid`'s space, of another process (the
+    /// kernel refuses an attach within a thread group), neither lent already nor itself held at
+    /// a `ptrace` call (two threads attaching to each other would wait for each other).
     fn lendable(&self, tid: i32, target: i32) -> bool {
-        let same_space = match (self.space_of(tid), self.space_of(target)) {
-            (Some((_, a)), Some((_, b))) => a == b,
-            _ => false,
+        let (Some((pid, space)), Some((target_pid, target_space))) =
+            (self.space_of(tid), self.space_of(target))
+        else {
+            return false;
         };
+        let busy = self.lent.contains_key(&target)
+            || self.lent.contains_key(&tid)
+            || self.lent.values().any(|l| l.borrower == target);
         target != tid
-            && same_space
-            && !self.lent.contains_key(&target)
-            && self
-                .threads
-                .get(&target)
-                .is_some_and(|t| !t.exiting && !t.awaiting_attach && t.entry.is_none())
+            && pid != target_pid
+            && space == target_space
+            && !busy
+            && self.threads.get(&target).is_some_and(|t| {
+                !t.exiting && !t.awaiting_attach && !t.borrowing && t.entry.is_none()
+            })
     }
 
     /// A stop of a thread being lent: at a stop between syscalls it is handed over, and its
@@ -112,36 +133,69 @@ impl Tracer {
             Stop::Signal { signal, .. } => Some(signal),
             Stop::Exiting { .. } | Stop::Exited { .. } | Stop::Killed { .. } => {
                 self.lent.remove(&tid);
-                self.release_borrower(borrower);
+                self.release_borrower(borrower, Resume::Cont(None));
                 return false;
             }
             _ => return false,
         };
+        if let Some(c) = self.checkpoint.as_mut() {
+            c.forget(tid);
+        }
         match ptrace::detach(tid, signal) {
             Ok(()) => {
                 if let Some(l) = self.lent.get_mut(&tid) {
                     l.handed_over = true;
                 }
+                // If the kernel refuses the borrower's attach (permissions, bad options), the
+                // thread is taken back at the call's exit.
+                if let Some(t) = self.threads.get_mut(&borrower) {
+                    t.reclaim = Some(Reclaim::IfRefused(tid));
+                }
+                self.release_borrower(borrower, Resume::Syscall);
             }
             // Dying: its end is still to come to us.
             Err(e) => {
                 tracing::debug!(tid, "detaching a lent thread: {e}");
                 self.lent.remove(&tid);
+                self.release_borrower(borrower, Resume::Cont(None));
             }
         }
-        self.release_borrower(borrower);
         true
     }
 
-    fn release_borrower(&mut self, borrower: i32) {
+    fn release_borrower(&mut self, borrower: i32, how: Resume) {
         if let Some(t) = self.threads.get_mut(&borrower) {
             t.borrowing = false;
         }
-        self.go(borrower, Resume::Cont(None));
+        self.go(borrower, how);
     }
 
-    /// Takes a lent thread back (its borrower detached it, or died).
+    /// At the exit stop of a borrower's `ptrace` call that attached or detached a lent thread.
+    pub(super) fn after_ptrace_call(&mut self, tid: i32, reclaim: Reclaim) {
+        match reclaim {
+            Reclaim::Always(lent) => self.reclaim(lent),
+            Reclaim::IfRefused(lent) => {
+                let refused = syscall::exit_value(tid)
+                    .ok()
+                    .flatten()
+                    .is_none_or(|ret| ret.is_error);
+                if refused {
+                    self.reclaim(lent);
+                }
+            }
+        }
+        self.go(tid, Resume::Cont(None));
+    }
+
+    /// Takes a lent thread back (its borrower detached it, or died). A tid that names another
+    /// process by now (the thread died while lent, and its id was reused) is not taken.
     pub(super) fn reclaim(&mut self, tid: i32) {
+        let pid = self.threads.get(&tid).map(|t| t.pid);
+        if pid.is_none() || procfs::tgid(tid) != pid {
+            tracing::debug!(tid, "a lent thread is gone");
+            self.lent.remove(&tid);
+            return;
+        }
         match ptrace::seize(tid) {
             Ok(()) => {
                 self.lent.remove(&tid);

@@ -129,8 +129,8 @@ struct Thread {
     unregistered: Option<Range<u64>>,
     /// Held at its `ptrace` attach until the thread it asked for is handed over (lending.rs).
     borrowing: bool,
-    /// A lent thread to take back at this thread's syscall exit (its `PTRACE_DETACH` of it).
-    reclaim: Option<i32>,
+    /// A lent thread to take back at this thread's `ptrace` call's exit (lending.rs).
+    reclaim: Option<lending::Reclaim>,
 }
 
 impl Thread {
@@ -187,9 +187,9 @@ pub struct Tracer {
     root_end: Option<ProgramEnd>,
     checkpoint: Option<Checkpoint>,
     /// Syscall exits held back, by the thread whose report they wait for.
+    deferred: HashMap<i32, Deferred>,
     /// Threads lent to a tracer of their own space, or about to be (lending.rs).
     lent: HashMap<i32, Lending>,
-    deferred: HashMap<i32, Deferred>,
     /// Processes killed between their exec event and execve's exit stop: filed under their old
     /// space, whose memory is gone, so nothing is checked at their exit.
     exec_interrupted: HashSet<i32>,
