@@ -136,6 +136,9 @@ fn main() {
     if only.is_none() || only.as_deref().is_some_and(|o| "touch-1g".contains(o)) {
         targets.push(bench.memory_for_one_gib());
     }
+    if only.is_none() || only.as_deref().is_some_and(|o| "sleepers".contains(o)) {
+        targets.push(bench.memory_per_live_space());
+    }
     // The same hand-offs with idle CPUs polling instead of halting, for every runner alike.
     match IdlePolling::hold() {
         Ok(_held) => {
@@ -465,6 +468,32 @@ impl Bench {
     }
 
     /// mevi-actors' own peak RSS while it traces 1 GiB of first touches.
+    /// mevi-actors' own memory per live, idle address space: its peak RSS with 1,500 processes
+    /// asleep at once, less its peak with none, over 1,500.
+    fn memory_per_live_space(&self) -> String {
+        const SPACES: u64 = 1500;
+        println!("\nsleepers: {SPACES} processes asleep at once (mevi-actors only, once)");
+        let peak = |n: u64| {
+            let argv = vec![self.workload.clone(), "sleepers".into(), n.to_string()];
+            let s = self.run(Runner::Mevi, &argv);
+            s.tracer_peak_rss.unwrap_or(0)
+        };
+        let (none, many) = (peak(0), peak(SPACES));
+        let per_space = many.saturating_sub(none) / SPACES;
+        println!(
+            "  {:<24} peak RSS {} with none, {} with {SPACES}: {:.1} KiB per live space",
+            Runner::Mevi.label(),
+            mib(none),
+            mib(many),
+            per_space as f64 / 1024.0
+        );
+        target(
+            "mevi-actors' memory per idle live address space <= 32 KiB",
+            format!("{:.1} KiB", per_space as f64 / 1024.0),
+            per_space <= 32 << 10,
+        )
+    }
+
     fn memory_for_one_gib(&self) -> String {
         let argv: Vec<String> = vec![
             self.workload.clone(),

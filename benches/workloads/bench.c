@@ -238,10 +238,36 @@ static int forkexec(long n)
     return 0;
 }
 
+/* N children that each sleep in read() on a pipe until the parent, once all are started,
+ * closes it: N live address spaces at once, all idle. */
+static int sleepers(long n)
+{
+    int fds[2];
+    if (pipe(fds))
+        die("pipe");
+    for (long i = 0; i < n; i++) {
+        pid_t pid = fork();
+        if (pid < 0)
+            die("fork");
+        if (pid == 0) {
+            char c;
+            close(fds[1]);
+            _exit(read(fds[0], &c, 1) == 0 ? 0 : 1);
+        }
+    }
+    /* Long enough for every child to be set up and asleep before they go. */
+    usleep(200000);
+    close(fds[1]);
+    int failed = 0, status;
+    while (wait(&status) > 0)
+        failed |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+    return failed;
+}
+
 static void usage(void)
 {
     fprintf(stderr, "usage: bench touch THREADS MIB write|read | churn THREADS ITERS | "
-                    "syscalls THREADS N | forkexec N | malloc THREADS ITERS\n");
+                    "syscalls THREADS N | forkexec N | malloc THREADS ITERS | sleepers N\n");
     exit(2);
 }
 
@@ -268,6 +294,8 @@ int main(int argc, char **argv)
         return per_thread(atoi(argv[2]), atol(argv[3]), malloc_worker);
     if (!strcmp(mode, "forkexec") && argc == 3)
         return forkexec(atol(argv[2]));
+    if (!strcmp(mode, "sleepers") && argc == 3)
+        return sleepers(atol(argv[2]));
     usage();
     return 2;
 }

@@ -63,11 +63,16 @@ impl Supervisor {
     }
 
     /// Runs an actor's task; if it panicked, the failure (recorded as the run's) is the error.
-    pub async fn watch<F: Future>(&self, actor: &str, task: F) -> Result<F::Output, String> {
-        match AssertUnwindSafe(task).catch_unwind().await {
-            Ok(output) => Ok(output),
-            Err(payload) => Err(self.fail(actor, &panic_message(payload.as_ref()))),
-        }
+    /// Not an `async fn`: that would hold `task` twice in its state (the argument, and the
+    /// future it awaits), doubling the memory of every lane's task.
+    pub fn watch<'a, F: Future + 'a>(
+        &'a self,
+        actor: &'a str,
+        task: F,
+    ) -> impl Future<Output = Result<F::Output, String>> + 'a {
+        AssertUnwindSafe(task).catch_unwind().map(move |done| {
+            done.map_err(|payload| self.fail(actor, &panic_message(payload.as_ref())))
+        })
     }
 }
 

@@ -88,11 +88,18 @@ pub enum Resolution {
 pub struct AddressSpaceUffd {
     uffd: Uffd,
     page_size: u64,
-    zeros: Vec<u8>,
+    /// A page of zeros, shared by every space (COPY only reads it).
+    zeros: &'static [u8],
     /// Set by [`Self::release`]: the descriptor's number is `/dev/null` now.
     released: AtomicBool,
     /// A [`UffdPoller`] has it registered with the runtime: it may not be released meanwhile.
     polled: AtomicBool,
+}
+
+/// The page of zeros every space's writes are filled from (one page size per machine).
+fn shared_zeros(page_size: u64) -> &'static [u8] {
+    static ZEROS: std::sync::OnceLock<Box<[u8]>> = std::sync::OnceLock::new();
+    ZEROS.get_or_init(|| vec![0u8; page_size as usize].into_boxed_slice())
 }
 
 impl AsRawFd for AddressSpaceUffd {
@@ -122,7 +129,7 @@ impl AddressSpaceUffd {
         Ok(Self {
             uffd,
             page_size,
-            zeros: vec![0u8; page_size as usize],
+            zeros: shared_zeros(page_size),
             released: AtomicBool::new(false),
             polled: AtomicBool::new(false),
         })
@@ -165,7 +172,7 @@ impl AddressSpaceUffd {
         let len = self.page_size as usize;
         let dst = page as *mut c_void;
         // SAFETY: both ioctls write only into the tracee's registered range (kernel-checked);
-        // `zeros` is a live page-sized buffer of ours that COPY only reads.
+        // `zeros` is a static page-sized buffer of ours that COPY only reads.
         let result = unsafe {
             if write {
                 self.uffd

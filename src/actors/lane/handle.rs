@@ -42,16 +42,22 @@ pub(super) struct LaneWake {
     epoch: Instant,
     /// The lane holds faults behind fences: an `Ended` may release them and must wake it.
     pub(super) holding: AtomicBool,
+    /// Room left in the inbox. The channel itself is unbounded, so that its memory follows what
+    /// is queued (a bounded one holds every slot from the start: 240 KiB per lane, most of the
+    /// tracer's memory with many processes); the bound is kept here. The lane gives a credit
+    /// back for each message it takes, and closes it when it ends.
+    pub(super) credits: tokio::sync::Semaphore,
 }
 
 /// A lane's inbox: the tracer's end, the lane's end, and the wake both share.
 pub(super) fn inbox(capacity: usize) -> (LaneHandle, Receiver<LaneMessage>, Arc<LaneWake>) {
-    let (tx, rx) = async_channel::bounded(capacity);
+    let (tx, rx) = async_channel::unbounded();
     let wake = Arc::new(LaneWake {
         notify: tokio::sync::Notify::new(),
         last_wake_ns: AtomicU64::new(0),
         epoch: Instant::now(),
         holding: AtomicBool::new(false),
+        credits: tokio::sync::Semaphore::new(capacity),
     });
     let handle = LaneHandle {
         inner: Arc::new(LaneSender {
@@ -86,18 +92,25 @@ impl Drop for LaneSender {
 }
 
 impl LaneHandle {
-    /// Called from the tracer thread; blocks while the lane is full (the tracee waits).
+    /// Called from the tracer thread; blocks while the lane's inbox is full (the tracee waits).
     pub fn send(&self, message: LaneMessage) {
         let LaneSender { tx, wake } = &*self.inner;
         let checkpoint = matches!(message, LaneMessage::Checkpoint { .. });
         let ended = matches!(message, LaneMessage::Ended { .. });
-        match tx.try_send(message) {
-            Ok(()) => {}
-            Err(async_channel::TrySendError::Full(message)) => {
+        match wake.credits.try_acquire() {
+            Ok(credit) => credit.forget(),
+            // Closed: the lane has ended.
+            Err(tokio::sync::TryAcquireError::Closed) => return,
+            Err(tokio::sync::TryAcquireError::NoPermits) => {
                 wake.wake();
-                let _ = tx.send_blocking(message);
+                match futures::executor::block_on(wake.credits.acquire()) {
+                    Ok(credit) => credit.forget(),
+                    Err(_) => return,
+                }
             }
-            Err(async_channel::TrySendError::Closed(_)) => return,
+        }
+        if tx.try_send(message).is_err() {
+            return;
         }
         // Pairs with the lane's store of `holding` and its drain after it: either the lane
         // sees this message, or this sees `holding`.

@@ -374,7 +374,10 @@ impl Lane {
     async fn take_inbox(&mut self, inbox: &Receiver<LaneMessage>) -> bool {
         loop {
             match inbox.try_recv() {
-                Ok(message) => self.handle(message).await,
+                Ok(message) => {
+                    self.wake.credits.add_permits(1);
+                    self.handle(message).await
+                }
                 Err(async_channel::TryRecvError::Empty) => return false,
                 Err(async_channel::TryRecvError::Closed) => return true,
             }
@@ -385,6 +388,7 @@ impl Lane {
     /// touches that are due, since a stream of faults may keep the loop here past their time.
     async fn on_read(&mut self, read: &mut Vec<UffdMessage>, inbox: &Receiver<LaneMessage>) {
         while let Ok(message) = inbox.try_recv() {
+            self.wake.credits.add_permits(1);
             if let LaneMessage::Checkpoint { .. } = message {
                 // Everything before the checkpoint is in (the tracer sends nothing until it is
                 // over): what was read must be resolved before the check.
@@ -484,5 +488,14 @@ fn release(space: SpaceId, uffd: &AddressSpaceUffd) {
         // Nothing more can be done from here: the threads that wait on it wait until the
         // descriptor is closed, when the last handle on it goes (the tracer's, at the space's end).
         Err(e) => tracing::error!(space, "cannot release the userfaultfd: {e}"),
+    }
+}
+
+impl Drop for Lane {
+    /// However the lane ends (its inbox closed, or a panic), a tracer waiting for room in its
+    /// inbox stops waiting, and later messages are dropped at once.
+    fn drop(&mut self) {
+        self.wake.credits.close();
+        self.inbox.close();
     }
 }
