@@ -42,52 +42,85 @@ pub const TRACED_SYSCALLS: &[i64] = &[
     libc::SYS_pkey_mprotect,
 ];
 
+/// When a syscall stops, beyond [`TRACED_SYSCALLS`] (always).
+#[derive(Clone, Copy)]
+enum StopWhen {
+    Always,
+    /// These bits of argument `.0` are all set (a 64-bit argument).
+    BitsSet(u8, u64),
+    /// Argument `.0`'s low 32 bits equal `.1` (an `unsigned int` argument).
+    Equals32(u8, u32),
+}
+
+/// The few calls a program could escape or trip over the trace with: `clone` asking for
+/// `CLONE_UNTRACED` and every `clone3` (whose flags are in memory, out of the filter's sight),
+/// so that no child runs with the filter but without a tracer; a program's `UFFDIO_REGISTER`
+/// (the range may be registered with ours); `ptrace` (a thread of its own space may have to be
+/// lent).
+const ESCAPES: &[(i64, StopWhen)] = &[
+    (
+        libc::SYS_clone,
+        StopWhen::BitsSet(0, libc::CLONE_UNTRACED as u64),
+    ),
+    (libc::SYS_clone3, StopWhen::Always),
+    (
+        libc::SYS_ioctl,
+        StopWhen::Equals32(1, super::uffd::UFFDIO_REGISTER),
+    ),
+    (libc::SYS_ptrace, StopWhen::Always),
+];
+
+/// Whether our filter stops this syscall: a stop for one it lets through is the program's own
+/// filter's, whatever its data.
+pub fn filter_stops(nr: i64, args: [u64; 6]) -> bool {
+    TRACED_SYSCALLS.contains(&nr)
+        || ESCAPES.iter().any(|&(n, when)| {
+            n == nr
+                && match when {
+                    StopWhen::Always => true,
+                    StopWhen::BitsSet(i, bits) => args[i as usize] & bits == bits,
+                    StopWhen::Equals32(i, value) => args[i as usize] as u32 == value,
+                }
+        })
+}
+
 /// The `SECCOMP_RET_DATA` of our filter's stops. A seccomp stop with other data comes from the
 /// program's own filter (the kernel reports the data of the filter that asked); untraced, it
 /// would get `ENOSYS`, and so it does under us.
 pub const OUR_TRACE_DATA: u16 = 0x6d65;
 
-/// The filter installed in the traced program (and inherited by every descendant): it stops the
-/// layout syscalls, and every `clone` that asks for `CLONE_UNTRACED` and every `clone3` (whose
-/// flags are in memory, out of the filter's sight), so that no child escapes the trace with the
-/// filter but without a tracer: its layout syscalls would fail with `ENOSYS`. It stops a
-/// program's `UFFDIO_REGISTER` too (the range may be registered with ours), and `ptrace` (a
-/// thread of its own space may have to be lent). A syscall of
-/// another ABI (`int $0x80`, a 32-bit program) is let through: the filter never kills.
+/// The filter installed in the traced program (and inherited by every descendant): it stops
+/// [`TRACED_SYSCALLS`] and [`ESCAPES`]. A syscall of another ABI (`int $0x80`, a 32-bit program)
+/// is let through: the filter never kills.
 pub fn seccomp_filter() -> io::Result<BpfProgram> {
     use seccompiler::{SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompRule};
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
-        TRACED_SYSCALLS.iter().map(|&nr| (nr, Vec::new())).collect();
     let built = |e: seccompiler::BackendError| {
         io::Error::other(format!("building the seccomp filter: {e}"))
     };
-    let untraced = libc::CLONE_UNTRACED as u64;
-    let clone_untraced = SeccompRule::new(vec![
-        SeccompCondition::new(
-            0,
-            SeccompCmpArgLen::Qword,
-            SeccompCmpOp::MaskedEq(untraced),
-            untraced,
-        )
-        .map_err(built)?,
-    ])
-    .map_err(built)?;
-    rules.insert(libc::SYS_clone, vec![clone_untraced]);
-    // A program registering a range with its own userfaultfd: the range may be ours.
-    let uffd_register = SeccompRule::new(vec![
-        SeccompCondition::new(
-            1,
-            SeccompCmpArgLen::Dword,
-            SeccompCmpOp::Eq,
-            super::uffd::UFFDIO_REGISTER.into(),
-        )
-        .map_err(built)?,
-    ])
-    .map_err(built)?;
-    rules.insert(libc::SYS_ioctl, vec![uffd_register]);
-    // A process that ptraces a thread of its own address space (LeakSanitizer's helper).
-    rules.insert(libc::SYS_ptrace, Vec::new());
-    rules.insert(libc::SYS_clone3, Vec::new());
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
+        TRACED_SYSCALLS.iter().map(|&nr| (nr, Vec::new())).collect();
+    for &(nr, when) in ESCAPES {
+        let condition = match when {
+            StopWhen::Always => None,
+            StopWhen::BitsSet(i, bits) => Some(SeccompCondition::new(
+                i,
+                SeccompCmpArgLen::Qword,
+                SeccompCmpOp::MaskedEq(bits),
+                bits,
+            )),
+            StopWhen::Equals32(i, value) => Some(SeccompCondition::new(
+                i,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::Eq,
+                value.into(),
+            )),
+        };
+        let rule = match condition {
+            None => Vec::new(),
+            Some(c) => vec![SeccompRule::new(vec![c.map_err(built)?]).map_err(built)?],
+        };
+        rules.insert(nr, rule);
+    }
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,

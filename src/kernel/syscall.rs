@@ -300,10 +300,19 @@ pub fn skip_syscall(tid: i32) -> io::Result<()> {
     Ok(())
 }
 
+/// What clearing `CLONE_UNTRACED` changed in a thread's memory: a `clone3`'s flags, to be put
+/// back at the syscall's exit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CloneArgsFlags {
+    pub addr: u64,
+    pub flags: u64,
+}
+
 /// Clears `CLONE_UNTRACED` from the `clone` or `clone3` a thread is stopped at (its seccomp
-/// stop), as `strace -f` does, so that its child is traced like any other. Whether the flag was
-/// set. A `clone3`'s flags are the first field of its `struct clone_args`, in the thread's memory.
-pub fn clear_clone_untraced(tid: i32, call: SeccompEntry) -> io::Result<bool> {
+/// stop), as `strace -f` does, so that its child is traced like any other. A `clone3`'s flags
+/// are the first field of its `struct clone_args`, in the thread's memory: what was there is
+/// returned, for [`restore_clone_args_flags`] at the exit.
+pub fn clear_clone_untraced(tid: i32, call: SeccompEntry) -> io::Result<Option<CloneArgsFlags>> {
     let untraced = libc::CLONE_UNTRACED as u64;
     match call.nr {
         libc::SYS_clone if call.args[0] & untraced != 0 => {
@@ -311,25 +320,35 @@ pub fn clear_clone_untraced(tid: i32, call: SeccompEntry) -> io::Result<bool> {
             let mut regs = ptrace::getregs(pid)?;
             regs.rdi &= !untraced;
             ptrace::setregs(pid, regs)?;
-            Ok(true)
+            Ok(None)
         }
         libc::SYS_clone3 => {
             use std::os::unix::fs::FileExt;
+            let addr = call.args[0];
             let mem = std::fs::OpenOptions::new()
                 .read(true)
                 .write(true)
                 .open(format!("/proc/{tid}/mem"))?;
             let mut flags = [0u8; 8];
-            mem.read_exact_at(&mut flags, call.args[0])?;
+            mem.read_exact_at(&mut flags, addr)?;
             let flags = u64::from_ne_bytes(flags);
             if flags & untraced == 0 {
-                return Ok(false);
+                return Ok(None);
             }
-            mem.write_all_at(&(flags & !untraced).to_ne_bytes(), call.args[0])?;
-            Ok(true)
+            mem.write_all_at(&(flags & !untraced).to_ne_bytes(), addr)?;
+            Ok(Some(CloneArgsFlags { addr, flags }))
         }
-        _ => Ok(false),
+        _ => Ok(None),
     }
+}
+
+/// Puts a `clone3`'s flags back as the program wrote them, at the syscall's exit.
+pub fn restore_clone_args_flags(tid: i32, saved: CloneArgsFlags) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(format!("/proc/{tid}/mem"))?
+        .write_all_at(&saved.flags.to_ne_bytes(), saved.addr)
 }
 
 /// What the syscall returned, for a thread at a syscall-exit stop; None if it is not at one.

@@ -42,6 +42,12 @@ struct By {
 
 impl Tracer {
     pub(super) fn on_seccomp_stop(&mut self, tid: i32) {
+        // A new syscall: whatever waited for the last one's exit stop is over (it never came:
+        // nothing may take this syscall's exit for it).
+        if let Some(t) = self.threads.get_mut(&tid) {
+            t.clone_args = None;
+            t.reclaim = None;
+        }
         let stopped = match syscall::seccomp_entry(tid) {
             Ok(stopped) => stopped,
             Err(e) => {
@@ -91,7 +97,9 @@ impl Tracer {
     /// `clone` or `clone3` loses `CLONE_UNTRACED`, so its child is followed; a `ptrace` call may
     /// borrow a thread of its own space (lending.rs), and resumes its caller itself.
     fn is_layout_stop(&mut self, tid: i32, stopped: SeccompEntry) -> bool {
-        if stopped.ret_data != u32::from(spawn::OUR_TRACE_DATA) {
+        let ours = stopped.ret_data == u32::from(spawn::OUR_TRACE_DATA)
+            && spawn::filter_stops(stopped.nr, stopped.args);
+        if !ours {
             tracing::debug!(
                 tid,
                 nr = stopped.nr,
@@ -113,7 +121,15 @@ impl Tracer {
         }
         if matches!(stopped.nr, libc::SYS_clone | libc::SYS_clone3) {
             match syscall::clear_clone_untraced(tid, stopped) {
-                Ok(cleared) => tracing::debug!(tid, cleared, "CLONE_UNTRACED"),
+                // The program's memory is put back at the exit.
+                Ok(Some(saved)) => {
+                    if let Some(t) = self.threads.get_mut(&tid) {
+                        t.clone_args = Some(saved);
+                    }
+                    self.go(tid, Resume::Syscall);
+                    return false;
+                }
+                Ok(None) => {}
                 // A bad `clone_args` pointer: the kernel answers EFAULT itself.
                 Err(e) => tracing::debug!(tid, "clearing CLONE_UNTRACED: {e}"),
             }
@@ -141,12 +157,23 @@ impl Tracer {
     /// exit the range is described again: untracked if the program's registration took, followed
     /// again if it failed.
     fn give_up_range(&self, tid: i32, range: Range<u64>) {
-        if let Some((_, space)) = self.space_of(tid)
-            && let Some(uffd) = self.spaces.get(&space).and_then(|s| s.uffd.as_ref())
-            && let Err(e) = uffd.unregister(range.start, range.end)
-        {
-            // Not ours (a file mapping, a hole): nothing to give up.
-            tracing::debug!(tid, ?range, "a range the program registers: {e}");
+        let Some((_, space)) = self.space_of(tid) else {
+            return;
+        };
+        let Some(uffd) = self.spaces.get(&space).and_then(|s| s.uffd.as_ref()) else {
+            return;
+        };
+        // Mapping by mapping: one unregister over a range that also holds a file mapping fails
+        // whole, and the kernel would then answer EBUSY, not the program's own error.
+        let maps = procfs::read_maps(tid).unwrap_or_default();
+        for entry in maps.iter().filter(|m| m.is_private_anon()) {
+            let clip = entry.start.max(range.start)..entry.end.min(range.end);
+            if clip.is_empty() {
+                continue;
+            }
+            if let Err(e) = uffd.unregister(clip.start, clip.end) {
+                tracing::debug!(tid, ?clip, "giving up a range the program registers: {e}");
+            }
         }
     }
 
@@ -189,6 +216,12 @@ impl Tracer {
     pub(super) fn on_syscall_exit_stop(&mut self, tid: i32) {
         if let Some(reclaim) = self.threads.get_mut(&tid).and_then(|t| t.reclaim.take()) {
             return self.after_ptrace_call(tid, reclaim);
+        }
+        if let Some(saved) = self.threads.get_mut(&tid).and_then(|t| t.clone_args.take()) {
+            if let Err(e) = syscall::restore_clone_args_flags(tid, saved) {
+                tracing::debug!(tid, "putting clone3's flags back: {e}");
+            }
+            return self.go(tid, Resume::Cont(None));
         }
         if let Some(releaser) = self.must_wait_for(tid) {
             self.defer(tid, releaser);

@@ -5,13 +5,15 @@
 //! would get `EPERM`, and LeakSanitizer gives up ("does not work under ptrace").
 //!
 //! So at the helper's `ptrace(PTRACE_ATTACH or PTRACE_SEIZE, thread)` seccomp stop, the helper is
-//! held, the thread is interrupted, and at its next stop between syscalls (the interrupt's trap,
-//! a group stop, a signal) it is detached from us; then the helper's attach runs and succeeds.
-//! At the exit of the helper's `PTRACE_DETACH` of it (or at the helper's death), the thread is
-//! seized again. Only a thread of the caller's own space is lent: while lent it is stopped by
-//! the helper, so it makes no syscall our filter would answer with `ENOSYS` for want of a
-//! tracer. A thread of another space (a debugger's target) is not lent: `EPERM`, one tracer per
-//! process (README).
+//! held, the thread is interrupted (again after each stop inside a syscall, since any trap clears
+//! a pending interrupt), and at its first stop between syscalls (the interrupt's trap, a group
+//! stop, a signal) it is detached from us; then the helper's attach runs. At the exit of that
+//! attach, if the kernel refused it, or else of the helper's `PTRACE_DETACH` of it (or at the
+//! helper's death), the thread is seized again. Only a thread of another process of the caller's
+//! own space is lent. LeakSanitizer keeps it stopped while lent; a thread a borrower lets run
+//! meets our filter with no tracer of ours, and its layout syscalls get `ENOSYS`
+//! (docs/ordering.md). A thread of another space (a debugger's target) is not lent: `EPERM`, one
+//! tracer per process (README).
 
 use super::Tracer;
 use crate::kernel::ptrace::{self, Resume, Stop};
@@ -105,9 +107,10 @@ impl Tracer {
             && pid != target_pid
             && space == target_space
             && !busy
-            && self.threads.get(&target).is_some_and(|t| {
-                !t.exiting && !t.awaiting_attach && !t.borrowing && t.entry.is_none()
-            })
+            && self
+                .threads
+                .get(&target)
+                .is_some_and(|t| !t.exiting && !t.awaiting_attach && !t.borrowing)
     }
 
     /// A stop of a thread being lent: at a stop between syscalls it is handed over, and its
@@ -136,7 +139,15 @@ impl Tracer {
                 self.release_borrower(borrower, Resume::Cont(None));
                 return false;
             }
-            _ => return false,
+            // Inside a syscall (its seccomp or exit stop): it is handled as usual. Any trap
+            // clears a pending interrupt (kernel/signal.c, ptrace_stop), so it is asked again,
+            // to trap once back between syscalls.
+            _ => {
+                if let Err(e) = ptrace::interrupt(tid) {
+                    tracing::debug!(tid, "interrupting a thread to lend it, again: {e}");
+                }
+                return false;
+            }
         };
         if let Some(c) = self.checkpoint.as_mut() {
             c.forget(tid);

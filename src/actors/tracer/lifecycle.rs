@@ -65,7 +65,7 @@ impl Tracer {
             Ok(c) => c,
             Err(e) => {
                 tracing::debug!(parent_tid, "no child id for a {event:?} event: {e}");
-                return self.go(parent_tid, Resume::Cont(None));
+                return self.go_on_in_syscall(parent_tid);
             }
         };
         if event == ChildEvent::Vfork
@@ -201,7 +201,7 @@ impl Tracer {
 
     /// The creator goes on; the child is set up now if its attach stop came first.
     fn child_announced(&mut self, parent_tid: i32, child: i32) {
-        self.go(parent_tid, Resume::Cont(None));
+        self.go_on_in_syscall(parent_tid);
         if let Some(signal) = self.early_attach.remove(&child).map(|(_, s)| s) {
             if let Some(thread) = self.threads.get_mut(&child) {
                 thread.awaiting_attach = false;

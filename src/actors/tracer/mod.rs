@@ -131,6 +131,9 @@ struct Thread {
     borrowing: bool,
     /// A lent thread to take back at this thread's `ptrace` call's exit (lending.rs).
     reclaim: Option<lending::Reclaim>,
+    /// The flags of the `clone3` it is inside, to put back in its memory at the call's exit
+    /// (`CLONE_UNTRACED` was cleared there).
+    clone_args: Option<crate::kernel::syscall::CloneArgsFlags>,
 }
 
 impl Thread {
@@ -149,6 +152,7 @@ impl Thread {
             unregistered: None,
             borrowing: false,
             reclaim: None,
+            clone_args: None,
         }
     }
 }
@@ -316,7 +320,7 @@ impl Tracer {
                 if let Some(t) = self.threads.get_mut(&tid) {
                     t.in_vfork = false;
                 }
-                self.go(tid, Resume::Cont(None));
+                self.go_on_in_syscall(tid);
             }
             Stop::EventStop { tid, signal } => self.on_event_stop(tid, signal),
             Stop::Signal { tid, signal } => {
@@ -343,6 +347,23 @@ impl Tracer {
             return;
         }
         self.release_now(tid, how);
+    }
+
+    /// Lets a thread go on from an event stop inside its syscall (a clone's, a vfork's end): to
+    /// that syscall's exit stop if something waits for it there (a `clone3`'s flags to put back).
+    fn go_on_in_syscall(&mut self, tid: i32) {
+        let to_exit = self
+            .threads
+            .get(&tid)
+            .is_some_and(|t| t.clone_args.is_some());
+        self.go(
+            tid,
+            if to_exit {
+                Resume::Syscall
+            } else {
+                Resume::Cont(None)
+            },
+        );
     }
 
     /// Lets a stopped thread go, and remembers whether it stayed in a group stop.
