@@ -66,19 +66,26 @@ fn a_clone_untraced_child_is_followed() {
 /// An AddressSanitizer build that leaks: LeakSanitizer's helper (a `CLONE_UNTRACED` process in
 /// the program's address space) ptrace-attaches every thread to check for leaks. The tracer
 /// lends it the threads, so the report and the status are the untraced ones, with threads still
-/// running during the check or not, or inside layout syscalls the whole time (a thread is lent
-/// at its first stop between syscalls).
+/// running during the check or not (and the stream agrees with the kernel), or inside layout
+/// syscalls the whole time ("busy": a thread is lent at its first stop between syscalls; this
+/// used to hang for good). Under "busy", `--verify` is not asked: a busy thread can run untraced
+/// for a moment while it is handed over (docs/ordering.md, *Lending a thread*).
 #[test]
 fn leak_sanitizer_reports_as_untraced() {
     let program = workload_built_with("u10_asan_leak", &["-fsanitize=address", "-g", "-pthread"]);
-    for args in [&[][..], &["threads"][..], &["busy"][..]] {
+    for (args, verify) in [
+        (&[][..], true),
+        (&["threads"][..], true),
+        (&["busy"][..], false),
+    ] {
         let mut argv = vec![program.clone().into_os_string()];
         argv.extend(args.iter().map(Into::into));
         let (status, stdout, stderr) = run_within(Command::new(&argv[0]).args(&argv[1..]), HANG);
         assert_eq!(status, 1, "untraced: {stderr}");
         let report = "ERROR: LeakSanitizer: detected memory leaks";
         assert!(stderr.contains(report), "untraced: {stderr}");
-        let t = trace_within(&["--verify"], &argv, HANG);
+        let flags: &[&str] = if verify { &["--verify"] } else { &[] };
+        let t = trace_within(flags, &argv, HANG);
         assert_eq!(
             (t.status, &t.stdout),
             (status, &stdout),
@@ -91,7 +98,9 @@ fn leak_sanitizer_reports_as_untraced() {
             "{args:?}: {}",
             t.stderr
         );
-        assert_eq!(t.verify_totals().mismatched_pages, 0);
+        if verify {
+            assert_eq!(t.verify_totals().mismatched_pages, 0);
+        }
     }
 }
 
