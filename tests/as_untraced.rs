@@ -329,3 +329,11 @@ fn ptrace_calls_within_a_space_leave_every_thread_traced() {
         assert!(t.stdout.ends_with("main mmap ok\n"), "{}", t.stdout);
     }
 }
+
+/// A `MAP_GROWSDOWN` mapping grows down through a fault below it, as the main stack does: the
+/// growth is a `map` line before the page that caused it (it was missing: `--verify` failed).
+#[test]
+fn a_growsdown_mapping_growing_is_in_the_stream() {
+    let t = runs_as_untraced(&[workload("u10_growsdown")]);
+    assert_eq!(t.stdout, "grew 16 pages\n");
+}

@@ -108,26 +108,33 @@ impl Lane {
         pid
     }
 
-    /// A resolved fault just below the main stack means the kernel grew it: report the growth as a
-    /// mapping before the page that caused it.
+    /// A resolved fault just below a mapping that grows down (the main stack, a `MAP_GROWSDOWN`
+    /// mapping) means the kernel grew it: report the growth as a mapping before the page that
+    /// caused it.
     async fn grow_stack(&mut self, addr: u64, tid: i32, at: Instant) {
-        let Some((pid, stack, limit)) = self.stack.clone() else {
+        // The kernel grows a stack by at most its limit below the top, and keeps mmap_base that
+        // far below the main stack (mm/util.c, mmap_base()): a fault further down is mapped
+        // memory, not growth, and costs no /proc read on this hot path.
+        let Some(i) = self.stacks.iter().position(|(_, stack, floor)| {
+            addr < stack.start && addr >= stack.end.saturating_sub(*floor)
+        }) else {
             return;
         };
-        // The kernel keeps mmap_base at least the stack limit below the stack's top
-        // (mm/util.c, mmap_base()): a fault further down is mapped memory, not growth, and
-        // costs no /proc read on this hot path.
-        if addr >= stack.start || addr < stack.end.saturating_sub(limit) {
+        let (pid, stack, _) = self.stacks[i].clone();
+        // Rare (once per growth), and off the async workers.
+        let maps = tokio::task::spawn_blocking(move || procfs::read_maps(pid)).await;
+        let Some(maps) = maps.ok().and_then(Result::ok) else {
+            return;
+        };
+        let Some(entry) = maps.iter().find(|m| m.start <= addr && addr < m.end) else {
+            return;
+        };
+        if entry.end < stack.start {
+            // Another mapping below it, not growth: faults there need no read again.
+            self.stacks[i].2 = stack.end - entry.end;
             return;
         }
-        // Rare (once per growth of the stack), and off the async workers.
-        let maps = tokio::task::spawn_blocking(move || procfs::read_maps(pid)).await;
-        let grown = maps.ok().and_then(Result::ok).and_then(|maps| {
-            maps.into_iter()
-                .find(|m| m.path == "[stack]" && m.start <= addr && m.end >= stack.start)
-        });
-        let Some(entry) = grown else { return };
-        self.stack = Some((pid, entry.start..stack.end, limit));
+        self.stacks[i].1 = entry.start..stack.end;
         let event = Event::Map {
             pid,
             tid,

@@ -54,7 +54,7 @@ impl Lane {
                     }
                 }
             }
-            LaneMessage::Stack { pid, range, limit } => self.stack = Some((pid, range, limit)),
+            LaneMessage::Stack { pid, range, limit } => self.stacks.push((pid, range, limit)),
             LaneMessage::Checkpoint {
                 pid,
                 tid,
@@ -109,6 +109,7 @@ impl Lane {
     /// Sends an observed event on, in lane order. A thread that ends ends its syscall too.
     pub(super) async fn forward(&mut self, stamped: Stamped) {
         self.learn_threads(&stamped.event);
+        self.forget_stacks(&stamped.event);
         let ended = match stamped.event {
             Event::ThreadExit { tid, .. } | Event::Exit { tid, .. } => Some(tid),
             _ => None,
@@ -201,6 +202,25 @@ impl Lane {
             }
             other => self.forward(Stamped { at, event: other }).await,
         }
+    }
+
+    /// A mapping that grew down and is unmapped or moved is no longer followed for growth.
+    fn forget_stacks(&mut self, event: &Event) {
+        let gone = match *event {
+            // Not a range described again: the mapping is still there.
+            Event::Unmap {
+                start,
+                end,
+                cause: None,
+                ..
+            } => start..end,
+            Event::Remap {
+                old_start, old_end, ..
+            } => old_start..old_end,
+            _ => return,
+        };
+        self.stacks
+            .retain(|(_, stack, _)| stack.end <= gone.start || gone.end <= stack.start);
     }
 
     fn learn_threads(&mut self, event: &Event) {

@@ -67,8 +67,8 @@ pub enum LaneMessage {
         at: Instant,
         at_exit: PagesAtExit,
     },
-    /// Where the main thread's stack is: it grows down through faults, not through syscalls, by
-    /// at most `limit` bytes below its top.
+    /// A mapping that grows down through faults, not through syscalls, by at most `limit` bytes
+    /// below its top: the main thread's stack, or a `MAP_GROWSDOWN` mapping.
     Stack {
         pid: i32,
         range: Range<u64>,
@@ -154,8 +154,10 @@ pub struct Lane {
     ready: Vec<PageFault>,
     /// Which process each thread of this space belongs to.
     tids: HashMap<i32, i32>,
-    /// The main thread's stack: its process, its range, and how far it may grow.
-    stack: Option<(i32, Range<u64>, u64)>,
+    /// The mappings that grow down (the main thread's stack, `MAP_GROWSDOWN` mappings): their
+    /// process, their range as last written, and how far below its top a fault may still be
+    /// growth (the stack limit, less what another mapping below it takes).
+    stacks: Vec<(i32, Range<u64>, u64)>,
     /// Syscalls under way, fences, held faults (R2).
     fences: Fences,
     /// Pages resolved lately (R3, R4).
@@ -193,7 +195,7 @@ impl Lane {
             outgoing: Vec::new(),
             ready: Vec::new(),
             tids: HashMap::new(),
-            stack: None,
+            stacks: Vec::new(),
             fences: Fences::new(),
             recent: RecentResolutions::new(config.page_size),
             counters: Counters::default(),

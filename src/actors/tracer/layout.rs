@@ -476,12 +476,13 @@ impl Tracer {
             });
         }
         let registered = trackable && self.register(by.space, range.clone());
+        let grows_down = flags & libc::MAP_GROWSDOWN != 0;
         let at = MapAt {
             cause: None,
             pid: by.pid,
             tid: by.tid,
             space: by.space,
-            range,
+            range: range.clone(),
         };
         let mapping = NewMapping {
             prot: prot_string(prot),
@@ -489,7 +490,18 @@ impl Tracer {
             path,
             registered,
         };
-        self.send_map(at, mapping);
+        let tracked = self.send_map(at, mapping);
+        if grows_down
+            && tracked
+            && let Some(space) = self.spaces.get(&by.space)
+        {
+            // It grows through faults below it, as the main stack does, within the stack limit.
+            space.lane.send(LaneMessage::Stack {
+                pid: by.pid,
+                range,
+                limit: procfs::stack_limit(by.pid).unwrap_or(1 << 40),
+            });
+        }
     }
 
     /// A mapping the syscall's arguments do not describe well enough: as `/proc/PID/maps` says.
