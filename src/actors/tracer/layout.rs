@@ -57,7 +57,7 @@ impl Tracer {
             }
         };
         if let Some(stopped) = stopped
-            && !self.is_layout_stop(tid, stopped)
+            && self.handle_other_stop(tid, stopped)
         {
             return;
         }
@@ -92,11 +92,12 @@ impl Tracer {
         self.go(tid, Resume::Syscall);
     }
 
-    /// Handles a seccomp stop that is not a layout syscall; whether it is one. A stop the
-    /// program's own filter asked for gets what it would get with no tracer (`ENOSYS`); a
-    /// `clone` or `clone3` loses `CLONE_UNTRACED`, so its child is followed; a `ptrace` call may
-    /// borrow a thread of its own space (lending.rs), and resumes its caller itself.
-    fn is_layout_stop(&mut self, tid: i32, stopped: SeccompEntry) -> bool {
+    /// Handles a seccomp stop that is not a layout syscall, and lets its thread go; whether it
+    /// was one (false: a layout syscall, for the caller). A stop the program's own filter asked
+    /// for gets what it would get with no tracer (`ENOSYS`); a `clone` or `clone3` loses
+    /// `CLONE_UNTRACED`, so its child is followed; a `ptrace` call may borrow a thread of its own
+    /// space (lending.rs), and is held until it has it.
+    fn handle_other_stop(&mut self, tid: i32, stopped: SeccompEntry) -> bool {
         let ours = stopped.ret_data == u32::from(spawn::OUR_TRACE_DATA)
             && spawn::filter_stops(stopped.nr, stopped.args);
         if !ours {
@@ -109,7 +110,7 @@ impl Tracer {
                 tracing::debug!(tid, "skipping a syscall: {e}");
             }
             self.go(tid, Resume::Cont(None));
-            return false;
+            return true;
         }
         if stopped.nr == libc::SYS_ptrace {
             match self.on_ptrace_call(tid, stopped.args) {
@@ -117,7 +118,7 @@ impl Tracer {
                 PtraceCall::Held => {}
                 PtraceCall::RunToExit => self.go(tid, Resume::Syscall),
             }
-            return false;
+            return true;
         }
         if matches!(stopped.nr, libc::SYS_clone | libc::SYS_clone3) {
             match syscall::clear_clone_untraced(tid, stopped) {
@@ -127,16 +128,16 @@ impl Tracer {
                         t.clone_args = Some(saved);
                     }
                     self.go(tid, Resume::Syscall);
-                    return false;
+                    return true;
                 }
                 Ok(None) => {}
                 // A bad `clone_args` pointer: the kernel answers EFAULT itself.
                 Err(e) => tracing::debug!(tid, "clearing CLONE_UNTRACED: {e}"),
             }
             self.go(tid, Resume::Cont(None));
-            return false;
+            return true;
         }
-        true
+        false
     }
 
     /// The layout syscall a thread stopped at, decoded.
