@@ -14,6 +14,7 @@
 //! `--verify`.
 
 mod checkpoints;
+mod escapes;
 mod layout;
 mod lending;
 mod lifecycle;

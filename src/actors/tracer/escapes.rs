@@ -1,0 +1,138 @@
+//! Seccomp stops that are not a program's layout change, and registrations given up for one:
+//! the program's own filter (answered `ENOSYS`, as with no tracer), `clone`/`clone3` with
+//! `CLONE_UNTRACED` (the flag cleared), `ptrace` (lending.rs), a program's own
+//! `UFFDIO_REGISTER` (our range given up), and locked memory `mremap` will fill.
+
+use std::ops::Range;
+
+use super::Tracer;
+use super::lending::PtraceCall;
+use crate::kernel::ptrace::Resume;
+use crate::kernel::syscall::{self, LayoutSyscall, SeccompEntry};
+use crate::kernel::{procfs, spawn};
+
+impl Tracer {
+    /// Handles a seccomp stop that is not a layout syscall, and lets its thread go; whether it
+    /// was one (false: a layout syscall, for the caller). A stop the program's own filter asked
+    /// for gets what it would get with no tracer (`ENOSYS`); a `clone` or `clone3` loses
+    /// `CLONE_UNTRACED`, so its child is followed; a `ptrace` call may borrow a thread of its own
+    /// space (lending.rs), and is held until it has it.
+    pub(super) fn handle_other_stop(&mut self, tid: i32, stopped: SeccompEntry) -> bool {
+        let ours = stopped.ret_data == u32::from(spawn::OUR_TRACE_DATA)
+            && spawn::filter_stops(stopped.nr, stopped.args);
+        if !ours {
+            tracing::debug!(
+                tid,
+                nr = stopped.nr,
+                "the program's own filter asked for a stop"
+            );
+            if let Err(e) = syscall::skip_syscall(tid) {
+                tracing::debug!(tid, "skipping a syscall: {e}");
+            }
+            self.go(tid, Resume::Cont(None));
+            return true;
+        }
+        if stopped.nr == libc::SYS_ptrace {
+            match self.on_ptrace_call(tid, stopped.args) {
+                PtraceCall::Run => self.go(tid, Resume::Cont(None)),
+                PtraceCall::Held => {}
+                PtraceCall::RunToExit => self.go(tid, Resume::Syscall),
+            }
+            return true;
+        }
+        if matches!(stopped.nr, libc::SYS_clone | libc::SYS_clone3) {
+            match syscall::clear_clone_untraced(tid, stopped) {
+                // The program's memory is put back at the exit.
+                Ok(Some(saved)) => {
+                    if let Some(t) = self.threads.get_mut(&tid) {
+                        t.clone_args = Some(saved);
+                    }
+                    self.go(tid, Resume::Syscall);
+                    return true;
+                }
+                Ok(None) => {}
+                // A bad `clone_args` pointer: the kernel answers EFAULT itself.
+                Err(e) => tracing::debug!(tid, "clearing CLONE_UNTRACED: {e}"),
+            }
+            self.go(tid, Resume::Cont(None));
+            return true;
+        }
+        false
+    }
+
+    /// The layout syscall a thread stopped at, decoded.
+    pub(super) fn decode(&self, tid: i32, stopped: SeccompEntry) -> LayoutSyscall {
+        let page_size = self.config.lane.page_size;
+        if stopped.nr == libc::SYS_ioctl {
+            match syscall::uffd_register_range(tid, stopped.args, page_size) {
+                Ok(call) => return call,
+                // An unreadable argument: the kernel answers EFAULT itself.
+                Err(e) => tracing::debug!(tid, "reading a UFFDIO_REGISTER's range: {e}"),
+            }
+        }
+        LayoutSyscall::decode(stopped.nr, stopped.args, page_size)
+    }
+
+    /// A program registering a range with its own userfaultfd gets `EBUSY` where the range is
+    /// registered with ours: ours is given up first, so the program works as untraced. At the
+    /// exit the range is described again: untracked if the program's registration took, followed
+    /// again if it failed.
+    pub(super) fn give_up_range(&self, tid: i32, range: Range<u64>) {
+        let Some((_, space)) = self.space_of(tid) else {
+            return;
+        };
+        let Some(uffd) = self.spaces.get(&space).and_then(|s| s.uffd.as_ref()) else {
+            return;
+        };
+        // Mapping by mapping: one unregister over a range that also holds a file mapping fails
+        // whole, and the kernel would then answer EBUSY, not the program's own error.
+        let maps = procfs::read_maps(tid).unwrap_or_default();
+        for entry in maps.iter().filter(|m| m.is_private_anon()) {
+            let clip = entry.start.max(range.start)..entry.end.min(range.end);
+            if clip.is_empty() {
+                continue;
+            }
+            if let Err(e) = uffd.unregister(clip.start, clip.end) {
+                tracing::debug!(tid, ?clip, "giving up a range the program registers: {e}");
+            }
+        }
+    }
+
+    /// An `mremap` that may move a locked mapping and grow it populates the new part inside
+    /// the syscall, while a move keeps the userfaultfd's `mmap_changing` raised: every fill is
+    /// refused with `EAGAIN` and the thread faults again forever. Such a source is unregistered
+    /// for the syscall's duration (the kernel fills it as it would untraced), then registered
+    /// and read again at the exit. Locked memory is rare: one read of `VmLck` tells.
+    pub(super) fn unregister_locked_source(
+        &self,
+        tid: i32,
+        call: LayoutSyscall,
+    ) -> Option<Range<u64>> {
+        let LayoutSyscall::Mremap {
+            old_addr,
+            old_len,
+            new_len,
+            flags,
+            ..
+        } = call
+        else {
+            return None;
+        };
+        if old_len == 0 || new_len <= old_len || flags & libc::MREMAP_MAYMOVE == 0 {
+            return None;
+        }
+        let (pid, space) = self.space_of(tid)?;
+        let uffd = self.spaces.get(&space)?.uffd.as_ref()?;
+        if procfs::locked_bytes(pid).unwrap_or(0) == 0 {
+            return None;
+        }
+        let source = old_addr..old_addr.saturating_add(old_len);
+        match uffd.unregister(source.start, source.end) {
+            Ok(()) => Some(source),
+            Err(e) => {
+                tracing::debug!(tid, ?source, "a locked mremap source stays registered: {e}");
+                None
+            }
+        }
+    }
+}
