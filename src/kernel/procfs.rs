@@ -107,15 +107,7 @@ pub fn tgid(tid: i32) -> Option<i32> {
 
 /// How much of a process's memory is locked (`VmLck` of `/proc/PID/status`), in bytes.
 pub fn locked_bytes(pid: i32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmLck:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
-    Some(kib * 1024)
+    status_number::<u64>(pid, "VmLck:").map(|kib| kib * 1024)
 }
 
 /// The parent process of a process, from `/proc/PID/status`.
@@ -123,12 +115,16 @@ pub fn parent(pid: i32) -> Option<i32> {
     status_number(pid, "PPid:")
 }
 
-fn status_number(pid: i32, key: &str) -> Option<i32> {
+/// The number after `key` in `/proc/PID/status` (its first word: sizes are followed by `kB`).
+fn status_number<T: std::str::FromStr>(pid: i32, key: &str) -> Option<T> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
-        .find_map(|l| l.strip_prefix(key))
-        .and_then(|v| v.trim().parse().ok())
+        .find_map(|l| l.strip_prefix(key))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// Where a thread is, for a message about a thread that would not stop: its state letter from

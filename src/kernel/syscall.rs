@@ -277,16 +277,28 @@ pub fn seccomp_entry(tid: i32) -> io::Result<Option<SeccompEntry>> {
 /// The range of the `struct uffdio_register` a thread at its `ioctl(UFFDIO_REGISTER)` passes
 /// (its first two fields, start and length), as a [`LayoutSyscall::UffdRegister`].
 pub fn uffd_register_range(tid: i32, args: [u64; 6], page_size: u64) -> io::Result<LayoutSyscall> {
-    use std::os::unix::fs::FileExt;
-    let mut range = [0u8; 16];
-    std::fs::File::open(format!("/proc/{tid}/mem"))?.read_exact_at(&mut range, args[2])?;
-    let (start, len) = range.split_at(8);
-    let field = |b: &[u8]| u64::from_ne_bytes(b.try_into().unwrap_or_default());
-    let (start, len) = (field(start), field(len));
     Ok(LayoutSyscall::UffdRegister {
-        start,
-        len: page_align(len, page_size),
+        start: read_word(tid, args[2])?,
+        len: page_align(read_word(tid, args[2].wrapping_add(8))?, page_size),
     })
+}
+
+/// A 64-bit word of a stopped thread's memory (a syscall's argument struct).
+fn read_word(tid: i32, addr: u64) -> io::Result<u64> {
+    use std::os::unix::fs::FileExt;
+    let mut word = [0u8; 8];
+    std::fs::File::open(format!("/proc/{tid}/mem"))?.read_exact_at(&mut word, addr)?;
+    Ok(u64::from_ne_bytes(word))
+}
+
+/// Writes a 64-bit word of a stopped thread's memory (`/proc/PID/mem` writes through page
+/// protections, as ptrace pokes do).
+fn write_word(tid: i32, addr: u64, value: u64) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(format!("/proc/{tid}/mem"))?
+        .write_all_at(&value.to_ne_bytes(), addr)
 }
 
 /// Makes a thread at a seccomp stop skip its syscall, which then returns `ENOSYS` (the kernel
@@ -323,19 +335,12 @@ pub fn clear_clone_untraced(tid: i32, call: SeccompEntry) -> io::Result<Option<C
             Ok(None)
         }
         libc::SYS_clone3 => {
-            use std::os::unix::fs::FileExt;
             let addr = call.args[0];
-            let mem = std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(format!("/proc/{tid}/mem"))?;
-            let mut flags = [0u8; 8];
-            mem.read_exact_at(&mut flags, addr)?;
-            let flags = u64::from_ne_bytes(flags);
+            let flags = read_word(tid, addr)?;
             if flags & untraced == 0 {
                 return Ok(None);
             }
-            mem.write_all_at(&(flags & !untraced).to_ne_bytes(), addr)?;
+            write_word(tid, addr, flags & !untraced)?;
             Ok(Some(CloneArgsFlags { addr, flags }))
         }
         _ => Ok(None),
@@ -344,11 +349,7 @@ pub fn clear_clone_untraced(tid: i32, call: SeccompEntry) -> io::Result<Option<C
 
 /// Puts a `clone3`'s flags back as the program wrote them, at the syscall's exit.
 pub fn restore_clone_args_flags(tid: i32, saved: CloneArgsFlags) -> io::Result<()> {
-    use std::os::unix::fs::FileExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(format!("/proc/{tid}/mem"))?
-        .write_all_at(&saved.flags.to_ne_bytes(), saved.addr)
+    write_word(tid, saved.addr, saved.flags)
 }
 
 /// What the syscall returned, for a thread at a syscall-exit stop; None if it is not at one.
@@ -374,13 +375,8 @@ pub fn clone_flags(tid: i32) -> io::Result<u64> {
         libc::SYS_clone => Ok(regs.rdi),
         libc::SYS_fork => Ok(0),
         libc::SYS_vfork => Ok((libc::CLONE_VM | libc::CLONE_VFORK) as u64),
-        libc::SYS_clone3 => {
-            // `struct clone_args` begins with the flags, a u64.
-            let mut flags = [0u8; 8];
-            let mem = std::fs::File::open(format!("/proc/{tid}/mem"))?;
-            std::os::unix::fs::FileExt::read_exact_at(&mem, &mut flags, regs.rdi)?;
-            Ok(u64::from_ne_bytes(flags))
-        }
+        // `struct clone_args` begins with the flags, a u64.
+        libc::SYS_clone3 => read_word(tid, regs.rdi),
         nr => Err(io::Error::other(format!(
             "a new child reported from syscall {nr}, which is no fork, vfork or clone"
         ))),
