@@ -67,11 +67,12 @@ impl Tracer {
     /// Asks every thread that can run user code to stop.
     fn begin_checkpoint(&mut self) {
         let mut waiting = HashSet::new();
+        let held = self.held_borrowers();
         for (&tid, t) in self.threads.iter_mut() {
             // Not yet attached, waiting for a vfork child, left in a group stop, or past the
             // exit stop: none of these can touch memory.
             // Held at a `ptrace` call until the thread it borrows is handed over: it stopped.
-            if t.awaiting_attach || t.in_vfork || t.listening || t.exiting || t.borrowing {
+            if t.awaiting_attach || t.in_vfork || t.listening || t.exiting || held.contains(&tid) {
                 continue;
             }
             // ESRCH: it is dying; its end will be reported, and it needs no stopping.

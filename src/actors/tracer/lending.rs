@@ -15,6 +15,8 @@
 //! (docs/ordering.md). A thread of another space (a debugger's target) is not lent: `EPERM`, one
 //! tracer per process (README).
 
+use std::collections::HashSet;
+
 use super::Tracer;
 use crate::kernel::ptrace::{self, Resume, Stop};
 use crate::kernel::{procfs, syscall};
@@ -66,9 +68,6 @@ impl Tracer {
                         handed_over: false,
                     },
                 );
-                if let Some(t) = self.threads.get_mut(&tid) {
-                    t.borrowing = true;
-                }
                 // A checkpoint under way waits for neither: the borrower is held here, and the
                 // target's stop is taken by the hand-over.
                 if let Some(c) = self.checkpoint.as_mut() {
@@ -110,7 +109,7 @@ impl Tracer {
             && self
                 .threads
                 .get(&target)
-                .is_some_and(|t| !t.exiting && !t.awaiting_attach && !t.borrowing)
+                .is_some_and(|t| !t.exiting && !t.awaiting_attach)
     }
 
     /// A stop of a thread being lent: at a stop between syscalls it is handed over, and its
@@ -136,7 +135,7 @@ impl Tracer {
             Stop::Signal { signal, .. } => Some(signal),
             Stop::Exiting { .. } | Stop::Exited { .. } | Stop::Killed { .. } => {
                 self.lent.remove(&tid);
-                self.release_borrower(borrower, Resume::Cont(None));
+                self.go(borrower, Resume::Cont(None));
                 return false;
             }
             // Inside a syscall (its seccomp or exit stop): it is handled as usual. Any trap
@@ -162,23 +161,25 @@ impl Tracer {
                 if let Some(t) = self.threads.get_mut(&borrower) {
                     t.reclaim = Some(Reclaim::IfRefused(tid));
                 }
-                self.release_borrower(borrower, Resume::Syscall);
+                self.go(borrower, Resume::Syscall);
             }
             // Dying: its end is still to come to us.
             Err(e) => {
                 tracing::debug!(tid, "detaching a lent thread: {e}");
                 self.lent.remove(&tid);
-                self.release_borrower(borrower, Resume::Cont(None));
+                self.go(borrower, Resume::Cont(None));
             }
         }
         true
     }
 
-    fn release_borrower(&mut self, borrower: i32, how: Resume) {
-        if let Some(t) = self.threads.get_mut(&borrower) {
-            t.borrowing = false;
-        }
-        self.go(borrower, how);
+    /// The threads held at a `ptrace` call until the thread they borrow is handed over.
+    pub(super) fn held_borrowers(&self) -> HashSet<i32> {
+        self.lent
+            .values()
+            .filter(|l| !l.handed_over)
+            .map(|l| l.borrower)
+            .collect()
     }
 
     /// At the exit stop of a borrower's `ptrace` call that attached or detached a lent thread.

@@ -128,8 +128,6 @@ struct Thread {
     /// syscall (a locked mapping that `mremap` moves and populates), registered again at its
     /// exit.
     unregistered: Option<Range<u64>>,
-    /// Held at its `ptrace` attach until the thread it asked for is handed over (lending.rs).
-    borrowing: bool,
     /// A lent thread to take back at this thread's `ptrace` call's exit (lending.rs).
     reclaim: Option<lending::Reclaim>,
     /// The flags of the `clone3` it is inside, to put back in its memory at the call's exit
@@ -151,7 +149,6 @@ impl Thread {
             serial: 0,
             raced: RangeSet::new(),
             unregistered: None,
-            borrowing: false,
             reclaim: None,
             clone_args: None,
         }
