@@ -178,6 +178,14 @@ impl Tracer {
                     tid = by.tid,
                     "PTRACE_GET_SYSCALL_INFO at a syscall exit: {e}"
                 );
+                // Killed out of its exit stop before it was read (SIGKILL, another thread's
+                // exit_group): the syscall stays begun, so that its exit stop describes the
+                // space again, and what the kernel did is not lost.
+                if e.raw_os_error() == Some(libc::ESRCH)
+                    && let Some(t) = self.threads.get_mut(&by.tid)
+                {
+                    t.entry = Some(call);
+                }
                 return nothing;
             }
         };

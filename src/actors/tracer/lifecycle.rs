@@ -390,12 +390,7 @@ impl Tracer {
             // Killed inside a layout syscall: its exit will never be reported, and it may or may
             // not have changed the layout. The mm is still whole here: describe it again from
             // the kernel.
-            let mut whole = RangeSet::new();
-            whole.insert(0..USER_SPACE_END);
-            self.describe_again(tid, space, whole);
-            if let Some(s) = self.spaces.get(&space) {
-                s.lane.send(LaneMessage::Ended { tid });
-            }
+            self.describe_whole_space(Some(tid), space, tid);
         }
         self.verify_at_exit(tid);
         // Never held by a checkpoint: past this stop it runs no user code, and a multithreaded
@@ -404,6 +399,33 @@ impl Tracer {
             c.forget(tid);
         }
         self.release_now(tid, Resume::Cont(None));
+    }
+
+    /// A thread killed inside a layout syscall with no exit stop at all (a SIGKILL skips
+    /// `PTRACE_EVENT_EXIT`): what the syscall did is in the kernel and not in the stream. The
+    /// space is described again through a thread of it still traced, before any later check
+    /// of it; with none left, the space is gone and nothing is owed.
+    fn describe_after_killed_syscall(&mut self, tid: i32, space: SpaceId) {
+        // A thread that is dying too may have dropped the mm already: one whose maps still read.
+        let mut others: Vec<i32> = self.threads_in(space).map(|(t, _)| t).collect();
+        others.sort_unstable();
+        let alive = others
+            .into_iter()
+            .find(|&t| procfs::read_maps(t).is_ok_and(|maps| !maps.is_empty()));
+        self.describe_whole_space(alive, space, tid);
+    }
+
+    /// Describes a whole space again through `through` (a thread whose maps can be read), if
+    /// any, and ends `ended`'s syscall in its lane.
+    fn describe_whole_space(&mut self, through: Option<i32>, space: SpaceId, ended: i32) {
+        if let Some(through) = through {
+            let mut whole = RangeSet::new();
+            whole.insert(0..USER_SPACE_END);
+            self.describe_again(through, space, whole);
+        }
+        if let Some(s) = self.spaces.get(&space) {
+            s.lane.send(LaneMessage::Ended { tid: ended });
+        }
     }
 
     /// A thread is gone; for the last one, its process.
@@ -416,6 +438,11 @@ impl Tracer {
         };
         let pid = thread.pid;
         let space = self.space_of_process(pid);
+        if thread.entry.is_some()
+            && let Some(space) = space
+        {
+            self.describe_after_killed_syscall(tid, space);
+        }
         let lane = space
             .and_then(|s| self.spaces.get(&s))
             .map(|s| s.lane.clone());

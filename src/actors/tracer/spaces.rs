@@ -428,7 +428,7 @@ impl Tracer {
     /// The pages of a range present now, read while the thread that changed the range is
     /// stopped. A read that fails is tried once more; then the range's pages are unknown, which
     /// a `warning` line says (never "none present"). None without a word for a space whose
-    /// pagemap could not be opened (its creation's warning said so).
+    /// pagemap could not be opened (its creation's warning said so), or that is gone.
     pub(super) fn present_at(
         &self,
         pid: i32,
@@ -446,6 +446,12 @@ impl Tracer {
         };
         match read().or_else(|_| read()) {
             Ok(pages) => Some(pages),
+            // The address space is gone (its last thread died meanwhile): nothing of it will be
+            // checked or shown any more, and its lines are about to end.
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+                tracing::debug!(space, "page tables of a space that is gone");
+                None
+            }
             Err(e) => {
                 self.warn(
                     Some(pid),
