@@ -308,6 +308,30 @@ fn all_stopped_within(pid: i32, within: Duration) -> Result<ThreadStates, Thread
     if stopped { Ok(states) } else { Err(states) }
 }
 
+/// Waits until every thread of `pid` is stopped and stays so, with `count` unchanged, over two
+/// looks 50 ms apart; the count then. The states last seen if that does not happen `within`.
+fn settled_within(
+    pid: i32,
+    count: &dyn Fn() -> String,
+    within: Duration,
+) -> Result<String, ThreadStates> {
+    let deadline = Instant::now() + within;
+    let mut last = Vec::new();
+    while Instant::now() < deadline {
+        let first = (all_stopped_within(pid, within).ok(), count());
+        std::thread::sleep(Duration::from_millis(50));
+        let second = (all_stopped_within(pid, within).ok(), count());
+        if let (Some(a), Some(b)) = (&first.0, &second.0)
+            && a == b
+            && first.1 == second.1
+        {
+            return Ok(second.1);
+        }
+        last = second.0.unwrap_or_default();
+    }
+    Err(last)
+}
+
 /// Lets the stopped workload go on and end, however the test ends: a failed assertion must not
 /// leave it stopped forever.
 struct LetItFinish {
@@ -359,7 +383,14 @@ fn a_thread_created_while_its_group_is_stopped_stays_stopped() {
         let stopped = all_stopped_within(pid, Duration::from_secs(10)).unwrap_or_else(|states| {
             panic!("round {round}: not every thread stopped within 10 s of SIGSTOP: {states:?}")
         });
-        let before = count();
+        // Under ptrace, a thread the tracer holds at a syscall or attach stop shows `t` too,
+        // and may run on for a moment before the SIGSTOP reaches the group (its delivery is a
+        // stop of its own, which the tracer answers). The group is stopped once nothing moves:
+        // a thread left running would bump the counter every 200 us and never let it settle.
+        let before =
+            settled_within(pid, &count, Duration::from_secs(10)).unwrap_or_else(|states| {
+                panic!("round {round}: the group did not settle within 10 s of SIGSTOP: {states:?}")
+            });
         let until = Instant::now() + STOPPED_FOR;
         while Instant::now() < until {
             std::thread::sleep(Duration::from_millis(20));
