@@ -52,6 +52,37 @@ pub enum MapCause {
     Split,
 }
 
+/// How a tracked range's pages are followed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Follow {
+    /// Every first touch, as it happens, with the thread that made it (userfaultfd).
+    #[default]
+    Faults,
+    /// By reading the page tables at layout changes, checkpoints, exits and on a timer: ranges
+    /// that may get transparent huge pages, which a userfaultfd would take away.
+    Scans,
+}
+
+impl Follow {
+    pub fn is_faults(&self) -> bool {
+        *self == Follow::Faults
+    }
+}
+
+/// How a `resident` line's pages were found, when not by a first touch's fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FoundBy {
+    /// A read of the page tables of a range followed by scans: present then, made so by some
+    /// thread since the last scan.
+    Scan,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PageState {
@@ -216,6 +247,10 @@ pub enum Event {
         page_size: u64,
         /// False with `--no-faults`: mappings are traced, first touches are not.
         faults: bool,
+        /// The machine's transparent huge page policy (`always`, `madvise`, `never`): which
+        /// ranges are followed by scans rather than faults.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        thp: Option<String>,
     },
     Exec {
         pid: i32,
@@ -257,6 +292,8 @@ pub enum Event {
         /// Only for tracked ranges.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         state: Option<PageState>,
+        #[serde(default, skip_serializing_if = "Follow::is_faults")]
+        follow: Follow,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cause: Option<MapCause>,
     },
@@ -286,6 +323,8 @@ pub enum Event {
         old: u64,
         new: u64,
         tracked: bool,
+        #[serde(default, skip_serializing_if = "Follow::is_faults")]
+        follow: Follow,
     },
     Discard {
         pid: i32,
@@ -306,12 +345,19 @@ pub enum Event {
     },
     Resident {
         pid: i32,
-        tid: i32,
+        /// The thread that touched the pages; unknown (absent) for pages found by a scan.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tid: Option<i32>,
         space: SpaceId,
         start: u64,
         end: u64,
         write: bool,
         faults: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<FoundBy>,
+        /// Mapped by transparent huge pages (PMDs), as a scan found them.
+        #[serde(default, skip_serializing_if = "is_false")]
+        huge: bool,
     },
     Exit {
         pid: i32,

@@ -467,6 +467,7 @@ mod tests {
             path: None,
             tracked: true,
             state: Some(state),
+            follow: crate::event::Follow::Faults,
             cause: None,
         }
     }
@@ -474,12 +475,14 @@ mod tests {
     fn resident(start: u64, end: u64) -> Event {
         Event::Resident {
             pid: 1,
-            tid: 1,
+            tid: Some(1),
             space: 0,
             start,
             end,
             write: true,
             faults: (end - start) / 4096,
+            by: None,
+            huge: false,
         }
     }
 

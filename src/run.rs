@@ -13,7 +13,9 @@ use crate::actors::state::{RunReport, StateActor, StateOptions};
 use crate::actors::supervisor::{self, Supervisor};
 use crate::actors::tracer::{TraceError, Tracer, TracerConfig};
 use crate::event::{Event, SCHEMA, VerifyTotals};
+use crate::kernel::thp::ThpPolicy;
 use crate::kernel::{spawn, uffd};
+use crate::test_hooks::{self, Fault};
 
 /// Inbox sizes. Large enough to absorb bursts, small enough that a stalled reader of the stream
 /// stalls the program within a few thousand events instead of buffering without bound.
@@ -146,6 +148,11 @@ pub fn run(options: RunOptions) -> RunOutcome {
     };
     let (state, state_handle) = StateActor::new(STATE_CAPACITY, writer, state_options);
     let (sequencer, sequencer_handle) = Sequencer::new(SEQUENCER_CAPACITY, state_handle, started);
+    let thp = if test_hooks::fails(Fault::ThpAlways, None) {
+        ThpPolicy::Always
+    } else {
+        ThpPolicy::of_this_machine()
+    };
     let start = Event::Start {
         schema: SCHEMA,
         version: env!("CARGO_PKG_VERSION").to_string(),
@@ -156,6 +163,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
             .collect(),
         page_size,
         faults: options.faults,
+        thp: Some(thp.name().to_string()),
     };
     supervisor::install_panic_hook();
     let supervisor = Supervisor::new();
@@ -182,6 +190,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
         },
         verify: options.verify,
         verify_every: options.verify_every.filter(|_| options.verify),
+        thp,
     };
     let tracer = Tracer::new(
         config,

@@ -12,7 +12,9 @@
 //! - `lane-panic`: the lane panics at its first first touch;
 //! - `state-panic`: the state actor panics at the first `exit` line;
 //! - `checkpoint-impatient`: a checkpoint waits 20 ms, not 2 s, for every thread to stop;
-//! - `killed-first`: the program is killed by SIGKILL before its first stop.
+//! - `killed-first`: the program is killed by SIGKILL before its first stop;
+//! - `thp-always`: the tracer takes the machine's transparent huge page policy to be `always`
+//!   (every private anonymous range followed by scans), whatever sysfs says.
 
 use crate::event::SpaceId;
 
@@ -27,6 +29,7 @@ pub enum Fault {
     StatePanic,
     CheckpointImpatient,
     KilledFirst,
+    ThpAlways,
 }
 
 #[cfg(feature = "test-hooks")]
@@ -41,6 +44,7 @@ impl Fault {
             Fault::StatePanic => "state-panic",
             Fault::CheckpointImpatient => "checkpoint-impatient",
             Fault::KilledFirst => "killed-first",
+            Fault::ThpAlways => "thp-always",
         }
     }
 }

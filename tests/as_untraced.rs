@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use mevi_actors::event::{Event, Line, MapCause, MapKind, WarningKind};
+use mevi_actors::event::{Event, Follow, FoundBy, Line, MapCause, MapKind, WarningKind};
 use mevi_actors::model::Replay;
 use mevi_actors::run::VERIFY_INCOMPLETE;
 
@@ -336,4 +336,92 @@ fn ptrace_calls_within_a_space_leave_every_thread_traced() {
 fn a_growsdown_mapping_growing_is_in_the_stream() {
     let t = runs_as_untraced(&[workload("u10_growsdown")]);
     assert_eq!(t.stdout, "grew 16 pages\n");
+}
+
+/// The first "NAME N" line of a workload's output, as a number.
+fn figure(text: &str, name: &str) -> Option<i64> {
+    text.lines().find_map(|l| {
+        l.strip_prefix(name)?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    })
+}
+
+/// A region the program asks to be huge keeps its huge pages: registering it with a userfaultfd
+/// would make every fault a 4 KiB one (0 kB of `AnonHugePages` before), and refuse
+/// `MADV_COLLAPSE` with `EBUSY`. Such a range is followed by scans instead: the same
+/// `AnonHugePages` and present pages as untraced, the pages it gets in `resident` lines found by a
+/// scan (huge, and not written for the huge zero page), and `--verify` agrees.
+#[test]
+fn a_region_asked_to_be_huge_keeps_its_huge_pages() {
+    for mode in ["huge", "collapse", "reads"] {
+        let program = [workload("u10_thp").into_os_string(), mode.into()];
+        let (_, stdout) = untraced(&program);
+        let huge_kb = figure(&stdout, "AnonHugePages ").unwrap_or(0);
+        assert!(
+            huge_kb > 0,
+            "{mode}: no huge page untraced on this machine (is THP off?): {stdout}"
+        );
+        // Whether the kernel finds free 2 MiB blocks is the machine's state, not ours: one more
+        // pair of runs before two differing figures count.
+        let t = match std::panic::catch_unwind(|| runs_as_untraced(&program)) {
+            Ok(t) => t,
+            Err(_) => runs_as_untraced(&program),
+        };
+        let region: Vec<u64> = t
+            .stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("region "))
+            .expect("the workload names its region")
+            .split_whitespace()
+            .map(|h| u64::from_str_radix(h, 16).unwrap())
+            .collect();
+        let (start, end) = (region[0], region[1]);
+        let scanned_map = t.lines.iter().any(|l| {
+            matches!(&l.event, Event::Map { start: s, follow: Follow::Scans, .. }
+                if *s == start)
+        });
+        assert!(scanned_map, "{mode}: the region is followed by scans");
+        let huge: u64 = t
+            .lines
+            .iter()
+            .filter_map(|l| match l.event {
+                Event::Resident {
+                    start: s,
+                    end: e,
+                    by: Some(FoundBy::Scan),
+                    huge: true,
+                    write: true,
+                    tid: None,
+                    ..
+                } if start <= s && e <= end => Some(e - s),
+                _ => None,
+            })
+            .sum();
+        // `AnonHugePages` leaves out the huge zero page. A collapse changes no page's presence:
+        // its pages came by faults before it.
+        if mode != "collapse" {
+            assert_eq!(
+                huge / 1024,
+                huge_kb as u64,
+                "{mode}: huge pages in the stream"
+            );
+        }
+        if mode == "reads" {
+            let zero_huge = t.lines.iter().any(|l| {
+                matches!(
+                    l.event,
+                    Event::Resident {
+                        huge: true,
+                        write: false,
+                        by: Some(_),
+                        ..
+                    }
+                )
+            });
+            assert!(zero_huge, "the huge zero page is a read");
+        }
+    }
 }

@@ -79,7 +79,7 @@ fn eight_threads_faulting_one_region() {
         .events("resident")
         .filter_map(|e| match e {
             Event::Resident { tid, start, .. } if *start >= shared.start && *start < shared.end => {
-                Some(*tid)
+                *tid
             }
             _ => None,
         })

@@ -121,7 +121,7 @@ fn demo_runs_a_multithreaded_workload_with_nothing_installed() {
     let tids: std::collections::HashSet<i32> = lines
         .iter()
         .filter_map(|l| match l.event {
-            Event::Resident { tid, .. } => Some(tid),
+            Event::Resident { tid, .. } => tid,
             _ => None,
         })
         .collect();

@@ -171,8 +171,19 @@ pub fn trace<S: AsRef<OsStr>>(flags: &[&str], program: &[S]) -> Traced {
 
 /// `trace`, failing the test if the run outlives `timeout`.
 pub fn trace_within<S: AsRef<OsStr>>(flags: &[&str], program: &[S], timeout: Duration) -> Traced {
+    trace_with_env(&[], flags, program, timeout)
+}
+
+/// `trace_within`, with `env` set for mevi-actors (and so for the program).
+pub fn trace_with_env<S: AsRef<OsStr>>(
+    env: &[(&str, &str)],
+    flags: &[&str],
+    program: &[S],
+    timeout: Duration,
+) -> Traced {
     let file = scratch("stream");
     let mut cmd = Command::new(bin());
+    cmd.envs(env.iter().copied());
     cmd.arg("run").args(flags).arg("-o").arg(&file).arg("--");
     cmd.args(program);
     let (status, stdout, stderr) = run_within(&mut cmd, timeout);

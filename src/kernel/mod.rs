@@ -9,6 +9,7 @@ pub mod procfs;
 pub mod ptrace;
 pub mod spawn;
 pub mod syscall;
+pub mod thp;
 pub mod tick;
 pub mod uffd;
 

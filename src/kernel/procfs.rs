@@ -215,10 +215,22 @@ struct PageRegion {
 
 const PAGE_IS_PRESENT: u64 = 1 << 3;
 const PAGE_IS_SWAPPED: u64 = 1 << 4;
+const PAGE_IS_PFNZERO: u64 = 1 << 5;
+const PAGE_IS_HUGE: u64 = 1 << 6;
 /// pagemap entry bits (Documentation/admin-guide/mm/pagemap.rst).
 const PM_PRESENT: u64 = 1 << 63;
 const PM_SWAPPED: u64 = 1 << 62;
 nix::ioctl_readwrite!(pagemap_scan, b'f', 16, PmScanArg);
+
+/// A run of populated pages of one kind.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PopulatedRun {
+    pub range: Range<u64>,
+    /// Mapped to the shared zero page (read, never written).
+    pub zero: bool,
+    /// Mapped by huge pages (PMDs).
+    pub huge: bool,
+}
 
 /// An open `/proc/PID/pagemap`. It pins the mm it was opened on, so it keeps answering for that
 /// address space (and only that one) across the opener's exec or exit; once the mm is gone it
@@ -243,12 +255,26 @@ impl Pagemap {
     /// memory or swapped out. A swapped-out page still exists (swapping it in raises no
     /// userfaultfd fault); only a page that is neither has to be touched again to exist.
     pub fn populated_runs(&self, range: Range<u64>) -> io::Result<Vec<Range<u64>>> {
+        let mut runs: Vec<Range<u64>> = Vec::new();
+        for run in self.populated(range)? {
+            match runs.last_mut() {
+                Some(last) if last.end == run.range.start => last.end = run.range.end,
+                _ => runs.push(run.range),
+            }
+        }
+        Ok(runs)
+    }
+
+    /// The populated pages inside `range` (page-aligned), in address order, in runs of one kind:
+    /// the shared zero page or not, mapped by a huge page (a PMD) or not. A kernel without
+    /// `PAGEMAP_SCAN` tells neither: every run is then given as written, small pages.
+    pub fn populated(&self, range: Range<u64>) -> io::Result<Vec<PopulatedRun>> {
         use std::sync::atomic::Ordering::Relaxed;
         if range.is_empty() {
             return Ok(Vec::new());
         }
         if self.scan.load(Relaxed) {
-            match self.scan_present(range.clone()) {
+            match self.scan_populated(range.clone()) {
                 Ok(runs) => return Ok(runs),
                 // ENOTTY/EINVAL: a kernel without PAGEMAP_SCAN; read the entries instead.
                 Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTTY | libc::EINVAL)) => {
@@ -257,11 +283,19 @@ impl Pagemap {
                 Err(e) => return Err(e),
             }
         }
-        self.read_present(range)
+        Ok(self
+            .read_present(range)?
+            .into_iter()
+            .map(|range| PopulatedRun {
+                range,
+                zero: false,
+                huge: false,
+            })
+            .collect())
     }
 
-    fn scan_present(&self, range: Range<u64>) -> io::Result<Vec<Range<u64>>> {
-        let mut runs: Vec<Range<u64>> = Vec::new();
+    fn scan_populated(&self, range: Range<u64>) -> io::Result<Vec<PopulatedRun>> {
+        let mut runs: Vec<PopulatedRun> = Vec::new();
         let mut regions = vec![PageRegion::default(); 512];
         let mut start = range.start;
         while start < range.end {
@@ -272,7 +306,7 @@ impl Pagemap {
                 vec: regions.as_mut_ptr() as u64,
                 vec_len: regions.len() as u64,
                 category_anyof_mask: PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
-                return_mask: PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+                return_mask: PAGE_IS_PRESENT | PAGE_IS_SWAPPED | PAGE_IS_PFNZERO | PAGE_IS_HUGE,
                 ..Default::default()
             };
             // SAFETY: `arg` describes `regions`, a live buffer of `vec_len` page_region structs
@@ -280,9 +314,19 @@ impl Pagemap {
             let n = unsafe { pagemap_scan(self.file.as_raw_fd(), &mut arg) }
                 .map_err(io::Error::from)? as usize;
             for r in &regions[..n.min(regions.len())] {
+                let run = PopulatedRun {
+                    range: r.start..r.end,
+                    zero: r.categories & PAGE_IS_PFNZERO != 0,
+                    huge: r.categories & PAGE_IS_HUGE != 0,
+                };
                 match runs.last_mut() {
-                    Some(last) if last.end == r.start => last.end = r.end,
-                    _ => runs.push(r.start..r.end),
+                    Some(last)
+                        if last.range.end == run.range.start
+                            && (last.zero, last.huge) == (run.zero, run.huge) =>
+                    {
+                        last.range.end = run.range.end
+                    }
+                    _ => runs.push(run),
                 }
             }
             if arg.walk_end <= start {

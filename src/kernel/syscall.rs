@@ -9,6 +9,9 @@ use nix::unistd::Pid;
 
 use super::page_align;
 
+/// `MADV_COLLAPSE` (Linux 6.1), which the libc crate does not name.
+const MADV_COLLAPSE: i32 = 25;
+
 /// A `madvise` advice that drops pages at once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DiscardAdvice {
@@ -61,6 +64,8 @@ pub enum LayoutSyscall {
         len: u64,
         /// None for advice that drops nothing at once.
         discard: Option<DiscardAdvice>,
+        /// `MADV_HUGEPAGE` or `MADV_COLLAPSE`: the range is to have huge pages.
+        huge: bool,
     },
     /// `mprotect` or `pkey_mprotect`: no page or mapping comes or goes, only `prot` changes.
     Mprotect {
@@ -110,6 +115,7 @@ impl LayoutSyscall {
                 addr: a[0],
                 len: align(a[1]),
                 discard: DiscardAdvice::of(a[2] as i32),
+                huge: matches!(a[2] as i32, libc::MADV_HUGEPAGE | MADV_COLLAPSE),
             },
             libc::SYS_brk => LayoutSyscall::Brk { addr: a[0] },
             libc::SYS_mprotect | libc::SYS_pkey_mprotect => LayoutSyscall::Mprotect {
@@ -131,6 +137,7 @@ impl LayoutSyscall {
                 addr,
                 len,
                 discard: Some(_),
+                ..
             } => vec![span(addr, len)],
             LayoutSyscall::Mmap {
                 addr, len, flags, ..
@@ -423,7 +430,8 @@ mod tests {
             LayoutSyscall::Madvise {
                 addr: P,
                 len: P,
-                discard: Some(DiscardAdvice::DontNeed)
+                discard: Some(DiscardAdvice::DontNeed),
+                huge: false
             }
         );
         let free = LayoutSyscall::decode(
@@ -432,6 +440,18 @@ mod tests {
             P,
         );
         assert!(free.reach().is_empty());
+        for (advice, huge) in [
+            (libc::MADV_HUGEPAGE, true),
+            (25, true),
+            (libc::MADV_NOHUGEPAGE, false),
+        ] {
+            let decoded =
+                LayoutSyscall::decode(libc::SYS_madvise, [P, P, advice as u64, 0, 0, 0], P);
+            assert!(
+                matches!(decoded, LayoutSyscall::Madvise { huge: h, discard: None, .. } if h == huge)
+            );
+            assert!(decoded.reach().is_empty());
+        }
         assert_eq!(
             LayoutSyscall::decode(libc::SYS_openat, [0; 6], P),
             LayoutSyscall::Other {

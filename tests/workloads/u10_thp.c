@@ -2,22 +2,55 @@
  * u10_thp.c - issue 10: a region the program asks to be huge.
  *
  * Prints the THP setting (/sys/kernel/mm/transparent_hugepage/enabled), maps
- * 64 MiB aligned to 2 MiB, madvise(MADV_HUGEPAGE), writes every 4 KiB page,
- * and prints "AnonHugePages N kB" from /proc/self/smaps_rollup.
- * Untraced with THP madvise/always: 65536 kB. Exit 0 (1 on a failed call).
- * Before issue 10 the tracer's userfaultfd made every fault a 4 KiB one: 0 kB.
+ * 64 MiB aligned to 2 MiB, prints "region START END" (hex) on stderr, and by
+ * MODE:
+ *   huge (or none): madvise(MADV_HUGEPAGE), then writes every 4 KiB page;
+ *   collapse : writes every 4 KiB page of the first 2 MiB, then
+ *              madvise(MADV_COLLAPSE) on it and prints "collapse ok" (or the
+ *              errno's name) - untraced the kernel makes one huge page of it;
+ *   reads    : madvise(MADV_HUGEPAGE), then reads one byte of each 2 MiB
+ *              block (the huge zero page, where the kernel uses it) and
+ *              writes the second half of the region.
+ * Then prints "AnonHugePages N kB" from /proc/self/smaps_rollup, and the
+ * region's pages present by /proc/self/pagemap as "present N".
+ * Untraced with THP madvise/always: 65536 kB (collapse: 2048 kB; reads: at
+ * least 32768 kB). Exit 0 (1 on a failed call).
+ * Before issue 10 the tracer's userfaultfd made every fault a 4 KiB one: 0 kB,
+ * and MADV_COLLAPSE got EBUSY.
  */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #define HUGE (2UL << 20)
 #define SIZE (64UL << 20)
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
 
-int main(void)
+static long present_pages(char *p, size_t size)
 {
+    int fd = open("/proc/self/pagemap", O_RDONLY);
+    if (fd < 0) return -1;
+    long n = 0;
+    uint64_t entries[512];
+    for (size_t off = 0; off < size; off += 512 * 4096UL) {
+        off_t at = (off_t)(((uintptr_t)p + off) / 4096) * 8;
+        if (pread(fd, entries, sizeof entries, at) != (ssize_t)sizeof entries) { n = -1; break; }
+        for (int i = 0; i < 512; i++) n += (entries[i] >> 63) & 1;
+    }
+    close(fd);
+    return n;
+}
+
+int main(int argc, char **argv)
+{
+    const char *mode = argc > 1 ? argv[1] : "";
     char line[256];
     FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
     if (f && fgets(line, sizeof line, f)) printf("thp %s", line);
@@ -28,13 +61,27 @@ int main(void)
     /* trim to exactly [p, p+SIZE) so the region is its own aligned VMA */
     if (p > raw) munmap(raw, p - raw);
     if (raw + HUGE > p) munmap(p + SIZE, raw + HUGE - p);
-    if (madvise(p, SIZE, MADV_HUGEPAGE)) { perror("madvise"); return 1; }
-    for (size_t i = 0; i < SIZE; i += 4096) p[i] = 1;
+    fprintf(stderr, "region %lx %lx\n", (unsigned long)p, (unsigned long)(p + SIZE));
+    if (strcmp(mode, "collapse") == 0) {
+        for (size_t i = 0; i < HUGE; i += 4096) p[i] = 1;
+        int r = madvise(p, HUGE, MADV_COLLAPSE);
+        printf("collapse %s\n", r == 0 ? "ok" : strerrorname_np(errno));
+    } else {
+        if (madvise(p, SIZE, MADV_HUGEPAGE)) { perror("madvise"); return 1; }
+        if (strcmp(mode, "reads") == 0) {
+            volatile char sum = 0;
+            for (size_t i = 0; i < SIZE / 2; i += HUGE) sum += p[i];
+            for (size_t i = SIZE / 2; i < SIZE; i += 4096) p[i] = 1;
+        } else {
+            for (size_t i = 0; i < SIZE; i += 4096) p[i] = 1;
+        }
+    }
     long huge_kb = -1;
     f = fopen("/proc/self/smaps_rollup", "r");
     while (f && fgets(line, sizeof line, f))
         sscanf(line, "AnonHugePages: %ld kB", &huge_kb);
     if (f) fclose(f);
     printf("AnonHugePages %ld kB\n", huge_kb);
+    printf("present %ld\n", present_pages(p, SIZE));
     return 0;
 }

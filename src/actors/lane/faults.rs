@@ -6,7 +6,7 @@ use std::time::Instant;
 use super::Lane;
 use super::touches::TouchRun;
 use crate::actors::sequencer::Stamped;
-use crate::event::{Event, MapKind, PageState};
+use crate::event::{Event, Follow, MapKind, PageState};
 use crate::kernel::procfs;
 use crate::kernel::uffd::{PageFault, Resolution, UffdMessage};
 use crate::test_hooks::{self, Fault};
@@ -146,6 +146,7 @@ impl Lane {
             path: None,
             tracked: true,
             state: Some(PageState::NotResident),
+            follow: Follow::Faults,
             cause: None,
         };
         self.emit(Stamped { at, event }).await;

@@ -155,6 +155,7 @@ impl Lane {
                 kind,
                 path,
                 tracked,
+                follow,
                 cause,
                 ..
             } => {
@@ -176,12 +177,15 @@ impl Lane {
                         path: path.clone(),
                         tracked,
                         state: Some(state),
+                        follow,
                         cause: if i == 0 { cause } else { Some(MapCause::Split) },
                     };
                     self.forward(Stamped { at, event }).await;
                 }
             }
-            brk @ Event::Brk { pid, tid, .. } => {
+            brk @ Event::Brk {
+                pid, tid, follow, ..
+            } => {
                 self.forward(Stamped { at, event: brk }).await;
                 for run in present {
                     let event = Event::Map {
@@ -195,6 +199,7 @@ impl Lane {
                         path: None,
                         tracked: true,
                         state: Some(PageState::Resident),
+                        follow,
                         cause: Some(MapCause::Split),
                     };
                     self.forward(Stamped { at, event }).await;

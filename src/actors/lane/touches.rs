@@ -30,12 +30,14 @@ impl TouchRun {
             at: self.at,
             event: Event::Resident {
                 pid: self.pid,
-                tid: self.tid,
+                tid: Some(self.tid),
                 space,
                 start: self.start,
                 end: self.end,
                 write: self.write,
                 faults: self.faults,
+                by: None,
+                huge: false,
             },
         }
     }
@@ -150,7 +152,7 @@ mod tests {
                     write,
                     faults,
                     ..
-                } => (tid, start / PAGE, end / PAGE, write, faults),
+                } => (tid.unwrap(), start / PAGE, end / PAGE, write, faults),
                 ref other => panic!("not a resident line: {other:?}"),
             })
             .collect()

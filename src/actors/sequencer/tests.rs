@@ -30,6 +30,7 @@ fn map(pid: i32, space: SpaceId, start: u64) -> Event {
         path: None,
         tracked: true,
         state: Some(crate::event::PageState::NotResident),
+        follow: crate::event::Follow::Faults,
         cause: None,
     }
 }
@@ -53,6 +54,7 @@ fn start() -> Event {
         argv: vec![],
         page_size: 4096,
         faults: true,
+        thp: None,
     }
 }
 

@@ -161,7 +161,7 @@ impl StateActor {
             self.options.corrupt_first_touch = false;
             self.model.apply(&Event::Discard {
                 pid,
-                tid,
+                tid: tid.unwrap_or(pid),
                 space,
                 start,
                 end: start + self.options.page_size,

@@ -171,6 +171,16 @@ impl Tracer {
         }
     }
 
+    /// At a thread's exit stop: if no other thread of its space can run user code any more, the
+    /// ranges followed by scans are read for the last time (the mm is still whole here).
+    pub(super) fn scan_at_exit(&self, tid: i32) {
+        if let Some((pid, space)) = self.space_of(tid)
+            && self.space_is_quiescent(space)
+        {
+            self.scan_whole(pid, space);
+        }
+    }
+
     /// Whether no thread of the space can run user code (each has reached its exit stop, waits
     /// for a vfork child, or has not started).
     fn space_is_quiescent(&self, space: SpaceId) -> bool {
@@ -191,6 +201,9 @@ impl Tracer {
             let Some(pid) = self.threads.get(&tid).map(|t| t.pid) else {
                 continue;
             };
+            // Ranges followed by scans are read now, while the threads are stopped: the check
+            // then compares a stream that is exact there too.
+            self.scan_whole(pid, id);
             let (done, answer) = mpsc::sync_channel(1);
             space.lane.send(LaneMessage::Checkpoint {
                 pid,

@@ -10,7 +10,7 @@ use super::Tracer;
 use super::spaces::{MapAt, NewMapping};
 use crate::actors::lane::{LaneMessage, PagesAtExit};
 use crate::actors::sequencer::Stamped;
-use crate::event::{Event, MapKind, SpaceId, prot_string};
+use crate::event::{Event, Follow, MapKind, SpaceId, prot_string};
 use crate::kernel::procfs;
 use crate::kernel::ptrace::Resume;
 use crate::kernel::syscall::{self, DiscardAdvice, LayoutSyscall, SyscallReturn};
@@ -65,8 +65,13 @@ impl Tracer {
                 self.give_up_range(tid, start..start.saturating_add(len));
                 None
             }
-            call => self.unregister_locked_source(tid, call),
+            call => self
+                .unregister_locked_source(tid, call)
+                .or_else(|| self.scans_instead(tid, call)),
         });
+        if let Some(call) = &entry {
+            self.scan_before(tid, call);
+        }
         if let Some(thread) = self.threads.get_mut(&tid) {
             thread.entry = entry;
             thread.serial += 1;
@@ -133,7 +138,7 @@ impl Tracer {
         {
             // Nothing moved: the source is followed again, and its pages read again (another
             // thread's touch of it meanwhile was the kernel's own).
-            self.register(space, source.clone());
+            self.register_again(space, source.clone());
             read_again.insert(source);
         }
         // Begun syscalls of other threads that may have acted on what this one reported: which
@@ -223,6 +228,9 @@ impl Tracer {
             LayoutSyscall::Munmap { addr, len } => {
                 let range = addr..addr.saturating_add(len);
                 add(range.clone());
+                if let Some(s) = self.spaces.get(&by.space) {
+                    s.scans.borrow_mut().forget(range.clone());
+                }
                 self.observed(
                     by.space,
                     Event::Unmap {
@@ -271,9 +279,14 @@ impl Tracer {
                     // `remap` line, which replays the source as empty (docs/ordering.md, R6b).
                     read_again.insert(old_addr..old_addr.saturating_add(old_len));
                 }
+                let old = old_addr..old_addr.saturating_add(old_len);
+                let new = rval..rval.saturating_add(new_len);
+                if let Some(s) = self.spaces.get(&by.space) {
+                    s.scans.borrow_mut().moved(old, new.clone(), dontunmap);
+                }
                 // The moved or grown mapping keeps its registration (EVENT_REMAP); this only
                 // matters where the kernel made a new VMA, and fails harmlessly elsewhere.
-                self.register(by.space, rval..rval.saturating_add(new_len));
+                self.register_again(by.space, new);
                 self.observed(
                     by.space,
                     Event::Remap {
@@ -293,6 +306,7 @@ impl Tracer {
                 addr,
                 len,
                 discard: Some(advice),
+                ..
             } => {
                 let range = addr..addr.saturating_add(len);
                 add(range.clone());
@@ -315,6 +329,18 @@ impl Tracer {
                 // The program's own userfaultfd has it now: described again, untracked.
                 let range = start..start.saturating_add(len);
                 if !range.is_empty() {
+                    read_again.insert(range);
+                }
+            }
+            LayoutSyscall::Madvise {
+                addr,
+                len,
+                huge: true,
+                ..
+            } => {
+                // Followed by scans from its entry on (scans_instead): described again as such.
+                let range = addr..addr.saturating_add(len);
+                if self.has_scanned(by.space) && !range.is_empty() {
                     read_again.insert(range);
                 }
             }
@@ -351,6 +377,11 @@ impl Tracer {
         };
         let trackable = anon && !shared && flags & libc::MAP_HUGETLB == 0;
         let followed = self.spaces.get(&by.space).is_some_and(|s| s.uffd.is_some());
+        let grows_down = flags & libc::MAP_GROWSDOWN != 0;
+        if let Some(s) = self.spaces.get(&by.space) {
+            // What was mapped there before (MAP_FIXED) is gone, with its advice.
+            s.scans.borrow_mut().forget(range.clone());
+        }
         if trackable
             && followed
             && let Some(space) = self.spaces.get(&by.space)
@@ -362,8 +393,11 @@ impl Tracer {
                 range: range.clone(),
             });
         }
-        let registered = trackable && self.register(by.space, range.clone());
-        let grows_down = flags & libc::MAP_GROWSDOWN != 0;
+        let follow = if trackable {
+            self.follow(by.space, range.clone(), grows_down)
+        } else {
+            None
+        };
         let at = MapAt {
             cause: None,
             pid: by.pid,
@@ -375,7 +409,7 @@ impl Tracer {
             prot: prot_string(prot),
             kind,
             path,
-            registered,
+            follow,
         };
         let tracked = self.send_map(at, mapping);
         if grows_down
@@ -429,14 +463,34 @@ impl Tracer {
                 range: old..new,
             });
         }
-        let grown = new > old && self.register(by.space, old..new);
-        // Another thread can touch the new heap before it was registered above: the lane reads
-        // which pages are already there.
-        let at_exit = if grown {
-            self.present_or_unregister(by.pid, by.space, old..new)
+        if new < old {
+            space.scans.borrow_mut().forget(new..old);
+        }
+        let follow = if new > old {
+            self.follow(by.space, old..new, false)
         } else {
             None
         };
+        // Another thread can touch the new heap before it was registered above: the lane reads
+        // which pages are already there.
+        let at_exit = match follow {
+            Some(Follow::Faults) => self.present_or_unregister(by.pid, by.space, old..new),
+            Some(Follow::Scans) => {
+                let pages = self.present_at(by.pid, by.space, old..new);
+                let mut scans = space.scans.borrow_mut();
+                match &pages {
+                    Some(pages) => scans.described(old..new, &pages.present),
+                    None => scans.forget(old..new),
+                }
+                pages
+            }
+            None => None,
+        };
+        let scanned = space
+            .scans
+            .borrow()
+            .followed
+            .overlaps(&(old.min(new)..old.max(new)));
         let event = Event::Brk {
             pid: by.pid,
             tid: by.tid,
@@ -445,6 +499,11 @@ impl Tracer {
             new,
             // A shrinking heap stays as tracked as it was.
             tracked: at_exit.is_some() || (new < old && space.uffd.is_some()),
+            follow: if scanned || follow == Some(Follow::Scans) {
+                Follow::Scans
+            } else {
+                Follow::Faults
+            },
         };
         match at_exit {
             Some(at_exit) => space.lane.send(LaneMessage::Mapped {
@@ -470,7 +529,13 @@ impl Tracer {
                 present: Vec::new(),
             },
             Some(_) => match self.present_at(by.pid, by.space, range.clone()) {
-                Some(pages) => pages,
+                Some(pages) => {
+                    space
+                        .scans
+                        .borrow_mut()
+                        .discarded(range.clone(), &pages.present);
+                    pages
+                }
                 None => {
                     let mut unknown = RangeSet::new();
                     unknown.insert(range);

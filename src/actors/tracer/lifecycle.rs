@@ -107,8 +107,7 @@ impl Tracer {
                 (kind, space_id)
             } else {
                 let id = self.allocate_space();
-                let brk = self.spaces.get(&space_id).map_or(0, |s| s.brk);
-                new_space = Some((id, brk));
+                new_space = Some((id, self.inherited_from(Some(space_id))));
                 (ForkKind::Fork, id)
             };
             self.processes.insert(
@@ -213,12 +212,12 @@ impl Tracer {
 
     /// A new child's first stop: it has run no code of its own yet.
     pub(super) fn on_attached(&mut self, tid: i32) {
-        let Some((new_space, parent_brk)) =
+        let Some((new_space, inherited)) =
             self.threads.get_mut(&tid).and_then(|t| t.new_space.take())
         else {
             return self.resume_after_setup(tid);
         };
-        let result = self.create_space(tid, new_space, Origin::Fork { parent_brk });
+        let result = self.create_space(tid, new_space, Origin::Fork(inherited));
         self.processes.insert(
             tid,
             Process {
@@ -356,9 +355,7 @@ impl Tracer {
     fn follow_child_alone(&mut self, child: i32, parent: i32, parent_space: Option<SpaceId>) {
         let id = self.allocate_space();
         let parent_space = parent_space.filter(|s| self.spaces.contains_key(s));
-        let brk = parent_space
-            .and_then(|s| self.spaces.get(&s))
-            .map_or(0, |s| s.brk);
+        let inherited = self.inherited_from(parent_space);
         let fork = Event::Fork {
             pid: parent,
             tid: parent,
@@ -376,7 +373,7 @@ impl Tracer {
         }
         self.processes.insert(child, Process { space: None });
         self.threads
-            .insert(child, Thread::new(child, false, Some((id, brk))));
+            .insert(child, Thread::new(child, false, Some((id, inherited))));
     }
 
     /// PTRACE_EVENT_EXIT: the thread is leaving, its mm still whole. If no other thread of its
@@ -392,6 +389,7 @@ impl Tracer {
             // the kernel.
             self.describe_whole_space(Some(tid), space, tid);
         }
+        self.scan_at_exit(tid);
         self.verify_at_exit(tid);
         // Never held by a checkpoint: past this stop it runs no user code, and a multithreaded
         // execve waits (where ptrace cannot stop it) until the threads it kills have gone.

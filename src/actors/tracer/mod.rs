@@ -19,6 +19,7 @@ mod layout;
 mod lending;
 mod lifecycle;
 mod races;
+mod scans;
 mod spaces;
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -43,6 +44,7 @@ use crate::kernel::inject::SyscallSite;
 use crate::kernel::ptrace::{self, Resume, Stop};
 use crate::kernel::spawn::{self, Prepared};
 use crate::kernel::syscall::LayoutSyscall;
+use crate::kernel::thp::ThpPolicy;
 use crate::kernel::tick::{self, TracerWaker};
 
 use checkpoints::Checkpoint;
@@ -62,6 +64,9 @@ pub struct TracerConfig {
     pub verify: bool,
     /// `--verify-every`: also stop every traced thread this often and check every space.
     pub verify_every: Option<Duration>,
+    /// Which private anonymous ranges may get transparent huge pages, and so are followed by
+    /// scans rather than registered.
+    pub thp: ThpPolicy,
 }
 
 /// How the traced program ended.
@@ -105,9 +110,9 @@ struct Thread {
     entry: Option<LayoutSyscall>,
     /// A new child whose attach stop has not been seen yet.
     awaiting_attach: bool,
-    /// For a fork child: the space it must be given at its attach stop, and the parent's
-    /// program break (the child's mm is a copy, brk included).
-    new_space: Option<(SpaceId, u64)>,
+    /// For a fork child: the space it must be given at its attach stop, and what it has of its
+    /// parent's space.
+    new_space: Option<(SpaceId, spaces::Inherited)>,
     /// Past its exit stop: it runs no user code any more.
     exiting: bool,
     /// A vfork parent waiting for its child: it runs no user code until the child execs or exits,
@@ -136,7 +141,11 @@ struct Thread {
 }
 
 impl Thread {
-    fn new(pid: i32, awaiting_attach: bool, new_space: Option<(SpaceId, u64)>) -> Self {
+    fn new(
+        pid: i32,
+        awaiting_attach: bool,
+        new_space: Option<(SpaceId, spaces::Inherited)>,
+    ) -> Self {
         Self {
             pid,
             entry: None,
@@ -265,10 +274,12 @@ impl Tracer {
         // give up a stuck one on time, and to see an actor's failure even if the supervisor's own
         // wake-up came just before a wait.
         self.next_checkpoint = self.config.verify_every.map(|every| Instant::now() + every);
+        // And for ranges followed by scans: timed scans come at most this often.
         let tick = self
             .config
             .verify_every
-            .map_or(checkpoints::TICK, |every| every.min(checkpoints::TICK));
+            .map_or(checkpoints::TICK, |every| every.min(checkpoints::TICK))
+            .min(scans::QUICKEST);
         let _ticker = tick::start(tick, waker)?;
         loop {
             if let Some(failure) = self.supervisor.failure() {
@@ -280,6 +291,7 @@ impl Tracer {
                 // no other stop comes meanwhile.
                 self.settle_checkpoint();
                 self.checkpoint_if_due();
+                self.scan_if_due();
             }
             let stop = match self.pending.pop_front() {
                 Some(stop) => stop,

@@ -1,15 +1,19 @@
 //! Address spaces: making one (a userfaultfd injected into the tracee, a lane, a snapshot of
 //! its mappings with their present pages), registering and describing mappings, and ending one.
 
+use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
 
+use rangemap::RangeSet;
+
 use super::Tracer;
 use super::USER_SPACE_END;
+use super::scans::Scans;
 use crate::actors::lane::{Lane, LaneHandle, LaneMessage, PagesAtExit};
 use crate::actors::sequencer::{SequencerMessage, Stamped};
-use crate::event::{Event, MapCause, MapKind, PageState, SpaceId, WarningKind};
+use crate::event::{Event, Follow, MapCause, MapKind, PageState, SpaceId, WarningKind};
 use crate::kernel::inject::{self, InjectError, Injection};
 use crate::kernel::procfs::{self, MapsEntry, Pagemap};
 use crate::kernel::uffd::AddressSpaceUffd;
@@ -24,12 +28,23 @@ pub(super) struct Space {
     pub(super) brk: u64,
     /// Processes living in this space (more than one after vfork or clone(CLONE_VM)).
     pub(super) members: usize,
+    /// The ranges followed by scans rather than faults (transparent huge pages).
+    pub(super) scans: RefCell<Scans>,
 }
 
 /// Where a new space comes from.
 pub(super) enum Origin {
     Exec { former_tid: i32 },
-    Fork { parent_brk: u64 },
+    Fork(Inherited),
+}
+
+/// What a fork child's space has of its parent's besides its mappings.
+#[derive(Debug)]
+pub(super) struct Inherited {
+    /// The parent's program break (the child's mm is a copy, brk included).
+    pub(super) brk: u64,
+    /// The parent's ranges followed by scans: the child's copies have the same advice.
+    pub(super) scanned: RangeSet<u64>,
 }
 
 /// Where a new mapping is, and who made it.
@@ -47,8 +62,8 @@ pub(super) struct NewMapping {
     pub(super) prot: String,
     pub(super) kind: MapKind,
     pub(super) path: Option<String>,
-    /// Registered with the space's userfaultfd.
-    pub(super) registered: bool,
+    /// How it is followed: registered with the space's userfaultfd, or scanned; None if not.
+    pub(super) follow: Option<Follow>,
 }
 
 impl Tracer {
@@ -136,7 +151,12 @@ impl Tracer {
             }
         };
         let lane = self.spawn_lane(id, uffd.clone(), pagemap.clone());
-        let brk = match origin {
+        // Exec made the new program's mappings; a fork child's are its parent's, described again.
+        let cause = match origin {
+            Origin::Exec { .. } => None,
+            Origin::Fork(_) => Some(MapCause::Redescribe),
+        };
+        let (brk, scanned) = match origin {
             Origin::Exec { former_tid } => {
                 lane.send(LaneMessage::Observed(Stamped::now(Event::Exec {
                     pid: tid,
@@ -145,13 +165,15 @@ impl Tracer {
                     path: procfs::exe(tid),
                     argv: procfs::cmdline(tid),
                 })));
-                maps.iter()
+                let brk = maps
+                    .iter()
                     .find(|e| e.path == "[heap]")
                     .map(|e| e.end)
                     .or_else(|| procfs::start_brk(tid))
-                    .unwrap_or(0)
+                    .unwrap_or(0);
+                (brk, RangeSet::new())
             }
-            Origin::Fork { parent_brk } => {
+            Origin::Fork(inherited) => {
                 if let Some(birth) = self.announce.remove(&id) {
                     lane.observed(birth);
                 }
@@ -165,7 +187,7 @@ impl Tracer {
                     end: USER_SPACE_END,
                     cause: Some(MapCause::Redescribe),
                 });
-                parent_brk
+                (inherited.brk, inherited.scanned)
             }
         };
         self.spaces.insert(
@@ -176,20 +198,27 @@ impl Tracer {
                 pagemap,
                 brk,
                 members: 1,
+                scans: RefCell::new(Scans::new(scanned)),
             },
         );
         for (what, message) in warnings {
             self.warn(Some(tid), Some(id), what, message);
         }
-        // Exec made the new program's mappings; a fork child's are its parent's, described again.
-        let cause = match origin {
-            Origin::Exec { .. } => None,
-            Origin::Fork { .. } => Some(MapCause::Redescribe),
-        };
         self.send_snapshot(id, tid, &maps, cause);
         match died {
             Some(status) => Err(InjectError::Died(status)),
             None => Ok(()),
+        }
+    }
+
+    /// What a fork child of a process in `parent` has of its space (nothing without one).
+    pub(super) fn inherited_from(&self, parent: Option<SpaceId>) -> Inherited {
+        let parent = parent.and_then(|s| self.spaces.get(&s));
+        Inherited {
+            brk: parent.map_or(0, |s| s.brk),
+            scanned: parent
+                .map(|s| s.scans.borrow().followed.clone())
+                .unwrap_or_default(),
         }
     }
 
@@ -326,14 +355,47 @@ impl Tracer {
         // The whole mapping, never a part: registering part of an unregistered mapping (another
         // thread's, not reported yet) would split it, and the program could then see EFAULT from
         // an mremap that spans the two halves.
-        let registered = entry.is_private_anon() && self.register(at.space, entry.start..entry.end);
+        let follow = if entry.is_private_anon() {
+            self.follow(at.space, entry.start..entry.end, entry.path == "[stack]")
+        } else {
+            None
+        };
         let mapping = NewMapping {
             prot: entry.prot.clone(),
             kind: stream_kind(entry),
             path: stream_path(entry),
-            registered,
+            follow,
         };
         self.send_map(at, mapping)
+    }
+
+    /// Follows a private anonymous mapping: by scans if it may get huge pages (scans.rs), or
+    /// registered with the space's userfaultfd; None if it cannot be followed.
+    pub(super) fn follow(
+        &self,
+        space: SpaceId,
+        range: Range<u64>,
+        grows_down: bool,
+    ) -> Option<Follow> {
+        if self.scans_follow(space, &range, grows_down) {
+            let s = self.spaces.get(&space)?;
+            s.scans.borrow_mut().followed.insert(range);
+            Some(Follow::Scans)
+        } else {
+            self.register(space, range).then_some(Follow::Faults)
+        }
+    }
+
+    /// Registers a range with the space's userfaultfd again after the syscall that moved or
+    /// grew it (or that it was given back to the kernel for), unless it is followed by scans.
+    pub(super) fn register_again(&self, space: SpaceId, range: Range<u64>) {
+        let scanned = self
+            .spaces
+            .get(&space)
+            .is_some_and(|s| s.scans.borrow().followed.overlaps(&range));
+        if !scanned {
+            self.register(space, range);
+        }
     }
 
     /// Registers a range with the space's userfaultfd; whether it is now followed. A space
@@ -374,10 +436,18 @@ impl Tracer {
             tracing::debug!(space_id, "a mapping for a space that is gone");
             return false;
         };
-        let at_exit = if mapping.registered {
-            self.present_or_unregister(pid, space_id, range.clone())
-        } else {
-            None
+        let at_exit = match mapping.follow {
+            Some(Follow::Faults) => self.present_or_unregister(pid, space_id, range.clone()),
+            Some(Follow::Scans) => {
+                let pages = self.present_at(pid, space_id, range.clone());
+                let mut scans = space.scans.borrow_mut();
+                match &pages {
+                    Some(pages) => scans.described(range.clone(), &pages.present),
+                    None => scans.forget(range.clone()),
+                }
+                pages
+            }
+            None => None,
         };
         let tracked = at_exit.is_some();
         let event = Event::Map {
@@ -391,6 +461,7 @@ impl Tracer {
             path: mapping.path,
             tracked,
             state: tracked.then_some(PageState::NotResident),
+            follow: mapping.follow.filter(|_| tracked).unwrap_or_default(),
             cause,
         };
         match at_exit {
