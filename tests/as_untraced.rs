@@ -356,7 +356,7 @@ fn figure(text: &str, name: &str) -> Option<i64> {
 /// scan (huge, and not written for the huge zero page), and `--verify` agrees.
 #[test]
 fn a_region_asked_to_be_huge_keeps_its_huge_pages() {
-    for mode in ["huge", "collapse", "reads"] {
+    for mode in ["huge", "collapse", "reads", "heap"] {
         let program = [workload("u10_thp").into_os_string(), mode.into()];
         let (_, stdout) = untraced(&program);
         let huge_kb = figure(&stdout, "AnonHugePages ").unwrap_or(0);
@@ -380,8 +380,8 @@ fn a_region_asked_to_be_huge_keeps_its_huge_pages() {
             .collect();
         let (start, end) = (region[0], region[1]);
         let scanned_map = t.lines.iter().any(|l| {
-            matches!(&l.event, Event::Map { start: s, follow: Follow::Scans, .. }
-                if *s == start)
+            matches!(&l.event, Event::Map { start: s, end: e, follow: Follow::Scans, .. }
+                if *s <= start && start < *e)
         });
         assert!(scanned_map, "{mode}: the region is followed by scans");
         let huge: u64 = t

@@ -10,11 +10,16 @@
  *              errno's name) - untraced the kernel makes one huge page of it;
  *   reads    : madvise(MADV_HUGEPAGE), then reads one byte of each 2 MiB
  *              block (the huge zero page, where the kernel uses it) and
- *              writes the second half of the region.
+ *              writes the second half of the region;
+ *   heap     : unmaps the region and uses the heap instead: grows it by
+ *              32 MiB, madvise(MADV_HUGEPAGE) on it, grows it by 32 MiB
+ *              more (a new mapping: brk does not merge it with the advised
+ *              one, so only the first half gets huge pages), writes every
+ *              page of the 64 MiB (the region printed is the heap's part).
  * Then prints "AnonHugePages N kB" from /proc/self/smaps_rollup, and the
  * region's pages present by /proc/self/pagemap as "present N".
- * Untraced with THP madvise/always: 65536 kB (collapse: 2048 kB; reads: at
- * least 32768 kB). Exit 0 (1 on a failed call).
+ * Untraced with THP madvise/always: 65536 kB (collapse: 2048 kB; reads and
+ * heap: 32768 kB). Exit 0 (1 on a failed call).
  * Before issue 10 the tracer's userfaultfd made every fault a 4 KiB one: 0 kB,
  * and MADV_COLLAPSE got EBUSY.
  */
@@ -61,8 +66,18 @@ int main(int argc, char **argv)
     /* trim to exactly [p, p+SIZE) so the region is its own aligned VMA */
     if (p > raw) munmap(raw, p - raw);
     if (raw + HUGE > p) munmap(p + SIZE, raw + HUGE - p);
+    if (strcmp(mode, "heap") == 0) {
+        munmap(p, SIZE);
+        char *brk0 = sbrk(0);
+        p = (char *)(((uintptr_t)brk0 + HUGE - 1) & ~(HUGE - 1));
+        if (sbrk(p - brk0 + SIZE / 2) == (void *)-1) { perror("sbrk"); return 1; }
+        if (madvise(brk0, p - brk0 + SIZE / 2, MADV_HUGEPAGE)) { perror("madvise"); return 1; }
+        if (sbrk(SIZE / 2) == (void *)-1) { perror("sbrk"); return 1; }
+    }
     fprintf(stderr, "region %lx %lx\n", (unsigned long)p, (unsigned long)(p + SIZE));
-    if (strcmp(mode, "collapse") == 0) {
+    if (strcmp(mode, "heap") == 0) {
+        for (size_t i = 0; i < SIZE; i += 4096) p[i] = 1;
+    } else if (strcmp(mode, "collapse") == 0) {
         for (size_t i = 0; i < HUGE; i += 4096) p[i] = 1;
         int r = madvise(p, HUGE, MADV_COLLAPSE);
         printf("collapse %s\n", r == 0 ? "ok" : strerrorname_np(errno));

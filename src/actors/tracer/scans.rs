@@ -132,7 +132,8 @@ impl Scans {
 impl Tracer {
     /// Whether a private anonymous mapping is to be followed by scans: the policy lets it get
     /// huge pages, or it is (part of) a mapping already followed so (advised `MADV_HUGEPAGE`,
-    /// collapsed, moved, or grown). A mapping that grows down (a stack) is followed by faults:
+    /// collapsed, moved, or grown in place by `mremap`: see `Scans::moved`). A heap grown by `brk`
+    /// is a new mapping without the advice: the kernel does not merge it with an advised one. A mapping that grows down (a stack) is followed by faults:
     /// its growth is only seen as a fault below it.
     pub(super) fn scans_follow(
         &self,
@@ -147,11 +148,7 @@ impl Tracer {
         if s.pagemap.is_none() || s.uffd.is_none() {
             return false;
         }
-        let scans = s.scans.borrow();
-        // A heap or a grown mapping continues the mapping just below it.
-        let below = range.start.saturating_sub(1)..range.start;
-        scans.followed.overlaps(range)
-            || scans.followed.overlaps(&below)
+        s.scans.borrow().followed.overlaps(range)
             || (self.config.thp == ThpPolicy::Always && !grows_down)
     }
 
@@ -357,7 +354,10 @@ mod tests {
     #[test]
     fn a_move_takes_the_advice_and_the_pages_seen_along() {
         let mut scans = Scans::new(set(&[0x10 * P..0x20 * P]));
-        scans.described(0x10 * P..0x20 * P, &[0x11 * P..0x12 * P, 0x1f * P..0x20 * P]);
+        scans.described(
+            0x10 * P..0x20 * P,
+            &[0x11 * P..0x12 * P, 0x1f * P..0x20 * P],
+        );
         // Moved and grown by 8 pages: the tail is the same mapping, with no page seen.
         scans.moved(0x10 * P..0x20 * P, 0x40 * P..0x58 * P, false);
         assert_eq!(scans.followed, set(&[0x40 * P..0x58 * P]));
