@@ -347,50 +347,48 @@ mod tests {
 
     const P: u64 = 4096;
 
-    fn set(ranges: &[Range<u64>]) -> RangeSet<u64> {
-        ranges.iter().cloned().collect()
+    /// Page numbers to a set of address ranges.
+    fn set(pages: &[(u64, u64)]) -> RangeSet<u64> {
+        pages.iter().map(|&(s, e)| s * P..e * P).collect()
     }
 
     #[test]
     fn a_move_takes_the_advice_and_the_pages_seen_along() {
-        let mut scans = Scans::new(set(&[0x10 * P..0x20 * P]));
+        let mut scans = Scans::new(set(&[(0x10, 0x20)]));
         scans.described(
             0x10 * P..0x20 * P,
             &[0x11 * P..0x12 * P, 0x1f * P..0x20 * P],
         );
         // Moved and grown by 8 pages: the tail is the same mapping, with no page seen.
         scans.moved(0x10 * P..0x20 * P, 0x40 * P..0x58 * P, false);
-        assert_eq!(scans.followed, set(&[0x40 * P..0x58 * P]));
-        assert_eq!(scans.seen, set(&[0x41 * P..0x42 * P, 0x4f * P..0x50 * P]));
+        assert_eq!(scans.followed, set(&[(0x40, 0x58)]));
+        assert_eq!(scans.seen, set(&[(0x41, 0x42), (0x4f, 0x50)]));
     }
 
     #[test]
     fn a_move_of_part_of_a_range_leaves_the_rest() {
-        let mut scans = Scans::new(set(&[0x10 * P..0x20 * P]));
-        scans.described(0x10 * P..0x20 * P, &[0x10 * P..0x20 * P]);
+        let mut scans = Scans::new(set(&[(0x10, 0x20)]));
+        scans.described(0x10 * P..0x20 * P, &Vec::from_iter(set(&[(0x10, 0x20)])));
         // The first 4 pages moved, shrunk to 2; DONTUNMAP would leave them mapped but empty.
         scans.moved(0x10 * P..0x14 * P, 0x40 * P..0x42 * P, true);
-        assert_eq!(
-            scans.followed,
-            set(&[0x10 * P..0x20 * P, 0x40 * P..0x42 * P])
-        );
-        assert_eq!(scans.seen, set(&[0x14 * P..0x20 * P, 0x40 * P..0x42 * P]));
+        assert_eq!(scans.followed, set(&[(0x10, 0x20), (0x40, 0x42)]));
+        assert_eq!(scans.seen, set(&[(0x14, 0x20), (0x40, 0x42)]));
     }
 
     #[test]
     fn a_move_of_a_range_followed_by_faults_changes_nothing() {
-        let mut scans = Scans::new(set(&[0x10 * P..0x20 * P]));
+        let mut scans = Scans::new(set(&[(0x10, 0x20)]));
         scans.moved(0x30 * P..0x34 * P, 0x10 * P..0x14 * P, false);
         // The destination was mapped over: not followed by scans any more.
-        assert_eq!(scans.followed, set(&[0x14 * P..0x20 * P]));
+        assert_eq!(scans.followed, set(&[(0x14, 0x20)]));
     }
 
     #[test]
     fn a_discard_forgets_only_the_pages_absent_at_its_exit() {
-        let mut scans = Scans::new(set(&[0x10 * P..0x20 * P]));
-        scans.described(0x10 * P..0x20 * P, &[0x10 * P..0x20 * P]);
+        let mut scans = Scans::new(set(&[(0x10, 0x20)]));
+        scans.described(0x10 * P..0x20 * P, &Vec::from_iter(set(&[(0x10, 0x20)])));
         // Another thread touched 0x12 again before the exit: still there, still seen.
-        scans.discarded(0x10 * P..0x14 * P, &[0x12 * P..0x13 * P]);
-        assert_eq!(scans.seen, set(&[0x12 * P..0x13 * P, 0x14 * P..0x20 * P]));
+        scans.discarded(0x10 * P..0x14 * P, &Vec::from_iter(set(&[(0x12, 0x13)])));
+        assert_eq!(scans.seen, set(&[(0x12, 0x13), (0x14, 0x20)]));
     }
 }
