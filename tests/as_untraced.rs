@@ -337,3 +337,35 @@ fn a_growsdown_mapping_growing_is_in_the_stream() {
     let t = runs_as_untraced(&[workload("u10_growsdown")]);
     assert_eq!(t.stdout, "grew 16 pages\n");
 }
+
+// --- multi-VMA mremap, mprotect(PROT_GROWSDOWN), seccomp USER_NOTIF ---
+
+/// A move without resize over two mappings (Linux >= 6.17 moves them one by one) is refused with
+/// EFAULT when one is registered with a userfaultfd: the source is given back to the kernel for
+/// the syscall, so the move succeeds as untraced, and the moved range is followed again after
+/// it. Two mappings that merge untraced merge traced too (the workload counts its VMAs).
+#[test]
+fn a_move_over_several_mappings_succeeds_as_untraced() {
+    let t = runs_as_untraced(&[workload("u10_multi_vma_mremap")]);
+    assert_eq!(t.stdout, "vmas 1 ok moved 2\n");
+    let program = [
+        workload("u10_multi_vma_mremap").into_os_string(),
+        "move".into(),
+    ];
+    let t = runs_as_untraced(&program);
+    assert_eq!(t.stdout, "vmas 2 ok moved 2\n");
+    let Some(Event::Remap {
+        new_start, new_end, ..
+    }) = t.events("remap").last()
+    else {
+        panic!("no remap line: {:?}", t.lines);
+    };
+    let space = &t.replay.spaces[&0];
+    for addr in (*new_start..*new_end).step_by(4096) {
+        let mapping = space
+            .mappings
+            .get(&addr)
+            .expect("the moved range is mapped");
+        assert!(mapping.tracked, "{addr:#x} is followed after the move");
+    }
+}

@@ -179,6 +179,13 @@ impl LayoutSyscall {
         }
     }
 
+    /// An `mremap` that only moves (`MREMAP_FIXED`, no resize): the one kind the kernel applies
+    /// to a range over several mappings (Linux 6.17).
+    pub fn moves_only(&self) -> bool {
+        matches!(*self, LayoutSyscall::Mremap { old_len, new_len, flags, .. }
+            if old_len != 0 && old_len == new_len && flags & libc::MREMAP_FIXED != 0)
+    }
+
     /// The tail an `mremap` grows into in place, registered the moment it exists.
     pub fn grown_tail(&self) -> Option<Range<u64>> {
         match *self {

@@ -65,7 +65,7 @@ impl Tracer {
                 self.give_up_range(tid, start..start.saturating_add(len));
                 None
             }
-            call => self.unregister_locked_source(tid, call),
+            call => self.unregister_source(tid, call),
         });
         if let Some(thread) = self.threads.get_mut(&tid) {
             thread.entry = entry;
@@ -131,10 +131,18 @@ impl Tracer {
         if let Some(source) = unregistered
             && failed
         {
-            // Nothing moved: the source is followed again, and its pages read again (another
-            // thread's touch of it meanwhile was the kernel's own).
+            // The source is followed again, and its pages read again (another thread's touch of
+            // it meanwhile was the kernel's own). A move of several mappings can fail after the
+            // first ones moved: its target is read again too.
             self.register(space, source.clone());
             read_again.insert(source);
+            if let LayoutSyscall::Mremap {
+                new_addr, new_len, ..
+            } = call
+                && call.moves_only()
+            {
+                read_again.insert(new_addr..new_addr.saturating_add(new_len));
+            }
         }
         // Begun syscalls of other threads that may have acted on what this one reported: which
         // came first is unknown, so each will describe the range again once it is reported.

@@ -125,8 +125,8 @@ struct Thread {
     /// came first in the kernel, ptrace cannot tell (docs/ordering.md, racing changes).
     raced: RangeSet<u64>,
     /// A range given back to the kernel's own faults for the duration of this thread's begun
-    /// syscall (a locked mapping that `mremap` moves and populates), registered again at its
-    /// exit.
+    /// syscall (an `mremap` source the kernel would refuse or never finish while registered:
+    /// escapes.rs), registered again at its exit.
     unregistered: Option<Range<u64>>,
     /// A lent thread to take back at this thread's `ptrace` call's exit (lending.rs).
     reclaim: Option<lending::Reclaim>,
