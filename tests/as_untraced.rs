@@ -369,3 +369,41 @@ fn a_move_over_several_mappings_succeeds_as_untraced() {
         assert!(mapping.tracked, "{addr:#x} is followed after the move");
     }
 }
+
+/// `mprotect(PROT_GROWSDOWN)` on a mapping that grows down changes the protection from the start
+/// of the mapping, below the range passed (here 17 pages below it, 16 of them grown): the
+/// `protect` line covers what the kernel changed, so the replayed protection of every page of the
+/// mapping is what `/proc/PID/maps` says at the end. `PROT_GROWSUP` is refused on x86_64: no line.
+#[test]
+fn a_growsdown_mprotect_covers_what_the_kernel_changed() {
+    let program = [workload("u10_growsdown").into_os_string(), "protect".into()];
+    let t = runs_as_untraced(&program);
+    assert_eq!(t.stdout, "grew 16 pages\ngrowsdown ok growsup EINVAL\n");
+    let maps: Vec<(u64, u64, &str)> = t
+        .stderr
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.strip_prefix("maps ")?.split(' ');
+            Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?, f.next()?))
+        })
+        .collect();
+    assert_eq!(
+        maps.iter().map(|m| m.2).collect::<Vec<_>>(),
+        ["r--", "rw-"],
+        "{}",
+        t.stderr
+    );
+    let (low, high) = (maps[0].0, maps[1].1);
+    let space = &t.replay.spaces[&0];
+    for (start, end, prot) in maps {
+        for addr in (start..end).step_by(4096) {
+            let replayed = space.mappings.get(&addr).map(|m| m.prot.as_str());
+            assert_eq!(replayed, Some(prot), "the protection of {addr:#x}");
+        }
+    }
+    let protects = t
+        .events("protect")
+        .filter(|e| matches!(e, Event::Protect { start, end, .. } if *start < high && low < *end))
+        .count();
+    assert_eq!(protects, 1, "one line, for the call that succeeded");
+}

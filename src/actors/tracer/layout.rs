@@ -307,14 +307,15 @@ impl Tracer {
                 self.on_discard(by, range, advice);
             }
             LayoutSyscall::Mprotect { addr, len, prot } => {
+                let range = protected_range(by.pid, addr..addr.saturating_add(len), prot);
                 self.observed(
                     by.space,
                     Event::Protect {
                         pid: by.pid,
                         tid: by.tid,
                         space: by.space,
-                        start: addr,
-                        end: addr.saturating_add(len),
+                        start: range.start,
+                        end: range.end,
                         prot: prot_string(prot),
                     },
                 );
@@ -496,6 +497,25 @@ impl Tracer {
                 at_exit,
             });
         }
+    }
+}
+
+/// What a successful `mprotect` changed. With `PROT_GROWSDOWN` (on a mapping that grows down,
+/// or the kernel refuses it), the kernel starts at the start of the first mapping in the range,
+/// whatever the start passed (mm/mprotect.c): that mapping is read at the exit, where it may
+/// have merged with a neighbour below, which then had this protection already. `PROT_GROWSUP`
+/// always fails on x86_64 (no `VM_GROWSUP`).
+fn protected_range(pid: i32, range: Range<u64>, prot: u64) -> Range<u64> {
+    if prot & libc::PROT_GROWSDOWN as u64 == 0 {
+        return range;
+    }
+    let first = procfs::read_maps(pid).ok().and_then(|maps| {
+        maps.into_iter()
+            .find(|m| m.end > range.start && m.start < range.end)
+    });
+    match first {
+        Some(entry) => entry.start..range.end,
+        None => range,
     }
 }
 
