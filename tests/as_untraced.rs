@@ -407,3 +407,38 @@ fn a_growsdown_mprotect_covers_what_the_kernel_changed() {
         .count();
     assert_eq!(protects, 1, "one line, for the call that succeeded");
 }
+
+/// A program's own filter answers `mmap` with `SECCOMP_RET_USER_NOTIF`, which outranks our stop,
+/// and its supervisor lets the call run (CONTINUE): the mapping was missing (`--verify` exit 3).
+/// The thread that installed the filter stops at every syscall from then on, and a fork child
+/// inherits that with the filter: both 8-page mappings are in the stream.
+#[test]
+fn a_mapping_a_user_notif_supervisor_lets_run_is_in_the_stream() {
+    for (how, expected) in [(None, "ok 8\n"), (Some("fork"), "ok 8\nchild ok 8\n")] {
+        let mut program = vec![workload("u10_user_notif").into_os_string()];
+        program.extend(how.map(Into::into));
+        let t = runs_as_untraced(&program);
+        assert_eq!(t.stdout, expected);
+        let eight_pages: std::collections::BTreeSet<i32> = t
+            .lines
+            .iter()
+            .filter_map(|l| match &l.event {
+                Event::Map {
+                    pid,
+                    start,
+                    end,
+                    tracked: true,
+                    cause: None,
+                    ..
+                } if end - start == 8 * 4096 => Some(*pid),
+                _ => None,
+            })
+            .collect();
+        let processes = if how.is_some() { 2 } else { 1 };
+        assert_eq!(
+            eight_pages.len(),
+            processes,
+            "an 8-page map line per process: {eight_pages:?}"
+        );
+    }
+}

@@ -281,6 +281,31 @@ pub fn seccomp_entry(tid: i32) -> io::Result<Option<SeccompEntry>> {
     }))
 }
 
+/// A syscall-entry stop (`PTRACE_SYSCALL`): the syscall about to run, before seccomp.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntryStop {
+    pub nr: i64,
+    pub args: [u64; 6],
+    /// An x86_64 syscall (not `int $0x80`, whose numbers are another ABI's).
+    pub native: bool,
+}
+
+/// The syscall a thread at a `PTRACE_SYSCALL` stop is entering; None at an exit stop.
+pub fn entry_stop(tid: i32) -> io::Result<Option<EntryStop>> {
+    const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
+    let info = ptrace::syscall_info(Pid::from_raw(tid))?;
+    if info.op != libc::PTRACE_SYSCALL_INFO_ENTRY {
+        return Ok(None);
+    }
+    // SAFETY: op == ENTRY says the entry member of the union is the one the kernel filled.
+    let e = unsafe { info.u.entry };
+    Ok(Some(EntryStop {
+        nr: e.nr as i64,
+        args: e.args,
+        native: info.arch == AUDIT_ARCH_X86_64,
+    }))
+}
+
 /// The range of the `struct uffdio_register` a thread at its `ioctl(UFFDIO_REGISTER)` passes
 /// (its first two fields, start and length), as a [`LayoutSyscall::UffdRegister`].
 pub fn uffd_register_range(tid: i32, args: [u64; 6], page_size: u64) -> io::Result<LayoutSyscall> {

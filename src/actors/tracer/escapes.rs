@@ -1,6 +1,7 @@
 //! Seccomp stops that are not a program's layout change, and registrations given up for one:
 //! the program's own filter (answered `ENOSYS`, as with no tracer), `clone`/`clone3` with
-//! `CLONE_UNTRACED` (the flag cleared), `ptrace` (lending.rs), a program's own
+//! `CLONE_UNTRACED` (the flag cleared), `ptrace` (lending.rs), a program's filter with a
+//! listener (notif.rs), a program's own
 //! `UFFDIO_REGISTER` (our range given up), and `mremap` sources the kernel would refuse or never
 //! finish while registered (several mappings moved at once, locked memory filled).
 
@@ -39,6 +40,11 @@ impl Tracer {
                 PtraceCall::Held => {}
                 PtraceCall::RunToExit => self.go(tid, Resume::Syscall),
             }
+            return true;
+        }
+        if stopped.nr == libc::SYS_seccomp {
+            self.on_filter_with_listener(tid, stopped.args);
+            self.go(tid, Resume::Cont(None));
             return true;
         }
         if matches!(stopped.nr, libc::SYS_clone | libc::SYS_clone3) {

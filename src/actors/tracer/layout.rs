@@ -13,7 +13,7 @@ use crate::actors::sequencer::Stamped;
 use crate::event::{Event, MapKind, SpaceId, prot_string};
 use crate::kernel::procfs;
 use crate::kernel::ptrace::Resume;
-use crate::kernel::syscall::{self, DiscardAdvice, LayoutSyscall, SyscallReturn};
+use crate::kernel::syscall::{self, DiscardAdvice, LayoutSyscall, SeccompEntry, SyscallReturn};
 
 /// What a layout syscall's exit report says beyond its lines.
 #[derive(Default)]
@@ -40,6 +40,9 @@ struct By {
 
 impl Tracer {
     pub(super) fn on_seccomp_stop(&mut self, tid: i32) {
+        if self.begun_at_entry(tid) {
+            return;
+        }
         // A new syscall: whatever waited for the last one's exit stop is over (it never came:
         // nothing may take this syscall's exit for it).
         if let Some(t) = self.threads.get_mut(&tid) {
@@ -59,6 +62,12 @@ impl Tracer {
         {
             return;
         }
+        self.begin_layout_syscall(tid, stopped);
+    }
+
+    /// A layout syscall about to run (at its seccomp stop, or its entry stop: notif.rs): begun,
+    /// then run to its exit stop.
+    pub(super) fn begin_layout_syscall(&mut self, tid: i32, stopped: Option<SeccompEntry>) {
         let entry = stopped.map(|s| self.decode(tid, s));
         let unregistered = entry.and_then(|call| match call {
             LayoutSyscall::UffdRegister { start, len } => {
@@ -93,6 +102,9 @@ impl Tracer {
     /// A syscall's exit stop: reported now, or held until a release it must follow is reported
     /// (docs/ordering.md, case 1).
     pub(super) fn on_syscall_exit_stop(&mut self, tid: i32) {
+        if self.on_every_syscall_stop(tid) {
+            return;
+        }
         if let Some(reclaim) = self.threads.get_mut(&tid).and_then(|t| t.reclaim.take()) {
             return self.after_ptrace_call(tid, reclaim);
         }
