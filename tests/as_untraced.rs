@@ -425,3 +425,108 @@ fn a_region_asked_to_be_huge_keeps_its_huge_pages() {
         }
     }
 }
+
+// --- multi-VMA mremap, mprotect(PROT_GROWSDOWN), seccomp USER_NOTIF ---
+
+/// A move without resize over two mappings (Linux >= 6.17 moves them one by one) is refused with
+/// EFAULT when one is registered with a userfaultfd: the source is given back to the kernel for
+/// the syscall, so the move succeeds as untraced, and the moved range is followed again after
+/// it. Two mappings that merge untraced merge traced too (the workload counts its VMAs).
+#[test]
+fn a_move_over_several_mappings_succeeds_as_untraced() {
+    let t = runs_as_untraced(&[workload("u10_multi_vma_mremap")]);
+    assert_eq!(t.stdout, "vmas 1 ok moved 2\n");
+    let program = [
+        workload("u10_multi_vma_mremap").into_os_string(),
+        "move".into(),
+    ];
+    let t = runs_as_untraced(&program);
+    assert_eq!(t.stdout, "vmas 2 ok moved 2\n");
+    let Some(Event::Remap {
+        new_start, new_end, ..
+    }) = t.events("remap").last()
+    else {
+        panic!("no remap line: {:?}", t.lines);
+    };
+    let space = &t.replay.spaces[&0];
+    for addr in (*new_start..*new_end).step_by(4096) {
+        let mapping = space
+            .mappings
+            .get(&addr)
+            .expect("the moved range is mapped");
+        assert!(mapping.tracked, "{addr:#x} is followed after the move");
+    }
+}
+
+/// `mprotect(PROT_GROWSDOWN)` on a mapping that grows down changes the protection from the start
+/// of the mapping, below the range passed (here 17 pages below it, 16 of them grown): the
+/// `protect` line covers what the kernel changed, so the replayed protection of every page of the
+/// mapping is what `/proc/PID/maps` says at the end. `PROT_GROWSUP` is refused on x86_64: no line.
+#[test]
+fn a_growsdown_mprotect_covers_what_the_kernel_changed() {
+    let program = [workload("u10_growsdown").into_os_string(), "protect".into()];
+    let t = runs_as_untraced(&program);
+    assert_eq!(t.stdout, "grew 16 pages\ngrowsdown ok growsup EINVAL\n");
+    let maps: Vec<(u64, u64, &str)> = t
+        .stderr
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.strip_prefix("maps ")?.split(' ');
+            Some((f.next()?.parse().ok()?, f.next()?.parse().ok()?, f.next()?))
+        })
+        .collect();
+    assert_eq!(
+        maps.iter().map(|m| m.2).collect::<Vec<_>>(),
+        ["r--", "rw-"],
+        "{}",
+        t.stderr
+    );
+    let (low, high) = (maps[0].0, maps[1].1);
+    let space = &t.replay.spaces[&0];
+    for (start, end, prot) in maps {
+        for addr in (start..end).step_by(4096) {
+            let replayed = space.mappings.get(&addr).map(|m| m.prot.as_str());
+            assert_eq!(replayed, Some(prot), "the protection of {addr:#x}");
+        }
+    }
+    let protects = t
+        .events("protect")
+        .filter(|e| matches!(e, Event::Protect { start, end, .. } if *start < high && low < *end))
+        .count();
+    assert_eq!(protects, 1, "one line, for the call that succeeded");
+}
+
+/// A program's own filter answers `mmap` with `SECCOMP_RET_USER_NOTIF`, which outranks our stop,
+/// and its supervisor lets the call run (CONTINUE): the mapping was missing (`--verify` exit 3).
+/// The thread that installed the filter stops at every syscall from then on, and a fork child
+/// inherits that with the filter: both 8-page mappings are in the stream.
+#[test]
+fn a_mapping_a_user_notif_supervisor_lets_run_is_in_the_stream() {
+    for (how, expected) in [(None, "ok 8\n"), (Some("fork"), "ok 8\nchild ok 8\n")] {
+        let mut program = vec![workload("u10_user_notif").into_os_string()];
+        program.extend(how.map(Into::into));
+        let t = runs_as_untraced(&program);
+        assert_eq!(t.stdout, expected);
+        let eight_pages: std::collections::BTreeSet<i32> = t
+            .lines
+            .iter()
+            .filter_map(|l| match &l.event {
+                Event::Map {
+                    pid,
+                    start,
+                    end,
+                    tracked: true,
+                    cause: None,
+                    ..
+                } if end - start == 8 * 4096 => Some(*pid),
+                _ => None,
+            })
+            .collect();
+        let processes = if how.is_some() { 2 } else { 1 };
+        assert_eq!(
+            eight_pages.len(),
+            processes,
+            "an 8-page map line per process: {eight_pages:?}"
+        );
+    }
+}

@@ -21,7 +21,8 @@ pub enum ChildEvent {
 pub enum Stop {
     /// A layout syscall at its seccomp stop, before it runs.
     SeccompEntry { tid: i32 },
-    /// The exit stop of a syscall we asked to see (`PTRACE_SYSCALL`).
+    /// The exit stop of a syscall we asked to see (`PTRACE_SYSCALL`), or the entry stop of one
+    /// of a thread resumed with [`Resume::EverySyscall`] (`PTRACE_GET_SYSCALL_INFO` tells which).
     SyscallExit { tid: i32 },
     /// A fork, vfork or clone is under way in `tid`; the child's id is the event message.
     NewChild { tid: i32, event: ChildEvent },
@@ -124,6 +125,9 @@ pub enum Resume {
     Syscall,
     /// `PTRACE_LISTEN`: stay in the group stop, with the next event still reported.
     Listen,
+    /// `PTRACE_SYSCALL`, delivering the signal if there is one: stop at every syscall's entry
+    /// and exit (a thread whose layout syscalls a program's own filter may hide from ours).
+    EverySyscall(Option<Signal>),
 }
 
 /// Lets a stopped thread go as asked; true if it was left in a group stop. A thread that died
@@ -132,11 +136,8 @@ pub fn release(tid: i32, how: Resume) -> bool {
     match how {
         Resume::Cont(sig) => resume(tid, sig),
         Resume::Listen => return listen(tid),
-        Resume::Syscall => {
-            if let Err(e) = ptrace::syscall(Pid::from_raw(tid), None) {
-                tracing::debug!(tid, "PTRACE_SYSCALL: {e}");
-            }
-        }
+        Resume::Syscall => to_syscall_stop(tid, None),
+        Resume::EverySyscall(sig) => to_syscall_stop(tid, sig),
     }
     false
 }
@@ -161,6 +162,12 @@ fn listen(tid: i32) -> bool {
     }
     resume(tid, None);
     false
+}
+
+fn to_syscall_stop(tid: i32, sig: Option<Signal>) {
+    if let Err(e) = ptrace::syscall(Pid::from_raw(tid), sig) {
+        tracing::debug!(tid, "PTRACE_SYSCALL: {e}");
+    }
 }
 
 fn resume(tid: i32, sig: Option<Signal>) {

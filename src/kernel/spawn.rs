@@ -56,7 +56,8 @@ enum StopWhen {
 /// `CLONE_UNTRACED` and every `clone3` (whose flags are in memory, out of the filter's sight),
 /// so that no child runs with the filter but without a tracer; a program's `UFFDIO_REGISTER`
 /// (the range may be registered with ours); `ptrace` (a thread of its own space may have to be
-/// lent).
+/// lent); a program's own filter installed with a listener (`seccomp` with
+/// `SECCOMP_FILTER_FLAG_NEW_LISTENER`), whose `SECCOMP_RET_USER_NOTIF` outranks our stops.
 const ESCAPES: &[(i64, StopWhen)] = &[
     (
         libc::SYS_clone,
@@ -68,6 +69,10 @@ const ESCAPES: &[(i64, StopWhen)] = &[
         StopWhen::Equals32(1, super::uffd::UFFDIO_REGISTER),
     ),
     (libc::SYS_ptrace, StopWhen::Always),
+    (
+        libc::SYS_seccomp,
+        StopWhen::BitsSet(1, libc::SECCOMP_FILTER_FLAG_NEW_LISTENER),
+    ),
 ];
 
 /// Whether our filter stops this syscall: a stop for one it lets through is the program's own

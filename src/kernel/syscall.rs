@@ -186,6 +186,13 @@ impl LayoutSyscall {
         }
     }
 
+    /// An `mremap` that only moves (`MREMAP_FIXED`, no resize): the one kind the kernel applies
+    /// to a range over several mappings (Linux 6.17).
+    pub fn moves_only(&self) -> bool {
+        matches!(*self, LayoutSyscall::Mremap { old_len, new_len, flags, .. }
+            if old_len != 0 && old_len == new_len && flags & libc::MREMAP_FIXED != 0)
+    }
+
     /// The tail an `mremap` grows into in place, registered the moment it exists.
     pub fn grown_tail(&self) -> Option<Range<u64>> {
         match *self {
@@ -278,6 +285,31 @@ pub fn seccomp_entry(tid: i32) -> io::Result<Option<SeccompEntry>> {
         nr: s.nr as i64,
         args: s.args,
         ret_data: s.ret_data,
+    }))
+}
+
+/// A syscall-entry stop (`PTRACE_SYSCALL`): the syscall about to run, before seccomp.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EntryStop {
+    pub nr: i64,
+    pub args: [u64; 6],
+    /// An x86_64 syscall (not `int $0x80`, whose numbers are another ABI's).
+    pub native: bool,
+}
+
+/// The syscall a thread at a `PTRACE_SYSCALL` stop is entering; None at an exit stop.
+pub fn entry_stop(tid: i32) -> io::Result<Option<EntryStop>> {
+    const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
+    let info = ptrace::syscall_info(Pid::from_raw(tid))?;
+    if info.op != libc::PTRACE_SYSCALL_INFO_ENTRY {
+        return Ok(None);
+    }
+    // SAFETY: op == ENTRY says the entry member of the union is the one the kernel filled.
+    let e = unsafe { info.u.entry };
+    Ok(Some(EntryStop {
+        nr: e.nr as i64,
+        args: e.args,
+        native: info.arch == AUDIT_ARCH_X86_64,
     }))
 }
 

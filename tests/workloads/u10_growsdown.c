@@ -7,10 +7,18 @@
  * stack guard gap). Prints "grew 16 pages" (start moved by that many pages,
  * from /proc/self/maps) and exits 0; 1 on a failed call or no growth.
  * Before issue 10 the growth gave no line (--verify exit 3).
+ * "protect": then mprotect(p + 1 page, 1 page, PROT_READ | PROT_GROWSDOWN),
+ * which the kernel applies from the mapping's start (16 pages below p) up to
+ * p + 2 pages, and mprotect(p, 1 page, PROT_READ | PROT_GROWSUP), which x86
+ * refuses (EINVAL). Prints "grew 16 pages" and "growsdown ok growsup EINVAL",
+ * and on stderr each mapping of the hole as "maps START END PROT" (decimal).
+ * Before issue 10 the protect line covered only the page passed.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #define PG 4096UL
@@ -27,8 +35,21 @@ static uintptr_t start_of(uintptr_t inside)
     return found;
 }
 
-int main(void)
+/* Every mapping in [lo, hi) on stderr, as /proc/self/maps says. */
+static void print_maps(uintptr_t lo, uintptr_t hi)
 {
+    FILE *f = fopen("/proc/self/maps", "r");
+    unsigned long s, e;
+    char prot[5], line[512];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "%lx-%lx %4s", &s, &e, prot) == 3 && s < hi && e > lo)
+            fprintf(stderr, "maps %lu %lu %.3s\n", s, e, prot);
+    if (f) fclose(f);
+}
+
+int main(int argc, char **argv)
+{
+    int protect = argc > 1 && !strcmp(argv[1], "protect");
     char *hole = mmap(NULL, HOLE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (hole == MAP_FAILED) { perror("mmap hole"); return 1; }
     munmap(hole, HOLE);
@@ -42,5 +63,12 @@ int main(void)
     uintptr_t after = start_of((uintptr_t)p);
     long grew = (long)((before - after) / PG);
     printf("grew %ld pages\n", grew);
-    return grew != 16;
+    if (!protect)
+        return grew != 16;
+    int down = mprotect(p + PG, PG, PROT_READ | PROT_GROWSDOWN);
+    int up = mprotect(p, PG, PROT_READ | PROT_GROWSUP) ? errno : 0;
+    printf("growsdown %s growsup %s\n", down ? "failed" : "ok", up ? strerrorname_np(up) : "ok");
+    fflush(stdout);
+    print_maps((uintptr_t)hole, (uintptr_t)(hole + HOLE));
+    return grew != 16 || down;
 }

@@ -8,6 +8,9 @@
  * 8 pages, writes them, prints "ok 8" and exits 0 (1 on a failed call).
  * USER_NOTIF outranks the tracer's SECCOMP_RET_TRACE, so before issue 10 the
  * mapping was never seen (--verify exit 3).
+ * "fork": then forks a child, which inherits the filter and maps and writes
+ * 8 pages too (its parent's supervisor answers it); prints "child ok 8" after
+ * it exits 0.
  */
 #define _GNU_SOURCE
 #include <linux/filter.h>
@@ -20,6 +23,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static int listener = -1;
@@ -45,8 +49,19 @@ static void *supervise(void *arg)
     return NULL;
 }
 
-int main(void)
+/* Maps 8 pages (through the supervisor) and writes them; how many were written. */
+static int map_and_write(void)
 {
+    char *p = mmap(NULL, 8 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) { perror("mmap"); return -1; }
+    int n = 0;
+    for (int i = 0; i < 8; i++) n += (p[i * 4096] = 1);
+    return n;
+}
+
+int main(int argc, char **argv)
+{
+    int fork_too = argc > 1 && !strcmp(argv[1], "fork");
     pthread_t t;
     if (pthread_create(&t, NULL, supervise, NULL)) { perror("pthread_create"); return 1; }
     struct sock_filter code[] = {
@@ -63,10 +78,20 @@ int main(void)
     listener = fd;
     pthread_cond_signal(&ready);
     pthread_mutex_unlock(&lock);
-    char *p = mmap(NULL, 8 * 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) { perror("mmap"); return 1; }
-    int n = 0;
-    for (int i = 0; i < 8; i++) n += (p[i * 4096] = 1);
+    int n = map_and_write();
+    if (n < 0) return 1;
     printf("ok %d\n", n);
+    if (fork_too) {
+        fflush(stdout);
+        pid_t child = fork();
+        if (child < 0) { perror("fork"); return 1; }
+        if (child == 0) _exit(map_and_write() == 8 ? 0 : 1);
+        int status;
+        if (waitpid(child, &status, 0) != child || !WIFEXITED(status) || WEXITSTATUS(status)) {
+            printf("child failed\n");
+            return 1;
+        }
+        printf("child ok 8\n");
+    }
     return 0;
 }

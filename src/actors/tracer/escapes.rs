@@ -1,7 +1,9 @@
 //! Seccomp stops that are not a program's layout change, and registrations given up for one:
 //! the program's own filter (answered `ENOSYS`, as with no tracer), `clone`/`clone3` with
-//! `CLONE_UNTRACED` (the flag cleared), `ptrace` (lending.rs), a program's own
-//! `UFFDIO_REGISTER` (our range given up), and locked memory `mremap` will fill.
+//! `CLONE_UNTRACED` (the flag cleared), `ptrace` (lending.rs), a program's filter with a
+//! listener (notif.rs), a program's own
+//! `UFFDIO_REGISTER` (our range given up), and `mremap` sources the kernel would refuse or never
+//! finish while registered (several mappings moved at once, locked memory filled).
 
 use std::ops::Range;
 
@@ -38,6 +40,11 @@ impl Tracer {
                 PtraceCall::Held => {}
                 PtraceCall::RunToExit => self.go(tid, Resume::Syscall),
             }
+            return true;
+        }
+        if stopped.nr == libc::SYS_seccomp {
+            self.on_filter_with_listener(tid, stopped.args);
+            self.go(tid, Resume::Cont(None));
             return true;
         }
         if matches!(stopped.nr, libc::SYS_clone | libc::SYS_clone3) {
@@ -98,16 +105,21 @@ impl Tracer {
         }
     }
 
-    /// An `mremap` that may move a locked mapping and grow it populates the new part inside
-    /// the syscall, while a move keeps the userfaultfd's `mmap_changing` raised: every fill is
-    /// refused with `EAGAIN` and the thread faults again forever. Such a source is unregistered
-    /// for the syscall's duration (the kernel fills it as it would untraced), then registered
-    /// and read again at the exit. Locked memory is rare: one read of `VmLck` tells.
-    pub(super) fn unregister_locked_source(
-        &self,
-        tid: i32,
-        call: LayoutSyscall,
-    ) -> Option<Range<u64>> {
+    /// The source of an `mremap` that the kernel would refuse, or never finish, while it is
+    /// registered: given back to the kernel for the syscall's duration (the kernel then acts on
+    /// it as it would untraced), registered and read again at the exit. Which source that is:
+    ///
+    /// - A move without resize (`MREMAP_FIXED`, equal lengths) over several mappings: since Linux
+    ///   6.17 the kernel moves them one by one, but refuses with `EFAULT` when one of them is
+    ///   registered with a userfaultfd (its REMAP event needs the mmap lock dropped mid-way).
+    ///   The source is always unregistered then, and marked even in a space with no userfaultfd:
+    ///   a later mapping's error can come after earlier ones moved, so a failure is described
+    ///   again too.
+    /// - A move that grows a locked mapping populates the new part inside the syscall, while
+    ///   the move keeps the userfaultfd's `mmap_changing` raised: every fill is refused with
+    ///   `EAGAIN` and the thread faults again forever. Locked memory is rare: one read of `VmLck`
+    ///   tells.
+    pub(super) fn unregister_source(&self, tid: i32, call: LayoutSyscall) -> Option<Range<u64>> {
         let LayoutSyscall::Mremap {
             old_addr,
             old_len,
@@ -118,7 +130,14 @@ impl Tracer {
         else {
             return None;
         };
-        if old_len == 0 || new_len <= old_len || flags & libc::MREMAP_MAYMOVE == 0 {
+        if old_len == 0 || flags & libc::MREMAP_MAYMOVE == 0 {
+            return None;
+        }
+        let source = old_addr..old_addr.saturating_add(old_len);
+        if call.moves_only() {
+            return self.unregister_multi_mapping_source(tid, source);
+        }
+        if new_len <= old_len {
             return None;
         }
         let (pid, space) = self.space_of(tid)?;
@@ -126,7 +145,6 @@ impl Tracer {
         if procfs::locked_bytes(pid).unwrap_or(0) == 0 {
             return None;
         }
-        let source = old_addr..old_addr.saturating_add(old_len);
         match uffd.unregister(source.start, source.end) {
             Ok(()) => Some(source),
             Err(e) => {
@@ -134,5 +152,37 @@ impl Tracer {
                 None
             }
         }
+    }
+
+    /// A move-only `mremap` whose source is not inside one mapping (the kernel's multi-VMA
+    /// path, `remap_move`): its private anonymous parts unregistered, mapping by mapping (one
+    /// unregister over a range that also holds a file mapping fails whole). None for a source
+    /// inside one mapping, which the kernel moves registered (with a REMAP event).
+    fn unregister_multi_mapping_source(&self, tid: i32, source: Range<u64>) -> Option<Range<u64>> {
+        let maps = procfs::read_maps(tid).ok()?;
+        if maps
+            .iter()
+            .any(|m| m.start <= source.start && source.end <= m.end)
+        {
+            return None;
+        }
+        let uffd = self
+            .space_of(tid)
+            .and_then(|(_, space)| self.spaces.get(&space))
+            .and_then(|s| s.uffd.as_ref());
+        for entry in maps.iter().filter(|m| m.is_private_anon()) {
+            let clip = entry.start.max(source.start)..entry.end.min(source.end);
+            if let Some(uffd) = uffd
+                && !clip.is_empty()
+                && let Err(e) = uffd.unregister(clip.start, clip.end)
+            {
+                tracing::debug!(
+                    tid,
+                    ?clip,
+                    "a multi-mapping mremap source stays registered: {e}"
+                );
+            }
+        }
+        Some(source)
     }
 }

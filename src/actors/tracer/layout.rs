@@ -13,7 +13,7 @@ use crate::actors::sequencer::Stamped;
 use crate::event::{Event, Follow, MapKind, SpaceId, prot_string};
 use crate::kernel::procfs;
 use crate::kernel::ptrace::Resume;
-use crate::kernel::syscall::{self, DiscardAdvice, LayoutSyscall, SyscallReturn};
+use crate::kernel::syscall::{self, DiscardAdvice, LayoutSyscall, SeccompEntry, SyscallReturn};
 
 /// What a layout syscall's exit report says beyond its lines.
 #[derive(Default)]
@@ -40,6 +40,9 @@ struct By {
 
 impl Tracer {
     pub(super) fn on_seccomp_stop(&mut self, tid: i32) {
+        if self.begun_at_entry(tid) {
+            return;
+        }
         // A new syscall: whatever waited for the last one's exit stop is over (it never came:
         // nothing may take this syscall's exit for it).
         if let Some(t) = self.threads.get_mut(&tid) {
@@ -59,6 +62,12 @@ impl Tracer {
         {
             return;
         }
+        self.begin_layout_syscall(tid, stopped);
+    }
+
+    /// A layout syscall about to run (at its seccomp stop, or its entry stop: notif.rs): begun,
+    /// then run to its exit stop.
+    pub(super) fn begin_layout_syscall(&mut self, tid: i32, stopped: Option<SeccompEntry>) {
         let entry = stopped.map(|s| self.decode(tid, s));
         let unregistered = entry.and_then(|call| match call {
             LayoutSyscall::UffdRegister { start, len } => {
@@ -66,7 +75,7 @@ impl Tracer {
                 None
             }
             call => self
-                .unregister_locked_source(tid, call)
+                .unregister_source(tid, call)
                 .or_else(|| self.scans_instead(tid, call)),
         });
         if let Some(call) = &entry {
@@ -98,6 +107,9 @@ impl Tracer {
     /// A syscall's exit stop: reported now, or held until a release it must follow is reported
     /// (docs/ordering.md, case 1).
     pub(super) fn on_syscall_exit_stop(&mut self, tid: i32) {
+        if self.on_every_syscall_stop(tid) {
+            return;
+        }
         if let Some(reclaim) = self.threads.get_mut(&tid).and_then(|t| t.reclaim.take()) {
             return self.after_ptrace_call(tid, reclaim);
         }
@@ -136,10 +148,18 @@ impl Tracer {
         if let Some(source) = unregistered
             && failed
         {
-            // Nothing moved: the source is followed again, and its pages read again (another
-            // thread's touch of it meanwhile was the kernel's own).
+            // The source is followed again, and its pages read again (another thread's touch of
+            // it meanwhile was the kernel's own). A move of several mappings can fail after the
+            // first ones moved: its target is read again too.
             self.register_again(space, source.clone());
             read_again.insert(source);
+            if let LayoutSyscall::Mremap {
+                new_addr, new_len, ..
+            } = call
+                && call.moves_only()
+            {
+                read_again.insert(new_addr..new_addr.saturating_add(new_len));
+            }
         }
         // Begun syscalls of other threads that may have acted on what this one reported: which
         // came first is unknown, so each will describe the range again once it is reported.
@@ -313,14 +333,15 @@ impl Tracer {
                 self.on_discard(by, range, advice);
             }
             LayoutSyscall::Mprotect { addr, len, prot } => {
+                let range = protected_range(by.pid, addr..addr.saturating_add(len), prot);
                 self.observed(
                     by.space,
                     Event::Protect {
                         pid: by.pid,
                         tid: by.tid,
                         space: by.space,
-                        start: addr,
-                        end: addr.saturating_add(len),
+                        start: range.start,
+                        end: range.end,
                         prot: prot_string(prot),
                     },
                 );
@@ -553,6 +574,25 @@ impl Tracer {
                 at_exit,
             });
         }
+    }
+}
+
+/// What a successful `mprotect` changed. With `PROT_GROWSDOWN` (on a mapping that grows down,
+/// or the kernel refuses it), the kernel starts at the start of the first mapping in the range,
+/// whatever the start passed (mm/mprotect.c): that mapping is read at the exit, where it may
+/// have merged with a neighbour below, which then had this protection already. `PROT_GROWSUP`
+/// always fails on x86_64 (no `VM_GROWSUP`).
+fn protected_range(pid: i32, range: Range<u64>, prot: u64) -> Range<u64> {
+    if prot & libc::PROT_GROWSDOWN as u64 == 0 {
+        return range;
+    }
+    let first = procfs::read_maps(pid).ok().and_then(|maps| {
+        maps.into_iter()
+            .find(|m| m.end > range.start && m.start < range.end)
+    });
+    match first {
+        Some(entry) => entry.start..range.end,
+        None => range,
     }
 }
 

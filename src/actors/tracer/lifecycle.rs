@@ -81,6 +81,7 @@ impl Tracer {
             if let Some(t) = self.threads.get_mut(&child) {
                 t.awaiting_attach = true;
             }
+            self.inherit_every_syscall(parent_tid, child);
             return self.child_announced(parent_tid, child);
         };
         let (is_thread, shares_mm) = self.sharing(parent_tid, pid, space_id, child, event);
@@ -132,6 +133,7 @@ impl Tracer {
             child,
             Thread::new(if is_thread { pid } else { child }, true, new_space),
         );
+        self.inherit_every_syscall(parent_tid, child);
         self.child_announced(parent_tid, child);
     }
 
@@ -268,9 +270,16 @@ impl Tracer {
         for t in killed.into_iter().chain([former_tid, tid]) {
             self.forget_deferred(t);
         }
+        // Filters outlive exec: a thread that stopped at every syscall still does.
+        let every_syscall = self
+            .threads
+            .get(&former_tid)
+            .is_some_and(|t| t.every_syscall);
         self.threads.retain(|&t, th| th.pid != pid || t == tid);
         self.threads.remove(&former_tid);
-        self.threads.insert(tid, Thread::new(pid, false, None));
+        let mut thread = Thread::new(pid, false, None);
+        thread.every_syscall = every_syscall;
+        self.threads.insert(tid, thread);
         // Registers can only be borrowed at execve's exit stop: at this event stop the kernel has
         // yet to write execve's return value over them.
         match inject::run_to_syscall_exit(tid) {

@@ -9,7 +9,8 @@
 //!
 //! The rooms: this file has the loop and the one place every [`Stop`] is matched;
 //! `lifecycle.rs` follows threads and processes (clone, fork, exec, exit, job control);
-//! `layout.rs` reports layout syscalls; `races.rs` holds and describes again what raced;
+//! `layout.rs` reports layout syscalls; `notif.rs` sees those a program's own filter hides from
+//! ours; `races.rs` holds and describes again what raced;
 //! `spaces.rs` makes address spaces (injection, registration, snapshots); `checkpoints.rs` is
 //! `--verify`.
 
@@ -18,6 +19,7 @@ mod escapes;
 mod layout;
 mod lending;
 mod lifecycle;
+mod notif;
 mod races;
 mod scans;
 mod spaces;
@@ -130,14 +132,20 @@ struct Thread {
     /// came first in the kernel, ptrace cannot tell (docs/ordering.md, racing changes).
     raced: RangeSet<u64>,
     /// A range given back to the kernel's own faults for the duration of this thread's begun
-    /// syscall (a locked mapping that `mremap` moves and populates), registered again at its
-    /// exit.
+    /// syscall (an `mremap` source the kernel would refuse or never finish while registered:
+    /// escapes.rs), registered again at its exit.
     unregistered: Option<Range<u64>>,
     /// A lent thread to take back at this thread's `ptrace` call's exit (lending.rs).
     reclaim: Option<lending::Reclaim>,
     /// The flags of the `clone3` it is inside, to put back in its memory at the call's exit
     /// (`CLONE_UNTRACED` was cleared there).
     clone_args: Option<crate::kernel::syscall::CloneArgsFlags>,
+    /// Under a program's own filter with a listener, whose `USER_NOTIF` hides syscalls from our
+    /// seccomp stops: it stops at every syscall's entry and exit (notif.rs).
+    every_syscall: bool,
+    /// Its layout syscall was begun at its entry stop: our seccomp stop for it, if one comes,
+    /// is not a new one.
+    begun_at_entry: bool,
 }
 
 impl Thread {
@@ -160,6 +168,8 @@ impl Thread {
             unregistered: None,
             reclaim: None,
             clone_args: None,
+            every_syscall: false,
+            begun_at_entry: false,
         }
     }
 }
@@ -378,6 +388,12 @@ impl Tracer {
 
     /// Lets a stopped thread go, and remembers whether it stayed in a group stop.
     fn release_now(&mut self, tid: i32, how: Resume) {
+        let how = match how {
+            Resume::Cont(sig) if self.threads.get(&tid).is_some_and(|t| t.every_syscall) => {
+                Resume::EverySyscall(sig)
+            }
+            how => how,
+        };
         let listening = ptrace::release(tid, how);
         if let Some(t) = self.threads.get_mut(&tid) {
             t.listening = listening;
