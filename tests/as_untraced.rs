@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use mevi_actors::event::{Event, Line, MapCause, MapKind, WarningKind};
+use mevi_actors::event::{Event, Line, MapCause, MapKind, VerifyPoint, WarningKind};
 use mevi_actors::model::Replay;
 use mevi_actors::run::VERIFY_INCOMPLETE;
 
@@ -335,4 +335,56 @@ fn ptrace_calls_within_a_space_leave_every_thread_traced() {
 fn a_growsdown_mapping_growing_is_in_the_stream() {
     let t = runs_as_untraced(&[workload("u10_growsdown")]);
     assert_eq!(t.stdout, "grew 16 pages\n");
+}
+
+// --- io_uring workers and --verify ---
+
+/// io_uring's io-wq workers (`iou-wrk-*`) are threads of the program that ptrace cannot stop, and
+/// they take first touches: a checkpoint while they live is not quiescent, and used to report
+/// pages the stream did not have yet as mismatches (exit 3, 6 runs of 6). The space is left out
+/// of those checkpoints, each with a `checkpoint_skipped` warning that names the workers, and it
+/// is checked at its last exit stop, once the workers killed by the group's exit have ended.
+#[test]
+fn io_uring_workers_leave_their_space_out_of_checkpoints() {
+    let program = [workload("u10_io_uring").into_os_string(), "3".into()];
+    let (status, stdout) = untraced(&program);
+    assert_eq!((status, stdout.as_str()), (0, "ok\n"));
+    let t = trace_within(&["--verify", "--verify-every", "20"], &program, HANG);
+    assert_eq!((t.status, t.stdout.as_str()), (0, "ok\n"), "{}", t.stderr);
+    let v = t.verify_totals();
+    assert_eq!(v.mismatched_pages, 0, "{}", t.stderr);
+    let left_out = t
+        .lines
+        .iter()
+        .filter(|l| {
+            matches!(&l.event, Event::Warning { what: WarningKind::CheckpointSkipped, message, .. }
+                if message.contains("io_uring worker thread(s)"))
+        })
+        .count();
+    assert!(left_out > 10, "checkpoints with workers alive: {left_out}");
+    let checked_at_exit = t.lines.iter().any(|l| {
+        matches!(&l.event, Event::Verify { point: VerifyPoint::Exit, skipped: None, checked_pages, .. }
+            if *checked_pages > 0)
+    });
+    assert!(
+        checked_at_exit,
+        "the last exit stop is checked: {}",
+        t.stderr
+    );
+    assert_eq!(v.unchecked_spaces, 0);
+
+    // Main ends with `exit`, not `exit_group`: its worker is not killed and lives past the last
+    // exit stop, so the space is never checked, and `--verify` says so (4) rather than pass.
+    let program = [
+        workload("u10_io_uring").into_os_string(),
+        "0.3".into(),
+        "thread-exit".into(),
+    ];
+    assert_eq!(untraced(&program), (0, "ok\n".into()));
+    let t = trace_within(&["--verify"], &program, HANG);
+    assert_eq!(t.stdout, "ok\n", "{}", t.stderr);
+    assert_eq!(t.status, VERIFY_INCOMPLETE, "{}", t.stderr);
+    let v = t.verify_totals();
+    assert_eq!((v.unchecked_spaces, v.mismatched_pages), (1, 0), "{v:?}");
+    assert!(t.stderr.contains("never checked"), "{}", t.stderr);
 }
