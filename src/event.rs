@@ -152,6 +152,10 @@ pub struct VerifyTotals {
     /// warnings): nothing of their pages could be checked.
     #[serde(default)]
     pub unfollowed_spaces: u64,
+    /// Followed spaces left out of a check (a `checkpoint_skipped` warning) and never checked:
+    /// nothing of their pages was compared.
+    #[serde(default)]
+    pub unchecked_spaces: u64,
     pub checked_pages: u64,
     pub mismatched_pages: u64,
 }

@@ -239,6 +239,18 @@ pub fn run(options: RunOptions) -> RunOutcome {
                 report,
             };
         }
+        if v.unchecked_spaces > 0 {
+            eprintln!(
+                "mevi-actors: could not verify: {} address space(s) were never checked (their \
+                 `checkpoint_skipped` warnings say why); what was checked agrees (the program's \
+                 exit status was {status})",
+                v.unchecked_spaces
+            );
+            return RunOutcome {
+                status: VERIFY_INCOMPLETE,
+                report,
+            };
+        }
         if v.unfollowed_spaces > 0 {
             eprintln!(
                 "mevi-actors: could not verify: {} address space(s) were not followed by faults \

@@ -146,6 +146,64 @@ pub fn whereabouts(tid: i32) -> String {
     format!("{state} in {wchan}, syscall {syscall}")
 }
 
+/// `PF_IO_WORKER` and `PF_EXITING` of `include/linux/sched.h` (since Linux 5.12), in the flags
+/// word that `/proc/PID/task/TID/stat` shows as field 9 (docs/kernel-facts.md).
+const PF_IO_WORKER: u32 = 0x10;
+const PF_EXITING: u32 = 0x4;
+/// SIGKILL's bit in the `SigPnd` mask of `/proc/PID/task/TID/status`.
+const SIGKILL_PENDING: u64 = 1 << (libc::SIGKILL - 1);
+
+/// A kernel thread of a process's io_uring (`iou-wrk-*`, `iou-sqp-*`): a member of its thread
+/// group that ptrace cannot stop, and that touches the program's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IoWorker {
+    pub tid: i32,
+    /// It will touch no memory of the program's any more, or is about to stop doing so: it is
+    /// exiting, or has SIGKILL pending (its thread group is exiting: it finishes the work item
+    /// it is in, then exits).
+    pub ending: bool,
+}
+
+/// The io_uring workers of a process, by the kernel's `PF_IO_WORKER` flag, not by name (a thread
+/// can call itself `iou-wrk-1`). `known` threads (the traced ones) are not looked at. A thread
+/// that ends while it is read is left out: it is gone.
+pub fn io_workers(pid: i32, known: impl Fn(i32) -> bool) -> io::Result<Vec<IoWorker>> {
+    let mut workers = Vec::new();
+    for entry in std::fs::read_dir(format!("/proc/{pid}/task"))? {
+        let Some(tid) = entry?.file_name().to_str().and_then(|n| n.parse().ok()) else {
+            continue;
+        };
+        if known(tid) {
+            continue;
+        }
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")) else {
+            continue;
+        };
+        // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
+        let Some(rest) = stat.rfind(')').map(|at| &stat[at + 2..]) else {
+            continue;
+        };
+        let mut fields = rest.split(' ');
+        let state = fields.next().unwrap_or("?");
+        let flags: u32 = fields.nth(9 - 4).and_then(|f| f.parse().ok()).unwrap_or(0);
+        if flags & PF_IO_WORKER == 0 {
+            continue;
+        }
+        let ending = flags & PF_EXITING != 0
+            || matches!(state, "Z" | "X" | "x")
+            || pending_signals(pid, tid).is_some_and(|p| p & SIGKILL_PENDING != 0);
+        workers.push(IoWorker { tid, ending });
+    }
+    Ok(workers)
+}
+
+/// The thread's own pending signals (`SigPnd` of its status, a hex mask).
+fn pending_signals(pid: i32, tid: i32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).ok()?;
+    let mask = status.lines().find_map(|l| l.strip_prefix("SigPnd:"))?;
+    u64::from_str_radix(mask.trim(), 16).ok()
+}
+
 /// The soft limit on the main stack's size (`Max stack size` in `/proc/PID/limits`); None when
 /// unlimited or unreadable.
 pub fn stack_limit(pid: i32) -> Option<u64> {

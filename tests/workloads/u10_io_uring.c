@@ -5,7 +5,9 @@
  * 16-page anonymous buffer, read a 64 KiB file (made in /tmp, unlinked) into it with
  * IOSQE_ASYNC (so an iou-wrk-* kernel thread does the copy and takes the
  * first-touch faults), wait for the completion, check the bytes, unmap.
- * Prints "ok" and exits 0; 1 on a failed call or short read.
+ * Prints "ok" and exits 0; 1 on a failed call or short read. With a second argument
+ * "thread-exit", main ends with the exit syscall (its thread only), not exit_group: the
+ * io-wq worker is not killed, and lives until main's exit cancels its io_uring.
  * Before issue 10 --verify checkpoints were not quiescent (false mismatches).
  */
 #define _GNU_SOURCE
@@ -77,5 +79,9 @@ int main(int argc, char **argv)
         clock_gettime(CLOCK_MONOTONIC, &now);
     } while (now.tv_sec - t0.tv_sec + (now.tv_nsec - t0.tv_nsec) / 1e9 < seconds);
     printf("ok\n");
+    if (argc > 2 && !strcmp(argv[2], "thread-exit")) {
+        fflush(stdout);
+        syscall(SYS_exit, rounds > 0 ? 0 : 1);
+    }
     return rounds > 0 ? 0 : 1;
 }

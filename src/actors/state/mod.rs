@@ -11,7 +11,7 @@ mod summary;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 use std::time::Duration;
 
@@ -96,6 +96,10 @@ pub struct StateActor {
     last_t_ns: u64,
     next_seq: u64,
     options: StateOptions,
+    /// Spaces some check compared, and spaces some check left out (`--verify`): a space only in
+    /// the second was never checked.
+    checked_spaces: BTreeSet<SpaceId>,
+    left_out_spaces: BTreeSet<SpaceId>,
 }
 
 impl StateActor {
@@ -117,6 +121,8 @@ impl StateActor {
             last_t_ns: 0,
             next_seq: 0,
             options,
+            checked_spaces: BTreeSet::new(),
+            left_out_spaces: BTreeSet::new(),
         };
         (actor, StateHandle { tx })
     }
@@ -230,6 +236,7 @@ impl StateActor {
         *checked_pages = c.checked_pages;
         *mismatched_pages = c.mismatched_pages;
         *first_mismatches = c.first_mismatches;
+        self.checked_spaces.insert(at);
         if let Some(t) = self.totals.verify.as_mut() {
             t.points += 1;
             t.checked_pages += c.checked_pages;
@@ -336,14 +343,17 @@ impl StateActor {
                 p.status = *status;
                 p.signal = signal.clone();
             }
-            Event::Warning { what, .. } => {
+            Event::Warning { what, space, .. } => {
                 self.totals.warnings += 1;
                 if let Some(v) = self.totals.verify.as_mut() {
                     if !what.stream_still_exact() {
                         v.inexact_warnings += 1;
                     }
                     match what {
-                        WarningKind::CheckpointSkipped => v.skipped_points += 1,
+                        WarningKind::CheckpointSkipped => {
+                            v.skipped_points += 1;
+                            self.left_out_spaces.extend(*space);
+                        }
                         WarningKind::NoUserfaultfd | WarningKind::NotFollowed => {
                             v.unfollowed_spaces += 1
                         }
@@ -389,6 +399,12 @@ impl StateActor {
             .max()
             .unwrap_or(0);
         self.totals.lines = self.next_seq + 1;
+        if let Some(v) = self.totals.verify.as_mut() {
+            v.unchecked_spaces = self
+                .left_out_spaces
+                .difference(&self.checked_spaces)
+                .count() as u64;
+        }
         self.totals.tracer_peak_rss_bytes = own_peak_rss_bytes();
         let summary = Line {
             seq: self.next_seq,

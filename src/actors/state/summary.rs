@@ -37,7 +37,7 @@ pub fn human_summary(processes: &[ProcessSummary], totals: &RunTotals) -> String
         if v.skipped_points > 0 {
             let _ = write!(
                 also,
-                ", {} skipped (process gone, or a thread that would not stop)",
+                ", {} skipped (process gone, a thread that would not stop, or io_uring workers)",
                 v.skipped_points
             );
         }
@@ -46,6 +46,9 @@ pub fn human_summary(processes: &[ProcessSummary], totals: &RunTotals) -> String
         }
         if v.unfollowed_spaces > 0 {
             let _ = write!(also, ", {} space(s) not followed", v.unfollowed_spaces);
+        }
+        if v.unchecked_spaces > 0 {
+            let _ = write!(also, ", {} space(s) never checked", v.unchecked_spaces);
         }
         if v.inexact_warnings > 0 {
             let _ = write!(
@@ -196,6 +199,7 @@ mod tests {
                 unchecked_points: 2,
                 inexact_warnings: 1,
                 unfollowed_spaces: 1,
+                unchecked_spaces: 1,
                 checked_pages: 100,
                 mismatched_pages: 0,
             }),
@@ -206,6 +210,7 @@ mod tests {
         assert!(text.contains("1 skipped (process gone"), "{text}");
         assert!(text.contains("2 could not be run"), "{text}");
         assert!(text.contains("1 space(s) not followed"), "{text}");
+        assert!(text.contains("1 space(s) never checked"), "{text}");
         assert!(
             text.contains("1 warning(s) that leave the stream inexact"),
             "{text}"

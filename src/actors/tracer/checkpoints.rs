@@ -1,14 +1,19 @@
 //! `--verify`: checks of the stream against the kernel's page tables, at each process's last
 //! exit stop and, with `--verify-every`, at checkpoints where every traced thread is stopped.
+//!
+//! A space with io_uring workers (`iou-wrk-*`, `iou-sqp-*`) is never quiescent while they live:
+//! they are threads of the program that ptrace cannot stop, and they take first touches. Such a
+//! space is left out of checkpoints, and its last check waits for the workers to end
+//! (docs/ordering.md, *io_uring workers*).
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use super::Tracer;
 use crate::actors::lane::LaneMessage;
-use crate::event::{SpaceId, VerifyPoint, WarningKind};
-use crate::kernel::procfs;
+use crate::event::{Event, SpaceId, VerifyPoint, WarningKind};
+use crate::kernel::procfs::{self, IoWorker};
 use crate::kernel::ptrace::{self, Resume};
 use crate::test_hooks::{self, Fault};
 
@@ -36,6 +41,8 @@ pub(super) struct Checkpoint {
     /// Stopped threads and how each is to be let go, in the order they stopped.
     parked: Vec<(i32, Resume)>,
     began: Instant,
+    /// Spaces left out because io_uring workers run in them: their threads were not stopped.
+    with_io_workers: Vec<(SpaceId, i32, Vec<IoWorker>)>,
 }
 
 impl Checkpoint {
@@ -64,15 +71,26 @@ impl Tracer {
         }
     }
 
-    /// Asks every thread that can run user code to stop.
+    /// Asks every thread that can run user code to stop, but those of a space with io_uring
+    /// workers, which cannot be checked anyway: they are not disturbed.
     fn begin_checkpoint(&mut self) {
         let mut waiting = HashSet::new();
         let held = self.held_borrowers();
-        for (&tid, t) in self.threads.iter_mut() {
+        let with_io_workers: Vec<(SpaceId, i32, Vec<IoWorker>)> = self
+            .spaces
+            .iter()
+            .filter(|(_, s)| s.uffd.is_some())
+            .flat_map(|(&id, _)| self.io_workers_in(id))
+            .collect();
+        for (&tid, t) in self.threads.iter() {
             // Not yet attached, waiting for a vfork child, left in a group stop, or past the
             // exit stop: none of these can touch memory.
             // Held at a `ptrace` call until the thread it borrows is handed over: it stopped.
             if t.awaiting_attach || t.in_vfork || t.listening || t.exiting || held.contains(&tid) {
+                continue;
+            }
+            let space = self.space_of_process(t.pid);
+            if with_io_workers.iter().any(|(id, ..)| Some(*id) == space) {
                 continue;
             }
             // ESRCH: it is dying; its end will be reported, and it needs no stopping.
@@ -84,6 +102,7 @@ impl Tracer {
             waiting,
             parked: Vec::new(),
             began: Instant::now(),
+            with_io_workers,
         });
     }
 
@@ -106,7 +125,7 @@ impl Tracer {
         if !c.waiting.is_empty() && !late {
             return;
         }
-        let Some(c) = self.checkpoint.take() else {
+        let Some(mut c) = self.checkpoint.take() else {
             return;
         };
         let mut unstopped: Vec<(SpaceId, i32)> = c
@@ -115,14 +134,41 @@ impl Tracer {
             .filter_map(|&tid| self.space_of(tid).map(|(_, space)| (space, tid)))
             .collect();
         unstopped.sort_unstable();
-        let targets: Vec<(SpaceId, i32)> = self
+        let mut targets: Vec<(SpaceId, i32)> = self
             .spaces
             .iter()
             .filter(|(_, s)| s.uffd.is_some())
             .filter(|(id, _)| !unstopped.iter().any(|(space, _)| space == *id))
             .filter_map(|(&id, _)| self.parked_in(id, &c.parked).map(|tid| (id, tid)))
             .collect();
+        // Workers made since the checkpoint began (every thread of the space is stopped now, so
+        // none can be made until they are let go).
+        for &(space, _) in &targets {
+            c.with_io_workers.extend(self.io_workers_in(space));
+        }
+        targets.retain(|(space, _)| !c.with_io_workers.iter().any(|(id, ..)| id == space));
         self.check(&targets, VerifyPoint::Checkpoint);
+        for (space, pid, workers) in c.with_io_workers {
+            let message = format!(
+                "space {space} was not checked at this checkpoint: io_uring worker thread(s) {} \
+                 of process {pid} run where ptrace cannot stop them",
+                tids(&workers)
+            );
+            let what = WarningKind::CheckpointSkipped;
+            if self.told_io_workers.insert(space) {
+                self.warn(Some(pid), Some(space), what, message);
+            } else {
+                // Every checkpoint while they live: on stderr once is enough.
+                tracing::debug!(pid, space, "{message}");
+                let event = Event::Warning {
+                    pid: Some(pid),
+                    space: Some(space),
+                    what,
+                    message,
+                };
+                self.observed(space, event);
+            }
+        }
         for (space, tid) in unstopped {
             let pid = self.threads.get(&tid).map(|t| t.pid);
             self.warn(
@@ -159,7 +205,7 @@ impl Tracer {
     }
 
     /// At a thread's exit stop: if no other thread of its space can run user code any more, this
-    /// is a quiescent point, and `--verify` checks it.
+    /// is a quiescent point, and `--verify` checks it, once its io_uring workers have ended.
     pub(super) fn verify_at_exit(&mut self, tid: i32) {
         if self.config.verify
             && let Some((pid, space)) = self.space_of(tid)
@@ -167,7 +213,68 @@ impl Tracer {
             && self.spaces.get(&space).is_some_and(|s| s.uffd.is_some())
             && self.space_is_quiescent(space)
         {
-            self.check(&[(space, tid)], VerifyPoint::Exit);
+            match self.io_workers_ended(space) {
+                Ok(()) => self.check(&[(space, tid)], VerifyPoint::Exit),
+                Err(why) => self.warn(
+                    Some(pid),
+                    Some(space),
+                    WarningKind::CheckpointSkipped,
+                    format!("space {space} was not checked at its last exit stop: {why}"),
+                ),
+            }
+        }
+    }
+
+    /// The io_uring workers of each process of a space that has any (threads we trace are not
+    /// looked at). A process that cannot be read is gone, and so are its workers.
+    fn io_workers_in(&self, space: SpaceId) -> Vec<(SpaceId, i32, Vec<IoWorker>)> {
+        let pids: BTreeSet<i32> = self.threads_in(space).map(|(_, t)| t.pid).collect();
+        pids.into_iter()
+            .filter_map(|pid| {
+                let workers =
+                    procfs::io_workers(pid, |tid| self.threads.contains_key(&tid)).ok()?;
+                (!workers.is_empty()).then_some((space, pid, workers))
+            })
+            .collect()
+    }
+
+    /// Waits, at the exit stop of a space's last thread, until its io_uring workers have ended.
+    /// When the thread group exits, each worker has SIGKILL pending: it finishes the work item
+    /// it is in and exits, untouched by the stop we hold its last thread in. A worker without
+    /// it (the last thread called `exit`, not `exit_group`) lives until that thread's exit
+    /// cancels its io_uring, after this stop: nothing can be checked then.
+    fn io_workers_ended(&self, space: SpaceId) -> Result<(), String> {
+        let began = Instant::now();
+        // Between taking SIGKILL off its pending set and marking itself exiting, a worker looks
+        // like one that is not ending: only a few looks in a row say it is not.
+        let mut not_ending = 0;
+        loop {
+            let workers: Vec<IoWorker> = self
+                .io_workers_in(space)
+                .into_iter()
+                .flat_map(|(_, _, w)| w)
+                .collect();
+            if workers.is_empty() {
+                return Ok(());
+            }
+            if workers.iter().all(|w| w.ending) {
+                not_ending = 0;
+            } else {
+                not_ending += 1;
+            }
+            if not_ending >= 3 {
+                return Err(format!(
+                    "io_uring worker thread(s) {} still run (the thread group is not exiting)",
+                    tids(&workers)
+                ));
+            }
+            if began.elapsed() > PATIENCE {
+                return Err(format!(
+                    "io_uring worker thread(s) {} did not end within {PATIENCE:?}",
+                    tids(&workers)
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 
@@ -244,4 +351,9 @@ impl Tracer {
             }
         }
     }
+}
+
+/// Worker thread ids for a message: `[123, 124]`.
+fn tids(workers: &[IoWorker]) -> String {
+    format!("{:?}", workers.iter().map(|w| w.tid).collect::<Vec<_>>())
 }

@@ -207,6 +207,9 @@ pub struct Tracer {
     root: i32,
     root_end: Option<ProgramEnd>,
     checkpoint: Option<Checkpoint>,
+    /// Spaces whose io_uring workers a checkpoint has already warned about on stderr (the
+    /// stream has a warning per checkpoint; stderr, the first).
+    told_io_workers: HashSet<SpaceId>,
     /// Syscall exits held back, by the thread whose report they wait for.
     deferred: HashMap<i32, Deferred>,
     /// Threads lent to a tracer of their own space, or about to be (lending.rs).
@@ -243,6 +246,7 @@ impl Tracer {
             root: 0,
             root_end: None,
             checkpoint: None,
+            told_io_workers: HashSet::new(),
             deferred: HashMap::new(),
             lent: HashMap::new(),
             exec_interrupted: HashSet::new(),
