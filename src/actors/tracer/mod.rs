@@ -11,13 +11,14 @@
 //! `lifecycle.rs` follows threads and processes (clone, fork, exec, exit, job control);
 //! `layout.rs` reports layout syscalls; `races.rs` holds and describes again what raced;
 //! `spaces.rs` makes address spaces (injection, registration, snapshots); `checkpoints.rs` is
-//! `--verify`.
+//! `--verify`; `namespaces.rs` tells lanes the ids of threads in a child PID namespace.
 
 mod checkpoints;
 mod escapes;
 mod layout;
 mod lending;
 mod lifecycle;
+mod namespaces;
 mod races;
 mod spaces;
 
@@ -197,6 +198,8 @@ pub struct Tracer {
     exec_interrupted: HashSet<i32>,
     /// When the next checkpoint is due (`--verify-every`).
     next_checkpoint: Option<Instant>,
+    /// Threads in another PID namespace than ours: their id there (namespaces.rs).
+    ns_tids: HashMap<i32, i32>,
 }
 
 impl Tracer {
@@ -228,6 +231,7 @@ impl Tracer {
             lent: HashMap::new(),
             exec_interrupted: HashSet::new(),
             next_checkpoint: None,
+            ns_tids: HashMap::new(),
         }
     }
 
