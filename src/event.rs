@@ -357,6 +357,10 @@ pub enum Event {
         end: u64,
         write: bool,
         faults: u64,
+        /// A first touch made by another process (`process_vm_writev`, a ptrace poke): the
+        /// writer's pid, when known; `pid` is then the space's owner, and `tid == pid`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        writer: Option<i32>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         by: Option<FoundBy>,
         /// Mapped by transparent huge pages (PMDs), as a scan found them.

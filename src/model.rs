@@ -335,7 +335,11 @@ impl Replay {
         }
         match event {
             Event::Exec { pid, space, .. } => {
-                self.process_space.insert(*pid, *space);
+                if let Some(old) = self.process_space.insert(*pid, *space)
+                    && old != *space
+                {
+                    self.left(old);
+                }
             }
             Event::Fork {
                 child,
@@ -420,7 +424,9 @@ impl Replay {
                 space, start, end, ..
             } => self.space_mut(*space).add_resident(*start..*end),
             Event::Exit { pid, .. } => {
-                self.process_space.remove(pid);
+                if let Some(space) = self.process_space.remove(pid) {
+                    self.left(space);
+                }
             }
             Event::Start { .. }
             | Event::Verify { .. }
@@ -428,6 +434,19 @@ impl Replay {
             | Event::ThreadExit { .. }
             | Event::Warning { .. }
             | Event::Summary { .. } => {}
+        }
+    }
+
+    /// A process left `space` (it exited or exec'd): if it was the last, the space ends, as the
+    /// kernel's mm does. Its mappings and pages are gone; its peak stays.
+    fn left(&mut self, space: SpaceId) {
+        if self.process_space.values().any(|&s| s == space) {
+            return;
+        }
+        if let Some(s) = self.spaces.get_mut(&space) {
+            s.mappings = RangeMap::new();
+            s.resident = RangeSet::new();
+            s.resident_bytes = 0;
         }
     }
 
@@ -483,6 +502,7 @@ mod tests {
             faults: (end - start) / 4096,
             by: None,
             huge: false,
+            writer: None,
         }
     }
 
@@ -566,6 +586,42 @@ mod tests {
         assert_eq!(r.spaces[&0].peak_resident_bytes, 0x4000);
         assert_eq!(r.spaces[&1].resident_bytes, 0x4000);
         assert_eq!(r.process_space[&2], 1);
+    }
+
+    /// A fork child killed before it was described: its space is a copy of its parent's, and
+    /// ends with it. A space shared with a vfork child ends with the last of the two; one left
+    /// by exec ends there.
+    #[test]
+    fn a_space_ends_when_its_last_process_leaves_and_keeps_its_peak() {
+        let mut r = Replay::new();
+        r.apply(&exec());
+        r.apply(&map(0, 0x10000, 0x14000, PageState::Resident));
+        r.apply(&fork(1, 2, 0, 1));
+        assert_eq!(r.spaces[&1].resident_bytes, 0x4000);
+        r.apply(&exit(2, 1));
+        assert_eq!(r.spaces[&1].resident_bytes, 0);
+        assert_eq!(r.spaces[&1].peak_resident_bytes, 0x4000);
+        assert!(r.spaces[&1].mappings.is_empty());
+        r.apply(&Event::Fork {
+            pid: 1,
+            tid: 1,
+            child: 3,
+            kind: ForkKind::Vfork,
+            space: 0,
+            child_space: 0,
+        });
+        r.apply(&exit(1, 0));
+        assert_eq!(r.spaces[&0].resident_bytes, 0x4000, "3 is still in it");
+        r.apply(&Event::Exec {
+            pid: 3,
+            tid: 3,
+            space: 2,
+            path: "/bin/true".into(),
+            argv: Vec::new(),
+        });
+        assert_eq!(r.spaces[&0].resident_bytes, 0);
+        assert_eq!(r.spaces[&0].peak_resident_bytes, 0x4000);
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
     }
 
     fn child_map(pid: i32, space: SpaceId) -> Event {

@@ -11,7 +11,6 @@ use std::time::Duration;
 use mevi_actors::event::{
     Event, Follow, FoundBy, Line, MapCause, MapKind, VerifyPoint, WarningKind,
 };
-use mevi_actors::model::Replay;
 use mevi_actors::run::VERIFY_INCOMPLETE;
 
 use crate::util::{
@@ -231,11 +230,8 @@ fn mprotect_is_in_the_stream_and_hugetlb_is_its_own_kind() {
         .lines()
         .find_map(|l| l.strip_prefix("region ")?.parse().ok())
         .expect("the workload names its region");
-    let mut replayed = Replay::new();
-    for line in &t.lines {
-        replayed.apply_line(line);
-    }
-    let space = &replayed.spaces[&0];
+    // As the program left it: the space ends at its exit.
+    let space = t.space_at_end(0);
     let prot_at = |addr: u64| space.mappings.get(&addr).map(|m| m.prot.as_str());
     assert_eq!(prot_at(region), Some("rw-"));
     assert_eq!(prot_at(region + 3 * 4096), Some("rw-"));
@@ -449,7 +445,7 @@ fn a_move_over_several_mappings_succeeds_as_untraced() {
     else {
         panic!("no remap line: {:?}", t.lines);
     };
-    let space = &t.replay.spaces[&0];
+    let space = t.space_at_end(0);
     for addr in (*new_start..*new_end).step_by(4096) {
         let mapping = space
             .mappings
@@ -483,7 +479,7 @@ fn a_growsdown_mprotect_covers_what_the_kernel_changed() {
         t.stderr
     );
     let (low, high) = (maps[0].0, maps[1].1);
-    let space = &t.replay.spaces[&0];
+    let space = t.space_at_end(0);
     for (start, end, prot) in maps {
         for addr in (start..end).step_by(4096) {
             let replayed = space.mappings.get(&addr).map(|m| m.prot.as_str());
@@ -582,4 +578,160 @@ fn io_uring_workers_leave_their_space_out_of_checkpoints() {
     let v = t.verify_totals();
     assert_eq!((v.unchecked_spaces, v.mismatched_pages), (1, 0), "{v:?}");
     assert!(t.stderr.contains("never checked"), "{}", t.stderr);
+}
+
+// --- attribution of first touches; replay ends a space ---
+
+/// The pids the stream announces (the first `exec`, every `fork` child) and the threads it
+/// announces (those, and every `thread` child).
+fn announced(t: &Traced) -> (Vec<i32>, Vec<i32>) {
+    let mut pids = Vec::new();
+    let mut tids = Vec::new();
+    for l in &t.lines {
+        match l.event {
+            Event::Exec { pid, .. } if pids.is_empty() => pids.push(pid),
+            Event::Fork { child, .. } => pids.push(child),
+            Event::Thread { child, .. } => tids.push(child),
+            _ => {}
+        }
+    }
+    tids.extend(&pids);
+    (pids, tids)
+}
+
+/// No line and no summary row names a process the stream did not announce.
+fn no_phantom(t: &Traced) {
+    let (pids, _) = announced(t);
+    for l in &t.lines {
+        if let Some(pid) = l.event.pid() {
+            assert!(pids.contains(&pid), "unannounced pid {pid}: {l:?}");
+        }
+    }
+    let (processes, _) = t.summary();
+    let mut rows: Vec<i32> = processes.iter().map(|p| p.pid).collect();
+    let mut expected = pids.clone();
+    rows.sort_unstable();
+    expected.sort_unstable();
+    expected.dedup();
+    assert_eq!(rows, expected, "summary rows");
+}
+
+/// The `writer` field of a line, read from its JSON.
+fn writer_of(event: &Event) -> Option<i64> {
+    serde_json::to_value(event).unwrap()["writer"].as_i64()
+}
+
+/// A parent writes into its child's untouched pages with `process_vm_writev`: the first touches
+/// are the child's (its space, its pid), with the parent named as `writer`; no phantom process.
+#[test]
+fn a_first_touch_by_another_process_is_the_owners_with_the_writer_named() {
+    let t = runs_as_untraced(&[workload("u10_vm_writev")]);
+    assert_eq!(t.stdout, "present 4\n");
+    let (parent, child, child_space) = t
+        .lines
+        .iter()
+        .find_map(|l| match l.event {
+            Event::Fork {
+                pid,
+                child,
+                child_space,
+                ..
+            } => Some((pid, child, child_space)),
+            _ => None,
+        })
+        .expect("a fork line");
+    let mut written = 0;
+    for l in &t.lines {
+        if let Event::Resident {
+            pid,
+            tid,
+            space,
+            faults,
+            ..
+        } = l.event
+            && space == child_space
+        {
+            assert_eq!((pid, tid), (child, Some(child)), "{l:?}");
+            if let Some(writer) = writer_of(&l.event) {
+                assert_eq!(writer, i64::from(parent), "{l:?}");
+                written += faults;
+            }
+        }
+    }
+    assert_eq!(written, 4, "the 4 pages the parent wrote");
+    no_phantom(&t);
+    let (processes, _) = t.summary();
+    let row = processes.iter().find(|p| p.pid == child).unwrap();
+    assert!(row.faults >= 4, "{row:?}");
+}
+
+/// Under `unshare -pf` the program's processes are 1, 2... in their namespace, which is what the
+/// userfaultfd says of a faulting thread: the stream has our ids all the same (those of its
+/// `exec`/`fork`/`thread` lines), in every line and in the summary, and the stream agrees with
+/// the kernel.
+#[test]
+fn in_a_child_pid_namespace_first_touches_carry_our_ids() {
+    let cases: [Vec<std::ffi::OsString>; 2] = [
+        vec![workload("fork_touch").into()],
+        vec![workload("threads_region").into(), "4".into()],
+    ];
+    for program in cases {
+        let mut argv: Vec<std::ffi::OsString> =
+            vec!["unshare".into(), "-pf".into(), "--mount-proc".into()];
+        argv.extend(program);
+        let t = trace_within(&["--verify"], &argv, HANG);
+        assert_eq!(t.status, 0, "{}", t.stderr);
+        assert_eq!(t.verify_totals().mismatched_pages, 0, "{}", t.stderr);
+        assert!(t.replay.problems.is_empty(), "{:?}", t.replay.problems);
+        no_phantom(&t);
+        let (pids, tids) = announced(&t);
+        let mut faulting = std::collections::BTreeSet::new();
+        for l in &t.lines {
+            if let Event::Resident { pid, tid, .. } = l.event {
+                let tid = tid.expect("a fault's line names its thread");
+                assert!(tids.contains(&tid), "unannounced tid {tid}: {l:?}");
+                faulting.insert(pid);
+            }
+        }
+        // The programs in the namespace (every process but `unshare`) made first touches.
+        assert!(
+            pids[1..].iter().all(|p| faulting.contains(p)),
+            "{pids:?} {faulting:?}"
+        );
+    }
+}
+
+/// Children SIGKILLed right after `fork`, some before mevi-actors could describe them: each has
+/// an `exit` line, and its space (a copy of its parent's) ends with it: nothing stays resident
+/// in a replay. The summary's row for each is its `exit` line's.
+#[test]
+fn replay_ends_the_spaces_of_children_killed_right_after_fork() {
+    let t = trace_within(&[], &[workload("u10_fork_kill"), "50".into()], HANG);
+    assert_eq!((t.status, t.stdout.as_str()), (0, "done 50 killed 50\n"));
+    assert!(t.replay.problems.is_empty(), "{:?}", t.replay.problems);
+    let (processes, _) = t.summary();
+    let mut killed = 0;
+    for l in &t.lines {
+        if let Event::Exit {
+            pid,
+            space,
+            signal: Some(ref signal),
+            resident_bytes,
+            ..
+        } = l.event
+        {
+            assert_eq!(signal, "SIGKILL");
+            killed += 1;
+            assert_eq!(
+                t.replay.spaces[&space].resident_bytes, 0,
+                "space {space} of killed pid {pid}"
+            );
+            let row = processes.iter().find(|p| p.pid == pid).unwrap();
+            assert_eq!(row.resident_bytes, resident_bytes, "pid {pid}");
+            assert_eq!(t.space_at_end(space).resident_bytes, resident_bytes);
+        }
+    }
+    assert_eq!(killed, 50);
+    // The program's own space ends too, at its exit.
+    assert!(t.replay.spaces.values().all(|s| s.resident_bytes == 0));
 }

@@ -536,6 +536,22 @@ fn a_space_whose_thread_will_not_stop_is_left_out_of_that_checkpoint_only() {
             _ => None,
         })
         .expect("a fork line");
+    // Within 20 ms a loaded machine may not stop a running thread of the root's space either:
+    // that space is then left out of that one checkpoint too, which is right; it must still be
+    // checked at others (below).
+    let all_skips = t
+        .lines
+        .iter()
+        .filter(|l| {
+            matches!(
+                l.event,
+                Event::Warning {
+                    what: WarningKind::CheckpointSkipped,
+                    ..
+                }
+            )
+        })
+        .count();
     let skips: Vec<&str> = t
         .lines
         .iter()
@@ -545,10 +561,7 @@ fn a_space_whose_thread_will_not_stop_is_left_out_of_that_checkpoint_only() {
                 space,
                 message,
                 ..
-            } => {
-                assert_eq!(*space, Some(child_space), "{message}");
-                Some(message.as_str())
-            }
+            } if *space == Some(child_space) => Some(message.as_str()),
             _ => None,
         })
         .collect();
@@ -580,7 +593,7 @@ fn a_space_whose_thread_will_not_stop_is_left_out_of_that_checkpoint_only() {
     let totals = t.verify_totals();
     assert_eq!(totals.mismatched_pages, 0);
     assert!(
-        totals.skipped_points >= skips.len() as u64,
+        totals.skipped_points >= all_skips as u64,
         "the summary counts the skipped checks: {totals:?}"
     );
 }

@@ -152,7 +152,7 @@ fn page_states_replay_exactly_across_remaps() {
         assert_eq!(t.resident_pages(r.pid, r.start, r.end), r.present, "{name}");
     }
     let old = &t.truth("region", "dontunmap_old")[0];
-    let replayed = &t.replay.spaces[&t.space_of(old.pid)];
+    let replayed = t.space_at_end(t.space_of(old.pid));
     assert!(
         replayed.mappings.get(&old.start).is_some(),
         "MREMAP_DONTUNMAP leaves the old range mapped"

@@ -29,7 +29,6 @@ fn replayed_state_equals_the_state_actors_at_every_exit_and_at_the_end() {
     let mut replay = Replay::new();
     let mut exits = 0;
     for line in &t.lines {
-        replay.apply_line(line);
         if let Event::Exit {
             space,
             resident_bytes,
@@ -37,23 +36,32 @@ fn replayed_state_equals_the_state_actors_at_every_exit_and_at_the_end() {
             ..
         } = &line.event
         {
-            // The state actor filled these from its own model as it wrote the line.
+            // The state actor filled these from its own model as it wrote the line, before the
+            // line ended the space.
             let s = &replay.spaces[space];
             assert_eq!(s.resident_bytes, *resident_bytes);
             assert_eq!(s.peak_resident_bytes, *peak_resident_bytes);
             exits += 1;
         }
+        replay.apply_line(line);
     }
     assert_eq!(exits, 2);
     let Event::Summary { processes, .. } = &t.lines.last().unwrap().event else {
         panic!("no summary");
     };
     for p in processes {
+        let space = t.space_of(p.pid);
         assert_eq!(
             p.resident_bytes,
-            replay.spaces[&t.space_of(p.pid)].resident_bytes,
+            t.space_at_end(space).resident_bytes,
             "pid {}",
             p.pid
+        );
+        // Every process has exited: its space has ended, and kept only its peak.
+        assert_eq!(replay.spaces[&space].resident_bytes, 0, "pid {}", p.pid);
+        assert_eq!(
+            replay.spaces[&space].peak_resident_bytes,
+            p.peak_resident_bytes
         );
     }
 }
@@ -197,7 +205,7 @@ fn coalesced_first_touches_replay_to_the_same_state_as_one_line_per_fault() {
             _ => None,
         });
         let space = t.space_of(pid.expect("an exec line"));
-        t.replay.spaces[&space].clone()
+        t.space_at_end(space).clone()
     };
     let (a, b) = (root(&one_per_fault), root(&coalesced));
     assert_eq!(a.resident, b.resident, "resident pages differ");

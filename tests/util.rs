@@ -1,7 +1,7 @@
 //! The harness: builds the C workloads, runs the real binary on the real kernel, and reads both
 //! the stream and the kernel truth each workload prints about itself.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use mevi_actors::event::{Event, Line, ProcessSummary, RunTotals, SpaceId, VerifyTotals};
-use mevi_actors::model::Replay;
+use mevi_actors::model::{AddressSpace, Replay};
 
 pub const PAGE: u64 = 4096;
 /// No traced run in this suite takes more than a few seconds; this only catches hangs.
@@ -162,6 +162,9 @@ pub struct Traced {
     pub stdout: String,
     pub stderr: String,
     pub replay: Replay,
+    /// Each space as it was when its last process left it (a space ends then, and replays
+    /// empty from there), or at the end of the stream for one still in use.
+    pub at_end: BTreeMap<SpaceId, AddressSpace>,
 }
 
 /// `mevi-actors run [flags] -o FILE -- program args`.
@@ -190,6 +193,36 @@ pub fn trace_with_env<S: AsRef<OsStr>>(
     Traced::read(&file, status, stdout, stderr)
 }
 
+/// Replays `lines`, keeping each space as it was just before its last process left it (its
+/// `exit`, or its `exec` into another space), or at the end for a space still in use.
+pub fn replay_keeping_ends(lines: &[Line]) -> (Replay, BTreeMap<SpaceId, AddressSpace>) {
+    let mut replay = Replay::new();
+    let mut at_end = BTreeMap::new();
+    for line in lines {
+        let leaving = match line.event {
+            Event::Exit { pid, .. } | Event::Exec { pid, .. } => {
+                replay.process_space.get(&pid).copied()
+            }
+            _ => None,
+        };
+        if let Some(space) = leaving
+            && let Some(s) = replay.spaces.get(&space)
+        {
+            at_end.insert(space, s.clone());
+        }
+        replay.apply_line(line);
+    }
+    for &space in replay.process_space.values() {
+        if let Some(s) = replay.spaces.get(&space) {
+            at_end.insert(space, s.clone());
+        }
+    }
+    for (&space, s) in &replay.spaces {
+        at_end.entry(space).or_insert_with(|| s.clone());
+    }
+    (replay, at_end)
+}
+
 pub fn parse_stream(text: &str) -> Vec<Line> {
     text.lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad line {l:?}: {e}")))
@@ -213,13 +246,21 @@ impl Traced {
     pub fn read(file: &Path, status: i32, stdout: String, stderr: String) -> Self {
         let text = std::fs::read_to_string(file).unwrap_or_default();
         std::fs::remove_file(file).ok();
+        let lines = parse_stream(&text);
+        let (replay, at_end) = replay_keeping_ends(&lines);
         Traced {
             status,
-            lines: parse_stream(&text),
+            lines,
             stdout,
             stderr,
-            replay: Replay::from_jsonl(&text).expect("the stream replays"),
+            replay,
+            at_end,
         }
+    }
+
+    /// `space` as its last process left it (see `at_end`).
+    pub fn space_at_end(&self, space: SpaceId) -> &AddressSpace {
+        &self.at_end[&space]
     }
 
     /// The closing `summary` line's processes and totals.
@@ -286,11 +327,13 @@ impl Traced {
 
     /// Resident pages of `pid`'s space in `[start, end)`, by replaying the whole stream.
     pub fn resident_pages(&self, pid: i32, start: u64, end: u64) -> u64 {
-        self.replay.spaces[&self.space_of(pid)].resident_in(start..end) / PAGE
+        self.space_at_end(self.space_of(pid))
+            .resident_in(start..end)
+            / PAGE
     }
 
     pub fn total_resident_pages(&self, pid: i32) -> u64 {
-        self.replay.spaces[&self.space_of(pid)].resident_bytes / PAGE
+        self.space_at_end(self.space_of(pid)).resident_bytes / PAGE
     }
 
     pub fn events<'a>(&'a self, ev: &'a str) -> impl Iterator<Item = &'a Event> + 'a {

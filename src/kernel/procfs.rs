@@ -105,6 +105,30 @@ pub fn tgid(tid: i32) -> Option<i32> {
     status_number(tid, "Tgid:")
 }
 
+/// A thread's id in its own (innermost) PID namespace: the last number of `NSpid:` in
+/// `/proc/TID/status`. The userfaultfd names a faulting thread by this id.
+pub fn innermost_tid(tid: i32) -> Option<i32> {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))?
+        .split_whitespace()
+        .next_back()?
+        .parse()
+        .ok()
+}
+
+/// Whether a process is in another PID namespace than mevi-actors (its `/proc/PID/ns/pid` names
+/// another one): its threads' ids there differ from ours. False when it cannot be read.
+pub fn in_another_pid_namespace(pid: i32) -> bool {
+    static OURS: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    let ours = OURS.get_or_init(|| std::fs::read_link("/proc/self/ns/pid").ok());
+    match (std::fs::read_link(format!("/proc/{pid}/ns/pid")), ours) {
+        (Ok(theirs), Some(ours)) => theirs != *ours,
+        _ => false,
+    }
+}
+
 /// How much of a process's memory is locked (`VmLck` of `/proc/PID/status`), in bytes.
 pub fn locked_bytes(pid: i32) -> Option<u64> {
     status_number::<u64>(pid, "VmLck:").map(|kib| kib * 1024)

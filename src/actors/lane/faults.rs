@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use super::Lane;
+use super::attribution::Toucher;
 use super::touches::TouchRun;
 use crate::actors::sequencer::Stamped;
 use crate::event::{Event, Follow, MapKind, PageState};
@@ -37,7 +38,9 @@ impl Lane {
         self.resolve_all(ready).await;
     }
 
-    async fn on_fault(&mut self, fault: PageFault) {
+    async fn on_fault(&mut self, mut fault: PageFault) {
+        // From here on a thread has our id, as the tracer's messages give it (the fences too).
+        fault.tid = self.who.our_tid(fault.tid);
         let mut ready = std::mem::take(&mut self.ready);
         self.fences.admit(fault, &mut ready);
         if ready.is_empty() {
@@ -74,12 +77,14 @@ impl Lane {
                 }
                 self.recent.resolved(at, addr);
                 self.counters.resolved += 1;
-                let pid = self.pid_of(tid).await;
-                self.grow_stack(addr, tid, at).await;
+                let who = self.toucher(tid).await;
+                self.grow_stack(addr, who.tid, at).await;
                 let touch = TouchRun {
                     at,
-                    pid,
-                    tid,
+                    pid: who.pid,
+                    tid: who.tid,
+                    writer: who.writer,
+                    remote: who.remote,
                     start: addr,
                     end: addr + self.page_size,
                     write,
@@ -96,16 +101,23 @@ impl Lane {
         }
     }
 
-    /// The process of a thread that faulted. The tracer reports each thread before it runs, so
-    /// this is nearly always known; else `/proc` says, off the async workers.
-    async fn pid_of(&mut self, tid: i32) -> i32 {
-        if let Some(&pid) = self.tids.get(&tid) {
-            return pid;
+    /// Whose the touch by `tid` (our id) is (attribution.rs). The tracer reports each thread
+    /// of the space before it runs, so this is nearly always known; else `/proc` says, off the
+    /// async workers, whether it is a thread of a process of the space or another process.
+    async fn toucher(&mut self, tid: i32) -> Toucher {
+        if let Some(who) = self.who.known(tid) {
+            return who;
         }
-        let tgid = tokio::task::spawn_blocking(move || procfs::tgid(tid)).await;
-        let pid = tgid.ok().flatten().unwrap_or(tid);
-        self.tids.insert(tid, pid);
-        pid
+        // An id from a child namespace means nothing in our `/proc`.
+        let tgid = if self.who.in_child_namespace() {
+            None
+        } else {
+            tokio::task::spawn_blocking(move || procfs::tgid(tid))
+                .await
+                .ok()
+                .flatten()
+        };
+        self.who.unknown(tid, tgid)
     }
 
     /// A resolved fault just below a mapping that grows down (the main stack, a `MAP_GROWSDOWN`

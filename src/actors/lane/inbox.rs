@@ -18,7 +18,9 @@ impl Lane {
             LaneMessage::Mapped { event, at_exit } => self.forward_mapped(event, at_exit).await,
             LaneMessage::Fence { tid, range } => self.fences.fence(tid, range),
             LaneMessage::Ended { tid } => self.end_syscall(tid).await,
+            LaneMessage::NsTid { tid, ns_tid } => self.who.ns_tid(tid, ns_tid),
             LaneMessage::Left { pid } => {
+                self.who.left(pid);
                 self.touches.flush(&mut self.outgoing);
                 self.send_out().await;
                 let left = SequencerMessage::Left {
@@ -108,7 +110,7 @@ impl Lane {
 
     /// Sends an observed event on, in lane order. A thread that ends ends its syscall too.
     pub(super) async fn forward(&mut self, stamped: Stamped) {
-        self.learn_threads(&stamped.event);
+        self.who.learn(&stamped.event);
         self.forget_stacks(&stamped.event);
         let ended = match stamped.event {
             Event::ThreadExit { tid, .. } | Event::Exit { tid, .. } => Some(tid),
@@ -226,25 +228,5 @@ impl Lane {
         };
         self.stacks
             .retain(|(_, stack, _)| stack.end <= gone.start || gone.end <= stack.start);
-    }
-
-    fn learn_threads(&mut self, event: &Event) {
-        match *event {
-            Event::Exec { pid, .. } => {
-                self.tids.insert(pid, pid);
-            }
-            Event::Thread { pid, child, .. } => {
-                self.tids.insert(child, pid);
-            }
-            Event::Fork { child, .. } => {
-                self.tids.insert(child, child);
-            }
-            Event::Map { pid, tid, .. } => {
-                self.tids.insert(tid, pid);
-            }
-            // A thread that has exited keeps its entry: a fault it raised before it died can still
-            // be read after its `thread_exit` line, and belongs to its process all the same.
-            _ => {}
-        }
     }
 }

@@ -16,10 +16,12 @@
 //! space is traced as mappings only from then on.
 //!
 //! The files: this one is the actor (its state, its loop, reading the descriptor); `inbox.rs`
-//! turns the tracer's messages into lines, `faults.rs` resolves what the descriptor says;
+//! turns the tracer's messages into lines, `faults.rs` resolves what the descriptor says,
+//! `attribution.rs` says whose each first touch is;
 //! `handle.rs` is the tracer's end. The pure rules have files of their own, with their tests:
 //! `fences.rs` (R2), `touches.rs` (R9), `pages.rs` (R3, R4).
 
+mod attribution;
 mod faults;
 mod fences;
 mod handle;
@@ -39,6 +41,7 @@ use std::time::{Duration, Instant};
 use async_channel::Receiver;
 use userfaultfd::EventBuffer;
 
+use self::attribution::Attribution;
 use self::fences::Fences;
 pub use self::handle::LaneHandle;
 use self::handle::{INBOX_LATENCY, LaneWake};
@@ -91,6 +94,9 @@ pub enum LaneMessage {
     Ended { tid: i32 },
     /// A process left this space (it exec'd): every line about it has been sent.
     Left { pid: i32 },
+    /// Thread `tid` of this space is in a child PID namespace, where its id is `ns_tid`: the
+    /// userfaultfd names it by that id. Sent before the thread runs, only for such threads.
+    NsTid { tid: i32, ns_tid: i32 },
     /// Every thread of the space is stopped (`--verify`): resolve what the descriptor still
     /// holds, then send the check on in lane order. `done` is told once the kernel's side has
     /// been read, and only then may the threads run again. A lane that cannot read its
@@ -152,8 +158,8 @@ pub struct Lane {
     outgoing: Vec<Stamped>,
     /// Faults the fences let go, on their way to be resolved.
     ready: Vec<PageFault>,
-    /// Which process each thread of this space belongs to.
-    tids: HashMap<i32, i32>,
+    /// Who each faulting task is (attribution.rs).
+    who: Attribution,
     /// The mappings that grow down (the main thread's stack, `MAP_GROWSDOWN` mappings): their
     /// process, their range as last written, and how far below its top a fault may still be
     /// growth (the stack limit, less what another mapping below it takes).
@@ -194,7 +200,7 @@ impl Lane {
             touches: Touches::new(space, config.coalesce),
             outgoing: Vec::new(),
             ready: Vec::new(),
-            tids: HashMap::new(),
+            who: Attribution::new(space),
             stacks: Vec::new(),
             fences: Fences::new(),
             recent: RecentResolutions::new(config.page_size),

@@ -22,6 +22,10 @@ pub(super) struct TouchRun {
     pub(super) end: u64,
     pub(super) write: bool,
     pub(super) faults: u64,
+    /// Made by another process (attribution.rs): its pid, when known.
+    pub(super) writer: Option<i32>,
+    /// Made by a task that is no thread of the space: never in a run of one that is.
+    pub(super) remote: bool,
 }
 
 impl TouchRun {
@@ -38,13 +42,20 @@ impl TouchRun {
                 faults: self.faults,
                 by: None,
                 huge: false,
+                writer: self.writer,
             },
         }
     }
 
+    /// Whether `touch` is by the same toucher as this run: a writer's touches (whose `tid` is
+    /// the owner's) never join a thread's run.
+    fn same_toucher(&self, touch: &TouchRun) -> bool {
+        self.tid == touch.tid && self.remote == touch.remote && self.writer == touch.writer
+    }
+
     /// Takes in `touch` if it extends this run, up or down.
     fn extend(&mut self, touch: &TouchRun) -> bool {
-        if self.write != touch.write || self.pid != touch.pid {
+        if self.write != touch.write || self.pid != touch.pid || !self.same_toucher(touch) {
             return false;
         }
         if self.end == touch.start {
@@ -66,7 +77,7 @@ pub(super) struct Touches {
     space: SpaceId,
     /// `--coalesce-ms`; `None` writes one line per fault.
     window: Option<Duration>,
-    /// The runs not yet sent, oldest first (at most one per thread).
+    /// The runs not yet sent, oldest first (at most one per thread, and one per writer).
     runs: Vec<TouchRun>,
 }
 
@@ -85,7 +96,7 @@ impl Touches {
         if self.window.is_none() {
             return out.push(touch.into_stamped(self.space));
         }
-        if let Some(i) = self.runs.iter().position(|r| r.tid == touch.tid) {
+        if let Some(i) = self.runs.iter().position(|r| r.same_toucher(&touch)) {
             if self.runs[i].extend(&touch) {
                 return;
             }
@@ -138,6 +149,8 @@ mod tests {
             end: (page + 1) * PAGE,
             write,
             faults: 1,
+            writer: None,
+            remote: false,
         }
     }
 
@@ -254,6 +267,35 @@ mod tests {
         touches.touched(touch(t, 1, 11, true), &mut out);
         touches.flush(&mut out);
         assert_eq!(runs(&out[3..]), [(1, 11, 12, true, 1)]);
+    }
+
+    /// A writer's touches carry the owner's pid and tid (100): adjacent to a run of the owner's
+    /// main thread, they neither join it nor end it.
+    #[test]
+    fn a_writers_touches_never_join_a_threads_run() {
+        let t = Instant::now();
+        let mut touches = Touches::new(7, Some(WINDOW));
+        let mut out = Vec::new();
+        touches.touched(touch(t, 100, 10, true), &mut out);
+        let by_writer = |page| TouchRun {
+            writer: Some(200),
+            remote: true,
+            ..touch(t, 100, page, true)
+        };
+        touches.touched(by_writer(11), &mut out);
+        touches.touched(by_writer(12), &mut out);
+        touches.touched(touch(t, 100, 11, true), &mut out);
+        assert!(out.is_empty(), "{out:?}");
+        touches.flush(&mut out);
+        assert_eq!(runs(&out), [(100, 10, 12, true, 2), (100, 11, 13, true, 2)]);
+        let writers: Vec<Option<i32>> = out
+            .iter()
+            .map(|s| match s.event {
+                Event::Resident { writer, .. } => writer,
+                _ => None,
+            })
+            .collect();
+        assert_eq!(writers, [None, Some(200)]);
     }
 
     #[test]

@@ -129,11 +129,17 @@ impl Tracer {
                 },
             );
         }
+        let own_space = new_space.is_some();
         self.threads.insert(
             child,
             Thread::new(if is_thread { pid } else { child }, true, new_space),
         );
         self.inherit_every_syscall(parent_tid, child);
+        // A fork child's space is made at its attach stop; its lane is told there.
+        if !own_space {
+            self.learn_namespace(child, is_thread.then_some(parent_tid));
+            self.tell_namespace(child, space_id);
+        }
         self.child_announced(parent_tid, child);
     }
 
@@ -219,7 +225,9 @@ impl Tracer {
         else {
             return self.resume_after_setup(tid);
         };
+        self.learn_namespace(tid, None);
         let result = self.create_space(tid, new_space, Origin::Fork(inherited));
+        self.tell_namespace(tid, new_space);
         self.processes.insert(
             tid,
             Process {
@@ -267,8 +275,14 @@ impl Tracer {
             .filter(|&(&t, th)| th.pid == pid && t != tid)
             .map(|(&t, _)| t)
             .collect();
+        // Its id in a child PID namespace is the process's now (read again: the leader's).
+        let elsewhere = self.ns_tids.contains_key(&pid) || self.ns_tids.contains_key(&former_tid);
         for t in killed.into_iter().chain([former_tid, tid]) {
             self.forget_deferred(t);
+            self.ns_tids.remove(&t);
+        }
+        if elsewhere && let Some(ns_tid) = procfs::innermost_tid(tid) {
+            self.ns_tids.insert(tid, ns_tid);
         }
         // Filters outlive exec: a thread that stopped at every syscall still does.
         let every_syscall = self
@@ -308,6 +322,7 @@ impl Tracer {
             }
         }
         let result = self.create_space(tid, new_space, Origin::Exec { former_tid });
+        self.tell_namespace(tid, new_space);
         if let Some(old) = old_space {
             self.leave_space(old);
         }
@@ -439,6 +454,7 @@ impl Tracer {
     pub(super) fn on_death(&mut self, tid: i32, end: ProgramEnd) {
         self.early_attach.remove(&tid);
         self.forget_deferred(tid);
+        self.ns_tids.remove(&tid);
         self.reclaim_from(tid);
         let Some(thread) = self.threads.remove(&tid) else {
             return;

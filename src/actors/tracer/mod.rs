@@ -12,13 +12,14 @@
 //! `layout.rs` reports layout syscalls; `notif.rs` sees those a program's own filter hides from
 //! ours; `races.rs` holds and describes again what raced;
 //! `spaces.rs` makes address spaces (injection, registration, snapshots); `checkpoints.rs` is
-//! `--verify`.
+//! `--verify`; `namespaces.rs` tells lanes the ids of threads in a child PID namespace.
 
 mod checkpoints;
 mod escapes;
 mod layout;
 mod lending;
 mod lifecycle;
+mod namespaces;
 mod notif;
 mod races;
 mod scans;
@@ -219,6 +220,8 @@ pub struct Tracer {
     exec_interrupted: HashSet<i32>,
     /// When the next checkpoint is due (`--verify-every`).
     next_checkpoint: Option<Instant>,
+    /// Threads in another PID namespace than ours: their id there (namespaces.rs).
+    ns_tids: HashMap<i32, i32>,
 }
 
 impl Tracer {
@@ -251,6 +254,7 @@ impl Tracer {
             lent: HashMap::new(),
             exec_interrupted: HashSet::new(),
             next_checkpoint: None,
+            ns_tids: HashMap::new(),
         }
     }
 

@@ -331,6 +331,7 @@ impl Tracer {
                         end: r.end,
                         write: !run.zero,
                         faults: 0,
+                        writer: None,
                         by: Some(FoundBy::Scan),
                         huge: run.huge,
                     });
