@@ -735,3 +735,24 @@ fn replay_ends_the_spaces_of_children_killed_right_after_fork() {
     // The program's own space ends too, at its exit.
     assert!(t.replay.spaces.values().all(|s| s.resident_bytes == 0));
 }
+
+/// A program that drops root and execs (a daemon, a setuid helper) leaves a space that cannot get
+/// a userfaultfd: it has no `CAP_SYS_PTRACE`, and `/dev/userfaultfd` is root's. It runs as
+/// untraced, its space is traced as mappings only with a warning naming both refusals, and
+/// `--verify` says it could not verify (4), where it used to pass with nothing checked.
+#[test]
+fn a_program_that_drops_root_is_said_to_be_unchecked() {
+    // The user it becomes must be able to exec it: a world-readable copy.
+    let copy = std::env::temp_dir().join(format!("u10_drop_root-{}", std::process::id()));
+    std::fs::copy(workload("u10_drop_root"), &copy).unwrap();
+    std::fs::set_permissions(&copy, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let program = [copy.clone()];
+    let (status, stdout) = untraced(&program);
+    let t = trace_within(&["--verify"], &program, HANG);
+    std::fs::remove_file(&copy).ok();
+    assert_eq!((status, stdout.as_str()), (0, "uid 65534 wrote 1 MiB\n"));
+    assert_eq!(t.stdout, stdout, "{}", t.stderr);
+    assert_eq!(t.status, VERIFY_INCOMPLETE, "{}", t.stderr);
+    assert_eq!(warnings(&t, WarningKind::NoUserfaultfd), 1, "{}", t.stderr);
+    assert_eq!(t.verify_totals().unfollowed_spaces, 1);
+}
