@@ -12,6 +12,8 @@ use std::time::Duration;
 
 use mevi_actors::event::Event;
 
+use mevi_actors::model::Replay;
+
 use crate::util::{run_within, trace_with_env, workload};
 
 /// How hard to race.
@@ -147,6 +149,38 @@ fn race(case: &str, profile: &Profile) -> Checked {
                         ));
                     }
                 }
+            }
+            // A scan writes only pages the stream does not have yet, in tracked mappings.
+            let mut replay = Replay::new();
+            for line in &t.lines {
+                if let Event::Resident {
+                    by: Some(_),
+                    space,
+                    start,
+                    end,
+                    ..
+                } = line.event
+                {
+                    let s = replay.spaces.get(&space);
+                    let range = start..end;
+                    let again = s.is_some_and(|s| s.resident.overlaps(&range));
+                    let untracked = s.is_none_or(|s| {
+                        s.mappings.gaps(&range).next().is_some()
+                            || s.mappings.overlapping(&range).any(|(_, m)| !m.tracked)
+                    });
+                    if again || untracked {
+                        run.failures.push(format!(
+                            "{what}: seq {}: a scan's line for pages {} ({line:?})",
+                            line.seq,
+                            if again {
+                                "the stream has already"
+                            } else {
+                                "outside tracked mappings"
+                            }
+                        ));
+                    }
+                }
+                replay.apply_line(line);
             }
             if run.points == 0 {
                 run.failures

@@ -12,6 +12,26 @@ use super::page_align;
 /// `MADV_COLLAPSE` (Linux 6.1), which the libc crate does not name.
 const MADV_COLLAPSE: i32 = 25;
 
+/// A `madvise` advice asking for transparent huge pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HugeAdvice {
+    /// `MADV_HUGEPAGE`: faults may make huge pages there (under the `madvise` policy), and so
+    /// may khugepaged. It sets a flag of the mappings, splitting them at the range's ends.
+    Advise,
+    /// `MADV_COLLAPSE`: huge pages made now, whatever the policy, with no change of flags.
+    Collapse,
+}
+
+impl HugeAdvice {
+    fn of(advice: i32) -> Option<Self> {
+        match advice {
+            libc::MADV_HUGEPAGE => Some(HugeAdvice::Advise),
+            MADV_COLLAPSE => Some(HugeAdvice::Collapse),
+            _ => None,
+        }
+    }
+}
+
 /// A `madvise` advice that drops pages at once.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DiscardAdvice {
@@ -65,7 +85,7 @@ pub enum LayoutSyscall {
         /// None for advice that drops nothing at once.
         discard: Option<DiscardAdvice>,
         /// `MADV_HUGEPAGE` or `MADV_COLLAPSE`: the range is to have huge pages.
-        huge: bool,
+        huge: Option<HugeAdvice>,
     },
     /// `mprotect` or `pkey_mprotect`: no page or mapping comes or goes, only `prot` changes.
     Mprotect {
@@ -115,7 +135,7 @@ impl LayoutSyscall {
                 addr: a[0],
                 len: align(a[1]),
                 discard: DiscardAdvice::of(a[2] as i32),
-                huge: matches!(a[2] as i32, libc::MADV_HUGEPAGE | MADV_COLLAPSE),
+                huge: HugeAdvice::of(a[2] as i32),
             },
             libc::SYS_brk => LayoutSyscall::Brk { addr: a[0] },
             libc::SYS_mprotect | libc::SYS_pkey_mprotect => LayoutSyscall::Mprotect {
@@ -170,7 +190,8 @@ impl LayoutSyscall {
     /// Whether it may have changed the layout although it returned `-errno`. The kernel checks
     /// arguments before it acts, so most errors mean nothing was done; but a `MAP_FIXED` mmap
     /// may have unmapped what was there before failing, an `mremap` can run out of memory half
-    /// way, and an `mprotect` over a hole changes what comes before it. A program's `UFFDIO_REGISTER` had ours unregistered first, whatever its result.
+    /// way, and an `mprotect` over a hole changes what comes before it. A program's
+    /// `UFFDIO_REGISTER` had ours unregistered first, whatever its result.
     pub fn may_have_acted_on_error(&self, errno: i64) -> bool {
         match *self {
             LayoutSyscall::Mmap { flags, .. } => flags & libc::MAP_FIXED != 0,
@@ -463,7 +484,7 @@ mod tests {
                 addr: P,
                 len: P,
                 discard: Some(DiscardAdvice::DontNeed),
-                huge: false
+                huge: None
             }
         );
         let free = LayoutSyscall::decode(
@@ -473,9 +494,9 @@ mod tests {
         );
         assert!(free.reach().is_empty());
         for (advice, huge) in [
-            (libc::MADV_HUGEPAGE, true),
-            (25, true),
-            (libc::MADV_NOHUGEPAGE, false),
+            (libc::MADV_HUGEPAGE, Some(HugeAdvice::Advise)),
+            (25, Some(HugeAdvice::Collapse)),
+            (libc::MADV_NOHUGEPAGE, None),
         ] {
             let decoded =
                 LayoutSyscall::decode(libc::SYS_madvise, [P, P, advice as u64, 0, 0, 0], P);

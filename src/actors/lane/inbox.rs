@@ -13,6 +13,13 @@ use crate::verify::Probe;
 impl Lane {
     pub(super) async fn handle(&mut self, message: LaneMessage) {
         match message {
+            // A failed lane writes every later mapping untracked (forward_mapped); pages found by
+            // a scan there would be claimed in untracked ranges. Its warning said that first
+            // touches are no longer seen in this space, scanned or not.
+            LaneMessage::Observed(Stamped {
+                event: Event::Resident { by: Some(_), .. },
+                ..
+            }) if self.failed.is_some() => {}
             LaneMessage::Observed(stamped) => self.forward(stamped).await,
             LaneMessage::Begun { tid, call } => self.fences.begin(tid, call),
             LaneMessage::Mapped { event, at_exit } => self.forward_mapped(event, at_exit).await,

@@ -278,19 +278,9 @@ impl Tracer {
         }
     }
 
-    /// At a thread's exit stop: if no other thread of its space can run user code any more, the
-    /// ranges followed by scans are read for the last time (the mm is still whole here).
-    pub(super) fn scan_at_exit(&self, tid: i32) {
-        if let Some((pid, space)) = self.space_of(tid)
-            && self.space_is_quiescent(space)
-        {
-            self.scan_whole(pid, space);
-        }
-    }
-
     /// Whether no thread of the space can run user code (each has reached its exit stop, waits
     /// for a vfork child, or has not started).
-    fn space_is_quiescent(&self, space: SpaceId) -> bool {
+    pub(super) fn space_is_quiescent(&self, space: SpaceId) -> bool {
         self.threads_in(space)
             .all(|(_, t)| t.exiting || t.in_vfork || t.awaiting_attach)
     }

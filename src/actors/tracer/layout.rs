@@ -74,10 +74,11 @@ impl Tracer {
                 self.give_up_range(tid, start..start.saturating_add(len));
                 None
             }
-            call => self
-                .unregister_source(tid, call)
-                .or_else(|| self.scans_instead(tid, call)),
+            call => self.unregister_source(tid, call),
         });
+        if let Some(call) = entry {
+            self.scans_instead(tid, call);
+        }
         if let Some(call) = &entry {
             self.scan_before(tid, call);
         }
@@ -353,18 +354,6 @@ impl Tracer {
                     read_again.insert(range);
                 }
             }
-            LayoutSyscall::Madvise {
-                addr,
-                len,
-                huge: true,
-                ..
-            } => {
-                // Followed by scans from its entry on (scans_instead): described again as such.
-                let range = addr..addr.saturating_add(len);
-                if self.has_scanned(by.space) && !range.is_empty() {
-                    read_again.insert(range);
-                }
-            }
             LayoutSyscall::Madvise { discard: None, .. } | LayoutSyscall::Other { .. } => {}
         }
         ExitReport {
@@ -415,7 +404,7 @@ impl Tracer {
             });
         }
         let follow = if trackable {
-            self.follow(by.space, range.clone(), grows_down)
+            self.follow(by.space, range.clone(), range.clone(), grows_down)
         } else {
             None
         };
@@ -484,34 +473,19 @@ impl Tracer {
                 range: old..new,
             });
         }
+        let shrunk_scanned = new < old && space.scans.borrow().followed.overlaps(&(new..old));
         if new < old {
             space.scans.borrow_mut().forget(new..old);
         }
         let follow = if new > old {
-            self.follow(by.space, old..new, false)
+            self.follow(by.space, old..new, old..new, false)
         } else {
             None
         };
         // Another thread can touch the new heap before it was registered above: the lane reads
         // which pages are already there.
-        let at_exit = match follow {
-            Some(Follow::Faults) => self.present_or_unregister(by.pid, by.space, old..new),
-            Some(Follow::Scans) => {
-                let pages = self.present_at(by.pid, by.space, old..new);
-                let mut scans = space.scans.borrow_mut();
-                match &pages {
-                    Some(pages) => scans.described(old..new, &pages.present),
-                    None => scans.forget(old..new),
-                }
-                pages
-            }
-            None => None,
-        };
-        let scanned = space
-            .scans
-            .borrow()
-            .followed
-            .overlaps(&(old.min(new)..old.max(new)));
+        let at_exit = follow.and_then(|f| self.present_in_followed(f, by.pid, by.space, old..new));
+        let scanned = shrunk_scanned || follow == Some(Follow::Scans);
         let event = Event::Brk {
             pid: by.pid,
             tid: by.tid,
@@ -520,7 +494,7 @@ impl Tracer {
             new,
             // A shrinking heap stays as tracked as it was.
             tracked: at_exit.is_some() || (new < old && space.uffd.is_some()),
-            follow: if scanned || follow == Some(Follow::Scans) {
+            follow: if scanned {
                 Follow::Scans
             } else {
                 Follow::Faults

@@ -292,12 +292,17 @@ impl Tracer {
         // give up a stuck one on time, and to see an actor's failure even if the supervisor's own
         // wake-up came just before a wait.
         self.next_checkpoint = self.config.verify_every.map(|every| Instant::now() + every);
-        // And for ranges followed by scans: timed scans come at most this often.
+        // And for ranges followed by scans, timed scans come at most this often: those a policy
+        // makes often; under `never` only a collapse does, and scans can wait for the tick.
+        let scans_tick = match self.config.thp {
+            ThpPolicy::Never => checkpoints::TICK,
+            ThpPolicy::Madvise | ThpPolicy::Always => scans::QUICKEST,
+        };
         let tick = self
             .config
             .verify_every
             .map_or(checkpoints::TICK, |every| every.min(checkpoints::TICK))
-            .min(scans::QUICKEST);
+            .min(scans_tick);
         let _ticker = tick::start(tick, waker)?;
         loop {
             if let Some(failure) = self.supervisor.failure() {

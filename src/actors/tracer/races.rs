@@ -91,6 +91,19 @@ impl Tracer {
             return;
         };
         let followed = space_ref.uffd.is_some();
+        // A range followed by scans stays so only where a private anonymous mapping is left (it
+        // is the memory of the advice); a hole or another mapping now there is not. Except where
+        // a begun syscall may be changing it: its report decides (a move takes the advice along).
+        let mut settled = ranges.clone();
+        for call in self.threads_in(space).filter_map(|(_, t)| t.entry) {
+            for r in self.may_change(space, &call).iter() {
+                settled.remove(r.clone());
+            }
+        }
+        space_ref
+            .scans
+            .borrow_mut()
+            .keep_private_anon(&settled, &maps);
         for range in ranges.iter() {
             space_ref.lane.observed(Event::Unmap {
                 pid,

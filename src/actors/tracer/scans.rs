@@ -12,7 +12,7 @@ use rangemap::RangeSet;
 use super::Tracer;
 use crate::event::{Event, FoundBy, SpaceId};
 use crate::kernel::procfs;
-use crate::kernel::syscall::LayoutSyscall;
+use crate::kernel::syscall::{HugeAdvice, LayoutSyscall};
 use crate::kernel::thp::ThpPolicy;
 
 /// The shortest time between two timed scans of a space, while its pages keep coming.
@@ -23,14 +23,19 @@ const SLOWEST: Duration = Duration::from_secs(1);
 /// times as long as the last one took.
 const COST_FACTOR: u32 = 50;
 
+/// The whole user address space, as a set.
+pub(super) fn everywhere() -> RangeSet<u64> {
+    std::iter::once(0..super::USER_SPACE_END).collect()
+}
+
 /// Which threads of a space may run while it is scanned.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Running {
     /// Every thread is stopped, and none is inside a layout syscall that ran (at a check, every
     /// begun syscall waits at its entry; at the last exit stop, nothing is left running).
-    None,
+    AllStopped,
     /// Other threads may be running, inside their layout syscalls too.
-    Others,
+    OthersMayRun,
 }
 
 /// A space's ranges followed by scans.
@@ -40,16 +45,21 @@ pub(super) struct Scans {
     pub(super) followed: RangeSet<u64>,
     /// Their pages already written as resident.
     seen: RangeSet<u64>,
+    /// Mappings that grow down (stacks), never followed by scans, whatever their advice: their
+    /// growth is seen only as a fault below them.
+    pub(super) stacks: RangeSet<u64>,
     due: Instant,
     interval: Duration,
 }
 
 impl Scans {
-    /// A fork child's: its mappings are its parent's, with the same advice.
-    pub(super) fn new(followed: RangeSet<u64>) -> Self {
+    /// A space's, with what it inherits: a fork child's mappings are its parent's, with the same
+    /// advice and the same growing down.
+    pub(super) fn new(followed: RangeSet<u64>, stacks: RangeSet<u64>) -> Self {
         Self {
             followed,
             seen: RangeSet::new(),
+            stacks,
             due: Instant::now() + QUICKEST,
             interval: QUICKEST,
         }
@@ -71,7 +81,8 @@ impl Scans {
     pub(super) fn forget(&mut self, range: Range<u64>) {
         if !range.is_empty() {
             self.followed.remove(range.clone());
-            self.seen.remove(range);
+            self.seen.remove(range.clone());
+            self.stacks.remove(range);
         }
     }
 
@@ -87,11 +98,15 @@ impl Scans {
     /// An mremap moved `old` to `new` (DONTUNMAP: leaving `old` mapped and empty); the part of
     /// `new` beyond the old length, if any, is the same mapping grown.
     pub(super) fn moved(&mut self, old: Range<u64>, new: Range<u64>, dontunmap: bool) {
+        // A stack moved is followed for growth no more (the lane forgets it too).
+        self.stacks.remove(old.clone());
         let followed: Vec<Range<u64>> = self.followed.overlapping(&old).cloned().collect();
         if followed.is_empty() {
             // Whatever was mapped where it went is gone (MREMAP_FIXED); in place, it grew into
-            // free space.
-            if new.start != old.start {
+            // free space, where nothing is followed.
+            if new.start == old.start {
+                self.forget(old.end.min(new.end)..new.end);
+            } else {
                 self.forget(new);
             }
             return;
@@ -122,6 +137,20 @@ impl Scans {
         self.soon();
     }
 
+    /// Keeps followed (and seen) only what lies in a private anonymous mapping of `maps`: the
+    /// ranges of `within` where a hole or another mapping is now are followed no more.
+    pub(super) fn keep_private_anon(&mut self, within: &RangeSet<u64>, maps: &[procfs::MapsEntry]) {
+        for range in within.iter() {
+            let mut gone: RangeSet<u64> = std::iter::once(range.clone()).collect();
+            for m in maps.iter().filter(|m| m.is_private_anon()) {
+                gone.remove(m.start..m.end);
+            }
+            for part in gone.iter() {
+                self.forget(part.clone());
+            }
+        }
+    }
+
     /// Pages may be coming: the next timed scan is soon.
     fn soon(&mut self) {
         self.interval = QUICKEST;
@@ -133,8 +162,9 @@ impl Tracer {
     /// Whether a private anonymous mapping is to be followed by scans: the policy lets it get
     /// huge pages, or it is (part of) a mapping already followed so (advised `MADV_HUGEPAGE`,
     /// collapsed, moved, or grown in place by `mremap`: see `Scans::moved`). A heap grown by `brk`
-    /// is a new mapping without the advice: the kernel does not merge it with an advised one. A mapping that grows down (a stack) is followed by faults:
-    /// its growth is only seen as a fault below it.
+    /// is a new mapping without the advice: the kernel does not merge it with an advised one. A
+    /// mapping that grows down (a stack) is followed by faults: its growth is only seen as a
+    /// fault below it.
     pub(super) fn scans_follow(
         &self,
         space: SpaceId,
@@ -148,47 +178,81 @@ impl Tracer {
         if s.pagemap.is_none() || s.uffd.is_none() {
             return false;
         }
-        s.scans.borrow().followed.overlaps(range)
-            || (self.config.thp == ThpPolicy::Always && !grows_down)
+        let scans = s.scans.borrow();
+        !grows_down
+            && !scans.stacks.overlaps(range)
+            && (scans.followed.overlaps(range) || self.config.thp == ThpPolicy::Always)
     }
 
-    /// `MADV_HUGEPAGE` or `MADV_COLLAPSE`, at its entry: the private anonymous mappings in its
-    /// range are followed by scans from now on, unregistered first (the kernel could make no
-    /// huge page there, and would refuse a collapse with `EBUSY`). The range, which its exit
-    /// describes again, whatever it returns.
-    pub(super) fn scans_instead(&self, tid: i32, call: LayoutSyscall) -> Option<Range<u64>> {
+    /// `MADV_HUGEPAGE` (where the policy lets it matter) or `MADV_COLLAPSE`, at its entry: the
+    /// private anonymous mappings in its range are followed by scans from now on. They are
+    /// unregistered (the kernel could make no huge page there, and would refuse a collapse with
+    /// `EBUSY`) and described again at once, so that the stream and the pages it is known to
+    /// have there start equal. Not a stack, whose growth only a fault below it shows.
+    /// `MADV_HUGEPAGE` splits the mappings at the range's ends itself; a collapse changes no
+    /// flag, so the mappings it touches are followed whole (a split the program would not have
+    /// made could fail a later `mremap` of several mappings).
+    pub(super) fn scans_instead(&mut self, tid: i32, call: LayoutSyscall) {
         let LayoutSyscall::Madvise {
             addr,
             len,
-            huge: true,
+            huge: Some(advice),
             ..
         } = call
         else {
-            return None;
+            return;
         };
-        let range = addr..addr.saturating_add(len);
-        let (_, space) = self.space_of(tid)?;
-        let s = self.spaces.get(&space)?;
-        let uffd = s.uffd.as_ref()?;
-        s.pagemap.as_ref()?;
-        let maps = procfs::read_maps(tid).ok()?;
-        let mut scans = s.scans.borrow_mut();
-        for entry in maps.iter().filter(|m| m.is_private_anon()) {
-            let clip = entry.start.max(range.start)..entry.end.min(range.end);
-            if clip.is_empty() || scans.followed.overlaps(&clip) {
-                continue;
-            }
-            if let Err(e) = uffd.unregister(clip.start, clip.end) {
-                tracing::debug!(
-                    tid,
-                    ?clip,
-                    "a range to have huge pages stays registered: {e}"
-                );
-                continue;
-            }
-            scans.followed.insert(clip);
+        if advice == HugeAdvice::Advise && self.config.thp == ThpPolicy::Never {
+            return;
         }
-        Some(range)
+        let range = addr..addr.saturating_add(len);
+        let Some((_, space)) = self.space_of(tid) else {
+            return;
+        };
+        let Some(s) = self.spaces.get(&space) else {
+            return;
+        };
+        let (Some(uffd), Some(_)) = (s.uffd.as_ref(), s.pagemap.as_ref()) else {
+            return;
+        };
+        // Advised again (common under `always`): nothing to read.
+        if s.scans.borrow().followed.gaps(&range).next().is_none() {
+            return;
+        }
+        let Ok(maps) = procfs::read_maps(tid) else {
+            return;
+        };
+        let mut converted = RangeSet::new();
+        {
+            let mut scans = s.scans.borrow_mut();
+            for entry in maps.iter().filter(|m| m.is_private_anon()) {
+                let whole = entry.start..entry.end;
+                if whole.end <= range.start || range.end <= whole.start {
+                    continue;
+                }
+                let part = match advice {
+                    HugeAdvice::Advise => whole.start.max(range.start)..whole.end.min(range.end),
+                    HugeAdvice::Collapse => whole.clone(),
+                };
+                let stack = entry.path == "[stack]" || scans.stacks.overlaps(&whole);
+                if part.is_empty() || stack || scans.followed.overlaps(&part) {
+                    continue;
+                }
+                if let Err(e) = uffd.unregister(part.start, part.end) {
+                    tracing::debug!(
+                        tid,
+                        ?part,
+                        "a range to have huge pages stays registered: {e}"
+                    );
+                    continue;
+                }
+                scans.followed.insert(part.clone());
+                converted.insert(part);
+            }
+        }
+        if !converted.is_empty() {
+            self.describe_again(tid, space, converted);
+        }
     }
 
     /// Whether anything of the space is followed by scans.
@@ -202,32 +266,26 @@ impl Tracer {
     /// over): the pages there now are reported first, so that a page present until the release
     /// is not lost. Read while its thread is stopped at the syscall's entry.
     pub(super) fn scan_before(&self, tid: i32, call: &LayoutSyscall) {
-        let releases = matches!(
-            call,
-            LayoutSyscall::Munmap { .. }
-                | LayoutSyscall::Mremap { .. }
-                | LayoutSyscall::Brk { .. }
-                | LayoutSyscall::Madvise {
-                    discard: Some(_),
-                    ..
-                }
-                | LayoutSyscall::Mmap { .. }
-        );
         let Some((pid, space)) = self.space_of(tid) else {
             return;
         };
-        if !releases || !self.has_scanned(space) {
-            return;
+        let changes = self.may_change(space, call);
+        if !changes.is_empty() && self.has_scanned(space) {
+            self.scan(pid, space, &changes, Running::OthersMayRun);
         }
-        let mut reach: RangeSet<u64> = call.reach().into_iter().collect();
-        if let LayoutSyscall::Brk { addr } = *call
+    }
+
+    /// Where a layout syscall may drop or replace pages or mappings, from its arguments: its
+    /// reach, and the heap a shrinking `brk` releases.
+    pub(super) fn may_change(&self, space: SpaceId, call: &LayoutSyscall) -> RangeSet<u64> {
+        let mut changes: RangeSet<u64> = call.reach().into_iter().collect();
+        if let LayoutSyscall::Brk { .. } = call
             && let Some(s) = self.spaces.get(&space)
-            && addr != 0
-            && addr < s.brk
+            && let Some(released) = call.released(s.brk, self.config.lane.page_size)
         {
-            reach.insert(self.page_align(addr)..self.page_align(s.brk));
+            changes.insert(released);
         }
-        self.scan(pid, space, &reach, Running::Others);
+        changes
     }
 
     /// Reads every range of `space` followed by scans, at a point where its threads are all
@@ -236,29 +294,44 @@ impl Tracer {
         if !self.has_scanned(space) {
             return;
         }
-        let all: RangeSet<u64> = std::iter::once(0..super::USER_SPACE_END).collect();
-        self.scan(pid, space, &all, Running::None);
+        self.scan(pid, space, &everywhere(), Running::AllStopped);
+    }
+
+    /// At a thread's exit stop: if no other thread of its space can run user code any more, the
+    /// ranges followed by scans are read for the last time (the mm is still whole here). Its
+    /// io_uring workers may still run (checkpoints.rs): what they touch after this is not seen,
+    /// unless `--verify` checks the space once they are gone.
+    pub(super) fn scan_at_exit(&self, tid: i32) {
+        if let Some((pid, space)) = self.space_of(tid)
+            && self.space_is_quiescent(space)
+        {
+            self.scan_whole(pid, space);
+        }
     }
 
     /// Timed scans of the spaces that are due.
     pub(super) fn scan_if_due(&mut self) {
         let now = Instant::now();
-        let due: Vec<SpaceId> = self
+        let mut due: Vec<(Instant, SpaceId)> = self
             .spaces
             .iter()
-            .filter(|(_, s)| {
+            .filter_map(|(&id, s)| {
                 let scans = s.scans.borrow();
-                !scans.followed.is_empty() && scans.due <= now
+                (!scans.followed.is_empty() && scans.due <= now).then_some((scans.due, id))
             })
-            .map(|(&id, _)| id)
             .collect();
-        for space in due {
+        // The longest waiting first; what the tick's share of time leaves is due at the next.
+        due.sort_unstable();
+        let budget = QUICKEST / COST_FACTOR;
+        for (_, space) in due {
+            if now.elapsed() > budget {
+                break;
+            }
             let Some(pid) = self.threads_in(space).map(|(_, t)| t.pid).min() else {
                 continue;
             };
             let began = Instant::now();
-            let all: RangeSet<u64> = std::iter::once(0..super::USER_SPACE_END).collect();
-            let found = self.scan(pid, space, &all, Running::Others);
+            let found = self.scan(pid, space, &everywhere(), Running::OthersMayRun);
             let took = began.elapsed();
             if let Some(s) = self.spaces.get(&space) {
                 let mut scans = s.scans.borrow_mut();
@@ -293,10 +366,10 @@ impl Tracer {
                 }
             }
         }
-        if running == Running::Others {
-            for (_, t) in self.threads_in(space) {
-                for r in t.entry.iter().flat_map(|call| call.reach()) {
-                    ranges.remove(r);
+        if running == Running::OthersMayRun {
+            for call in self.threads_in(space).filter_map(|(_, t)| t.entry) {
+                for r in self.may_change(space, &call).iter() {
+                    ranges.remove(r.clone());
                 }
             }
         }
@@ -355,7 +428,7 @@ mod tests {
 
     #[test]
     fn a_move_takes_the_advice_and_the_pages_seen_along() {
-        let mut scans = Scans::new(set(&[(0x10, 0x20)]));
+        let mut scans = Scans::new(set(&[(0x10, 0x20)]), RangeSet::new());
         scans.described(
             0x10 * P..0x20 * P,
             &[0x11 * P..0x12 * P, 0x1f * P..0x20 * P],
@@ -368,7 +441,7 @@ mod tests {
 
     #[test]
     fn a_move_of_part_of_a_range_leaves_the_rest() {
-        let mut scans = Scans::new(set(&[(0x10, 0x20)]));
+        let mut scans = Scans::new(set(&[(0x10, 0x20)]), RangeSet::new());
         scans.described(0x10 * P..0x20 * P, &Vec::from_iter(set(&[(0x10, 0x20)])));
         // The first 4 pages moved, shrunk to 2; DONTUNMAP would leave them mapped but empty.
         scans.moved(0x10 * P..0x14 * P, 0x40 * P..0x42 * P, true);
@@ -378,7 +451,7 @@ mod tests {
 
     #[test]
     fn a_move_of_a_range_followed_by_faults_changes_nothing() {
-        let mut scans = Scans::new(set(&[(0x10, 0x20)]));
+        let mut scans = Scans::new(set(&[(0x10, 0x20)]), RangeSet::new());
         scans.moved(0x30 * P..0x34 * P, 0x10 * P..0x14 * P, false);
         // The destination was mapped over: not followed by scans any more.
         assert_eq!(scans.followed, set(&[(0x14, 0x20)]));
@@ -386,7 +459,7 @@ mod tests {
 
     #[test]
     fn a_discard_forgets_only_the_pages_absent_at_its_exit() {
-        let mut scans = Scans::new(set(&[(0x10, 0x20)]));
+        let mut scans = Scans::new(set(&[(0x10, 0x20)]), RangeSet::new());
         scans.described(0x10 * P..0x20 * P, &Vec::from_iter(set(&[(0x10, 0x20)])));
         // Another thread touched 0x12 again before the exit: still there, still seen.
         scans.discarded(0x10 * P..0x14 * P, &Vec::from_iter(set(&[(0x12, 0x13)])));

@@ -10,7 +10,7 @@ use rangemap::RangeSet;
 
 use super::Tracer;
 use super::USER_SPACE_END;
-use super::scans::Scans;
+use super::scans::{Scans, everywhere};
 use crate::actors::lane::{Lane, LaneHandle, LaneMessage, PagesAtExit};
 use crate::actors::sequencer::{SequencerMessage, Stamped};
 use crate::event::{Event, Follow, MapCause, MapKind, PageState, SpaceId, WarningKind};
@@ -45,6 +45,8 @@ pub(super) struct Inherited {
     pub(super) brk: u64,
     /// The parent's ranges followed by scans: the child's copies have the same advice.
     pub(super) scanned: RangeSet<u64>,
+    /// The parent's mappings that grow down: the child's copies do too.
+    pub(super) stacks: RangeSet<u64>,
 }
 
 /// Where a new mapping is, and who made it.
@@ -156,7 +158,7 @@ impl Tracer {
             Origin::Exec { .. } => None,
             Origin::Fork(_) => Some(MapCause::Redescribe),
         };
-        let (brk, scanned) = match origin {
+        let (brk, scanned, stacks) = match origin {
             Origin::Exec { former_tid } => {
                 lane.send(LaneMessage::Observed(Stamped::now(Event::Exec {
                     pid: tid,
@@ -171,7 +173,7 @@ impl Tracer {
                     .map(|e| e.end)
                     .or_else(|| procfs::start_brk(tid))
                     .unwrap_or(0);
-                (brk, RangeSet::new())
+                (brk, RangeSet::new(), RangeSet::new())
             }
             Origin::Fork(inherited) => {
                 if let Some(birth) = self.announce.remove(&id) {
@@ -187,7 +189,7 @@ impl Tracer {
                     end: USER_SPACE_END,
                     cause: Some(MapCause::Redescribe),
                 });
-                (inherited.brk, inherited.scanned)
+                (inherited.brk, inherited.scanned, inherited.stacks)
             }
         };
         self.spaces.insert(
@@ -198,7 +200,13 @@ impl Tracer {
                 pagemap,
                 brk,
                 members: 1,
-                scans: RefCell::new(Scans::new(scanned)),
+                scans: RefCell::new({
+                    // The parent's, as the tracer had them when it handled the fork: what is
+                    // no longer private anonymous memory in the child is not followed.
+                    let mut scans = Scans::new(scanned, stacks);
+                    scans.keep_private_anon(&everywhere(), &maps);
+                    scans
+                }),
             },
         );
         for (what, message) in warnings {
@@ -218,6 +226,9 @@ impl Tracer {
             brk: parent.map_or(0, |s| s.brk),
             scanned: parent
                 .map(|s| s.scans.borrow().followed.clone())
+                .unwrap_or_default(),
+            stacks: parent
+                .map(|s| s.scans.borrow().stacks.clone())
                 .unwrap_or_default(),
         }
     }
@@ -334,7 +345,7 @@ impl Tracer {
                 cause,
             };
             let tracked = self.send_maps_entry(at, entry);
-            if entry.path == "[stack]"
+            if self.grows_down(id, entry)
                 && tracked
                 && let Some(space) = self.spaces.get(&id)
             {
@@ -356,7 +367,13 @@ impl Tracer {
         // thread's, not reported yet) would split it, and the program could then see EFAULT from
         // an mremap that spans the two halves.
         let follow = if entry.is_private_anon() {
-            self.follow(at.space, entry.start..entry.end, entry.path == "[stack]")
+            let grows_down = self.grows_down(at.space, entry);
+            self.follow(
+                at.space,
+                entry.start..entry.end,
+                at.range.clone(),
+                grows_down,
+            )
         } else {
             None
         };
@@ -369,32 +386,53 @@ impl Tracer {
         self.send_map(at, mapping)
     }
 
-    /// Follows a private anonymous mapping: by scans if it may get huge pages (scans.rs), or
-    /// registered with the space's userfaultfd; None if it cannot be followed.
+    /// Whether a mapping grows down: the main stack, or one the space knows was mapped
+    /// `MAP_GROWSDOWN` (`/proc/PID/maps` does not say), by it or by a parent before a fork.
+    fn grows_down(&self, space: SpaceId, entry: &MapsEntry) -> bool {
+        entry.path == "[stack]"
+            || self
+                .spaces
+                .get(&space)
+                .is_some_and(|s| s.scans.borrow().stacks.overlaps(&(entry.start..entry.end)))
+    }
+
+    /// Follows a private anonymous mapping, of which a line describes `described`: by scans if
+    /// it may get huge pages (scans.rs), or registered (whole) with the space's userfaultfd;
+    /// None if it cannot be followed. Only what the line describes is followed by scans: the
+    /// rest of the mapping may be another syscall's, not reported yet.
     pub(super) fn follow(
         &self,
         space: SpaceId,
-        range: Range<u64>,
+        mapping: Range<u64>,
+        described: Range<u64>,
         grows_down: bool,
     ) -> Option<Follow> {
-        if self.scans_follow(space, &range, grows_down) {
+        if grows_down && let Some(s) = self.spaces.get(&space) {
+            s.scans.borrow_mut().stacks.insert(mapping.clone());
+        }
+        if self.scans_follow(space, &mapping, grows_down) {
             let s = self.spaces.get(&space)?;
-            s.scans.borrow_mut().followed.insert(range);
+            s.scans.borrow_mut().followed.insert(described);
             Some(Follow::Scans)
         } else {
-            self.register(space, range).then_some(Follow::Faults)
+            self.register(space, mapping).then_some(Follow::Faults)
         }
     }
 
     /// Registers a range with the space's userfaultfd again after the syscall that moved or
-    /// grew it (or that it was given back to the kernel for), unless it is followed by scans.
+    /// grew it (or that it was given back to the kernel for), unless it is followed by scans:
+    /// then it is made sure not to be (a description while the syscall ran may have registered
+    /// the mapping where it landed, before it was known to be followed by scans).
     pub(super) fn register_again(&self, space: SpaceId, range: Range<u64>) {
-        let scanned = self
-            .spaces
-            .get(&space)
-            .is_some_and(|s| s.scans.borrow().followed.overlaps(&range));
-        if !scanned {
+        let Some(s) = self.spaces.get(&space) else {
+            return;
+        };
+        if !s.scans.borrow().followed.overlaps(&range) {
             self.register(space, range);
+        } else if let Some(uffd) = s.uffd.as_ref()
+            && let Err(e) = uffd.unregister(range.start, range.end)
+        {
+            tracing::debug!(space, ?range, "a range followed by scans: {e}");
         }
     }
 
@@ -436,19 +474,9 @@ impl Tracer {
             tracing::debug!(space_id, "a mapping for a space that is gone");
             return false;
         };
-        let at_exit = match mapping.follow {
-            Some(Follow::Faults) => self.present_or_unregister(pid, space_id, range.clone()),
-            Some(Follow::Scans) => {
-                let pages = self.present_at(pid, space_id, range.clone());
-                let mut scans = space.scans.borrow_mut();
-                match &pages {
-                    Some(pages) => scans.described(range.clone(), &pages.present),
-                    None => scans.forget(range.clone()),
-                }
-                pages
-            }
-            None => None,
-        };
+        let at_exit = mapping
+            .follow
+            .and_then(|f| self.present_in_followed(f, pid, space_id, range.clone()));
         let tracked = at_exit.is_some();
         let event = Event::Map {
             pid,
@@ -472,6 +500,32 @@ impl Tracer {
             None => space.lane.observed(event),
         }
         tracked
+    }
+
+    /// The pages present now in a range just followed. A registered one whose pages cannot be
+    /// read is unregistered again; a scanned one's are what the stream has there from now on
+    /// (scans.rs), and one whose pages cannot be read is followed no more.
+    pub(super) fn present_in_followed(
+        &self,
+        follow: Follow,
+        pid: i32,
+        space: SpaceId,
+        range: Range<u64>,
+    ) -> Option<PagesAtExit> {
+        match follow {
+            Follow::Faults => self.present_or_unregister(pid, space, range),
+            Follow::Scans => {
+                let pages = self.present_at(pid, space, range.clone());
+                if let Some(s) = self.spaces.get(&space) {
+                    let mut scans = s.scans.borrow_mut();
+                    match &pages {
+                        Some(pages) => scans.described(range, &pages.present),
+                        None => scans.forget(range),
+                    }
+                }
+                pages
+            }
+        }
     }
 
     /// The pages of a registered range present now; if they cannot be read, the range is
