@@ -12,6 +12,12 @@
  *   reads    : madvise(MADV_HUGEPAGE), then reads one byte of each 2 MiB
  *              block (the huge zero page, where the kernel uses it) and
  *              writes the second half of the region;
+ *   collapse-mremap: as collapse, then moves the region's first 8 MiB, grown
+ *              to 32 MiB (mremap MAYMOVE), and prints "mremap ok" (or the
+ *              errno's name): the collapse must not have split the mapping;
+ *   stack    : as huge, then madvise(MADV_HUGEPAGE) on the main stack and on
+ *              a 64-page MAP_GROWSDOWN mapping, grows the stack by 1 MiB of
+ *              recursion and the other mapping by 16 pages, prints "grew";
  *   heap     : unmaps the region and uses the heap instead: grows it by
  *              32 MiB, madvise(MADV_HUGEPAGE) on it, grows it by 32 MiB
  *              more (a new mapping: brk does not merge it with the advised
@@ -55,6 +61,35 @@ static long present_pages(char *p, size_t size)
     return n;
 }
 
+/* Recursion 4 KiB a level: grows the main stack. */
+__attribute__((noinline)) static int deep(int n)
+{
+    volatile char frame[4096];
+    frame[0] = 1;
+    return n == 0 ? frame[0] : deep(n - 1) + frame[0];
+}
+
+/* Asks for huge pages on the main stack and on a MAP_GROWSDOWN mapping, then grows both. */
+static int grow_stacks(void)
+{
+    unsigned long lo = 0, hi = 0;
+    char line[512];
+    FILE *f = fopen("/proc/self/maps", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (strstr(line, "[stack]")) sscanf(line, "%lx-%lx", &lo, &hi);
+    if (f) fclose(f);
+    if (!lo || madvise((void *)lo, hi - lo, MADV_HUGEPAGE)) { perror("madvise stack"); return 1; }
+    char *g = mmap(NULL, 64 * 4096, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_GROWSDOWN, -1, 0);
+    if (g == MAP_FAILED) { perror("mmap growsdown"); return 1; }
+    if (madvise(g, 64 * 4096, MADV_HUGEPAGE)) { perror("madvise growsdown"); return 1; }
+    g[0] = 1;
+    for (int i = 1; i <= 16; i++) g[-4096 * i] = 2;
+    if (deep(256) != 257) return 1;
+    printf("grew\n");
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "";
@@ -79,10 +114,15 @@ int main(int argc, char **argv)
     fprintf(stderr, "region %lx %lx\n", (unsigned long)p, (unsigned long)(p + SIZE));
     if (strcmp(mode, "heap") == 0) {
         for (size_t i = 0; i < SIZE; i += 4096) p[i] = 1;
-    } else if (strcmp(mode, "collapse") == 0) {
+    } else if (strncmp(mode, "collapse", 8) == 0) {
         for (size_t i = 0; i < HUGE; i += 8192) p[i] = 1;
         int r = madvise(p, HUGE, MADV_COLLAPSE);
         printf("collapse %s\n", r == 0 ? "ok" : strerrorname_np(errno));
+        if (strcmp(mode, "collapse-mremap") == 0) {
+            char *q = mremap(p, 8UL << 20, 32UL << 20, MREMAP_MAYMOVE);
+            printf("mremap %s\n", q != MAP_FAILED ? "ok" : strerrorname_np(errno));
+            if (q != MAP_FAILED) p = q; /* the rest of the region stays where it was */
+        }
     } else {
         if (madvise(p, SIZE, MADV_HUGEPAGE)) { perror("madvise"); return 1; }
         if (strcmp(mode, "reads") == 0) {
@@ -92,6 +132,7 @@ int main(int argc, char **argv)
         } else {
             for (size_t i = 0; i < SIZE; i += 4096) p[i] = 1;
         }
+        if (strcmp(mode, "stack") == 0 && grow_stacks()) return 1;
     }
     long huge_kb = -1;
     f = fopen("/proc/self/smaps_rollup", "r");
