@@ -353,7 +353,14 @@ fn figure(text: &str, name: &str) -> Option<i64> {
 /// scan (huge, and not written for the huge zero page), and `--verify` agrees.
 #[test]
 fn a_region_asked_to_be_huge_keeps_its_huge_pages() {
-    for mode in ["huge", "collapse", "collapse-mremap", "reads", "heap", "stack"] {
+    for mode in [
+        "huge",
+        "collapse",
+        "collapse-mremap",
+        "reads",
+        "heap",
+        "stack",
+    ] {
         let program = [workload("u10_thp").into_os_string(), mode.into()];
         let (_, stdout) = untraced(&program);
         let huge_kb = figure(&stdout, "AnonHugePages ").unwrap_or(0);
@@ -755,4 +762,21 @@ fn a_program_that_drops_root_is_said_to_be_unchecked() {
     assert_eq!(t.status, VERIFY_INCOMPLETE, "{}", t.stderr);
     assert_eq!(warnings(&t, WarningKind::NoUserfaultfd), 1, "{}", t.stderr);
     assert_eq!(t.verify_totals().unfollowed_spaces, 1);
+}
+
+/// `MADV_GUARD_INSTALL` drops the pages of its range: a `discard` line, and its markers (swap
+/// entries to pagemap) are not taken for pages, by the stream or by `--verify`.
+#[test]
+fn a_guard_region_drops_its_pages_in_the_stream() {
+    let t = runs_as_untraced(&[workload("u10_guard")]);
+    if t.stdout.starts_with("guard -1") {
+        eprintln!("skipped: this kernel has no guard regions");
+        return;
+    }
+    assert_eq!(t.stdout, "guard 0 present 12\n");
+    let guard = t.lines.iter().any(|l| {
+        matches!(&l.event, Event::Discard { advice, start, end, .. }
+            if advice == "guard_install" && end - start == 4 * 4096)
+    });
+    assert!(guard, "a discard line for the guard region");
 }

@@ -299,9 +299,12 @@ const PAGE_IS_PRESENT: u64 = 1 << 3;
 const PAGE_IS_SWAPPED: u64 = 1 << 4;
 const PAGE_IS_PFNZERO: u64 = 1 << 5;
 const PAGE_IS_HUGE: u64 = 1 << 6;
+const PAGE_IS_GUARD: u64 = 1 << 8;
 /// pagemap entry bits (Documentation/admin-guide/mm/pagemap.rst).
 const PM_PRESENT: u64 = 1 << 63;
 const PM_SWAPPED: u64 = 1 << 62;
+/// A guard region's marker (Linux 6.15), which also shows as swapped.
+const PM_GUARD_REGION: u64 = 1 << 58;
 nix::ioctl_readwrite!(pagemap_scan, b'f', 16, PmScanArg);
 
 /// A run of populated pages of one kind.
@@ -322,6 +325,9 @@ pub struct Pagemap {
     file: File,
     page_size: u64,
     scan: std::sync::atomic::AtomicBool,
+    /// Whether `PAGEMAP_SCAN` knows guard regions (Linux 6.14): their markers are swap entries,
+    /// which it also calls SWAPPED, though no page is there.
+    scan_knows_guards: std::sync::atomic::AtomicBool,
 }
 
 impl Pagemap {
@@ -330,6 +336,7 @@ impl Pagemap {
             file: File::open(format!("/proc/{pid}/pagemap"))?,
             page_size,
             scan: std::sync::atomic::AtomicBool::new(true),
+            scan_knows_guards: std::sync::atomic::AtomicBool::new(true),
         })
     }
 
@@ -355,9 +362,14 @@ impl Pagemap {
         if range.is_empty() {
             return Ok(Vec::new());
         }
-        if self.scan.load(Relaxed) {
-            match self.scan_populated(range.clone()) {
+        while self.scan.load(Relaxed) {
+            let guards = self.scan_knows_guards.load(Relaxed);
+            match self.scan_populated(range.clone(), guards) {
                 Ok(runs) => return Ok(runs),
+                // EINVAL for the guard category: a kernel before 6.14; without it then.
+                Err(e) if guards && e.raw_os_error() == Some(libc::EINVAL) => {
+                    self.scan_knows_guards.store(false, Relaxed)
+                }
                 // ENOTTY/EINVAL: a kernel without PAGEMAP_SCAN; read the entries instead.
                 Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTTY | libc::EINVAL)) => {
                     self.scan.store(false, Relaxed)
@@ -376,7 +388,7 @@ impl Pagemap {
             .collect())
     }
 
-    fn scan_populated(&self, range: Range<u64>) -> io::Result<Vec<PopulatedRun>> {
+    fn scan_populated(&self, range: Range<u64>, guards: bool) -> io::Result<Vec<PopulatedRun>> {
         let mut runs: Vec<PopulatedRun> = Vec::new();
         let mut regions = vec![PageRegion::default(); 512];
         let mut start = range.start;
@@ -388,6 +400,9 @@ impl Pagemap {
                 vec: regions.as_mut_ptr() as u64,
                 vec_len: regions.len() as u64,
                 category_anyof_mask: PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
+                // Not a guard region's marker (the category inverted, then required).
+                category_inverted: if guards { PAGE_IS_GUARD } else { 0 },
+                category_mask: if guards { PAGE_IS_GUARD } else { 0 },
                 return_mask: PAGE_IS_PRESENT | PAGE_IS_SWAPPED | PAGE_IS_PFNZERO | PAGE_IS_HUGE,
                 ..Default::default()
             };
@@ -434,7 +449,7 @@ impl Pagemap {
             }
             for (i, entry) in bytes[..n].chunks_exact(8).enumerate() {
                 let entry = u64::from_ne_bytes(entry.try_into().unwrap());
-                if entry & (PM_PRESENT | PM_SWAPPED) != 0 {
+                if entry & (PM_PRESENT | PM_SWAPPED) != 0 && entry & PM_GUARD_REGION == 0 {
                     let page = range.start + (done + i as u64) * self.page_size;
                     match runs.last_mut() {
                         Some(last) if last.end == page => last.end = page + self.page_size,

@@ -41,6 +41,8 @@ pub enum DiscardAdvice {
     /// Reclaims what it can at once: pages freed with MADV_FREE are dropped (and, with swap,
     /// others swapped out, which the lane counts as still there).
     PageOut,
+    /// `MADV_GUARD_INSTALL` (Linux 6.13): the range becomes a guard region, its pages dropped.
+    GuardInstall,
 }
 
 impl DiscardAdvice {
@@ -50,6 +52,7 @@ impl DiscardAdvice {
             libc::MADV_REMOVE => Some(DiscardAdvice::Remove),
             24 /* MADV_DONTNEED_LOCKED */ => Some(DiscardAdvice::DontNeedLocked),
             21 /* MADV_PAGEOUT */ => Some(DiscardAdvice::PageOut),
+            102 /* MADV_GUARD_INSTALL */ => Some(DiscardAdvice::GuardInstall),
             // MADV_FREE and the rest leave pages present until reclaim (or never drop them).
             _ => None,
         }

@@ -577,5 +577,6 @@ fn advice_name(advice: DiscardAdvice) -> &'static str {
         DiscardAdvice::Remove => "remove",
         DiscardAdvice::DontNeedLocked => "dontneed_locked",
         DiscardAdvice::PageOut => "pageout",
+        DiscardAdvice::GuardInstall => "guard_install",
     }
 }
