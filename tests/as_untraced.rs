@@ -780,3 +780,15 @@ fn a_guard_region_drops_its_pages_in_the_stream() {
     });
     assert!(guard, "a discard line for the guard region");
 }
+
+/// A program's own `UFFDIO_MOVE` takes pages out of a range of ours with no event: the call is
+/// stopped, and its source and destination are described again at its exit.
+#[test]
+fn pages_a_program_moves_with_its_own_userfaultfd_leave_the_stream() {
+    let t = runs_as_untraced(&[workload("u10_uffd_move")]);
+    if t.stdout == "no move\n" {
+        eprintln!("skipped: this kernel has no UFFDIO_MOVE");
+        return;
+    }
+    assert_eq!(t.stdout, "moved 131072 source 32\n");
+}

@@ -55,7 +55,8 @@ enum StopWhen {
 /// The few calls a program could escape or trip over the trace with: `clone` asking for
 /// `CLONE_UNTRACED` and every `clone3` (whose flags are in memory, out of the filter's sight),
 /// so that no child runs with the filter but without a tracer; a program's `UFFDIO_REGISTER`
-/// (the range may be registered with ours); `ptrace` (a thread of its own space may have to be
+/// (the range may be registered with ours) and `UFFDIO_MOVE` (pages leave a range of ours with
+/// no event); `ptrace` (a thread of its own space may have to be
 /// lent); a program's own filter installed with a listener (`seccomp` with
 /// `SECCOMP_FILTER_FLAG_NEW_LISTENER`), whose `SECCOMP_RET_USER_NOTIF` outranks our stops.
 const ESCAPES: &[(i64, StopWhen)] = &[
@@ -67,6 +68,10 @@ const ESCAPES: &[(i64, StopWhen)] = &[
     (
         libc::SYS_ioctl,
         StopWhen::Equals32(1, super::uffd::UFFDIO_REGISTER),
+    ),
+    (
+        libc::SYS_ioctl,
+        StopWhen::Equals32(1, super::uffd::UFFDIO_MOVE),
     ),
     (libc::SYS_ptrace, StopWhen::Always),
     (
@@ -120,11 +125,16 @@ pub fn seccomp_filter() -> io::Result<BpfProgram> {
                 value.into(),
             )),
         };
-        let rule = match condition {
-            None => Vec::new(),
-            Some(c) => vec![SeccompRule::new(vec![c.map_err(built)?]).map_err(built)?],
-        };
-        rules.insert(nr, rule);
+        // Rules of one syscall are alternatives; none at all stops it always.
+        match condition {
+            None => {
+                rules.insert(nr, Vec::new());
+            }
+            Some(c) => rules
+                .entry(nr)
+                .or_default()
+                .push(SeccompRule::new(vec![c.map_err(built)?]).map_err(built)?),
+        }
     }
     let filter = SeccompFilter::new(
         rules,

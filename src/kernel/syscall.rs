@@ -106,6 +106,13 @@ pub enum LayoutSyscall {
         start: u64,
         len: u64,
     },
+    /// A program moving pages with its own userfaultfd (`UFFDIO_MOVE`) from `[src, src + len)`
+    /// to `[dst, dst + len)` (read from its memory by [`uffd_ioctl`]).
+    UffdMove {
+        src: u64,
+        dst: u64,
+        len: u64,
+    },
     /// Any other syscall (a program's own seccomp filter can make one stop here).
     Other {
         nr: i64,
@@ -171,6 +178,7 @@ impl LayoutSyscall {
             } => {
                 vec![span(start, len)]
             }
+            LayoutSyscall::UffdMove { src, dst, len } => vec![span(src, len), span(dst, len)],
             LayoutSyscall::Mremap {
                 old_addr,
                 old_len,
@@ -202,7 +210,8 @@ impl LayoutSyscall {
             LayoutSyscall::Mremap { .. } | LayoutSyscall::Mprotect { .. } => {
                 errno == libc::ENOMEM as i64
             }
-            LayoutSyscall::UffdRegister { .. } => true,
+            // A move that fails half way (EAGAIN, ENOENT) has moved some pages already.
+            LayoutSyscall::UffdRegister { .. } | LayoutSyscall::UffdMove { .. } => true,
             LayoutSyscall::Munmap { .. }
             | LayoutSyscall::Madvise { .. }
             | LayoutSyscall::Brk { .. }
@@ -337,12 +346,22 @@ pub fn entry_stop(tid: i32) -> io::Result<Option<EntryStop>> {
     }))
 }
 
-/// The range of the `struct uffdio_register` a thread at its `ioctl(UFFDIO_REGISTER)` passes
-/// (its first two fields, start and length), as a [`LayoutSyscall::UffdRegister`].
-pub fn uffd_register_range(tid: i32, args: [u64; 6], page_size: u64) -> io::Result<LayoutSyscall> {
-    Ok(LayoutSyscall::UffdRegister {
-        start: read_word(tid, args[2])?,
-        len: page_align(read_word(tid, args[2].wrapping_add(8))?, page_size),
+/// A program's `ioctl` on its own userfaultfd, from the struct it passes: the range of a
+/// `struct uffdio_register` (start, length) or of a `struct uffdio_move` (dst, src, length).
+/// None for another request.
+pub fn uffd_ioctl(tid: i32, args: [u64; 6], page_size: u64) -> io::Result<Option<LayoutSyscall>> {
+    let field = |i: u64| read_word(tid, args[2].wrapping_add(8 * i));
+    Ok(match args[1] as u32 {
+        super::uffd::UFFDIO_REGISTER => Some(LayoutSyscall::UffdRegister {
+            start: field(0)?,
+            len: page_align(field(1)?, page_size),
+        }),
+        super::uffd::UFFDIO_MOVE => Some(LayoutSyscall::UffdMove {
+            dst: field(0)?,
+            src: field(1)?,
+            len: page_align(field(2)?, page_size),
+        }),
+        _ => None,
     })
 }
 

@@ -31,6 +31,11 @@ use userfaultfd_sys as sys;
 /// The `ioctl` request by which a program registers a range with its own userfaultfd.
 pub const UFFDIO_REGISTER: u32 = sys::UFFDIO_REGISTER;
 
+/// The `ioctl` request by which a program's own userfaultfd moves pages from one range of its
+/// memory to another (Linux 6.8): `_IOWR(0xAA, 0x05, struct uffdio_move)`, 40 bytes; the
+/// binding predates it.
+pub const UFFDIO_MOVE: u32 = 0xC028_AA05;
+
 /// Features asked of the kernel. `EVENT_FORK` is left out on purpose: its new descriptor cannot
 /// be matched to a child when two threads fork at once, so each fork child gets a descriptor of
 /// its own, injected before it runs (docs/architecture.md).

@@ -71,10 +71,11 @@ impl Tracer {
     pub(super) fn decode(&self, tid: i32, stopped: SeccompEntry) -> LayoutSyscall {
         let page_size = self.config.lane.page_size;
         if stopped.nr == libc::SYS_ioctl {
-            match syscall::uffd_register_range(tid, stopped.args, page_size) {
-                Ok(call) => return call,
+            match syscall::uffd_ioctl(tid, stopped.args, page_size) {
+                Ok(Some(call)) => return call,
+                Ok(None) => {}
                 // An unreadable argument: the kernel answers EFAULT itself.
-                Err(e) => tracing::debug!(tid, "reading a UFFDIO_REGISTER's range: {e}"),
+                Err(e) => tracing::debug!(tid, "reading a userfaultfd ioctl's argument: {e}"),
             }
         }
         LayoutSyscall::decode(stopped.nr, stopped.args, page_size)

@@ -354,6 +354,11 @@ impl Tracer {
                     read_again.insert(range);
                 }
             }
+            LayoutSyscall::UffdMove { .. } => {
+                // Pages left the source (and came to a range the program's userfaultfd has),
+                // with no event: both described again.
+                read_again.extend(call.reach());
+            }
             LayoutSyscall::Madvise { discard: None, .. } | LayoutSyscall::Other { .. } => {}
         }
         ExitReport {
