@@ -7,7 +7,7 @@ use std::time::Instant;
 use rangemap::RangeSet;
 
 use super::Tracer;
-use super::spaces::{MapAt, NewMapping};
+use super::mappings::{MapAt, NewMapping};
 use crate::actors::lane::{LaneMessage, PagesAtExit};
 use crate::actors::sequencer::Stamped;
 use crate::event::{Event, Follow, MapKind, SpaceId, prot_string};

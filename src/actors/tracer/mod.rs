@@ -19,6 +19,7 @@ mod escapes;
 mod layout;
 mod lending;
 mod lifecycle;
+mod mappings;
 mod namespaces;
 mod notif;
 mod races;

@@ -7,7 +7,7 @@ use std::ops::Range;
 use rangemap::RangeSet;
 
 use super::Tracer;
-use super::spaces::MapAt;
+use super::mappings::MapAt;
 use crate::actors::lane::LaneMessage;
 use crate::event::{Event, MapCause, SpaceId};
 use crate::kernel::procfs;
