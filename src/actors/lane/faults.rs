@@ -146,6 +146,36 @@ impl Lane {
             self.stacks[i].2 = stack.end - entry.end;
             return;
         }
+        self.report_growth(i, entry, tid, at).await;
+    }
+
+    /// Before a check: a stack the kernel grew for a fault that has not reached us (the thread
+    /// was stopped while it waited, and the kernel took its message back to retry the fault
+    /// after the stop) is grown in the stream too, with no page.
+    pub(super) async fn grown_stacks(&mut self, tid: i32) {
+        if self.stacks.is_empty() {
+            return;
+        }
+        // One mm: any thread of the space reads its maps.
+        let maps = tokio::task::spawn_blocking(move || procfs::read_maps(tid)).await;
+        let Some(maps) = maps.ok().and_then(Result::ok) else {
+            return;
+        };
+        for i in 0..self.stacks.len() {
+            let (pid, stack, _) = self.stacks[i].clone();
+            // Grown: the mapping holding its first page now begins below it.
+            if let Some(entry) = maps
+                .iter()
+                .find(|m| m.start < stack.start && stack.start < m.end)
+            {
+                self.report_growth(i, entry, pid, Instant::now()).await;
+            }
+        }
+    }
+
+    /// Stack `i` now starts at `entry`'s start: the grown part, not resident, as a `map` line.
+    async fn report_growth(&mut self, i: usize, entry: &procfs::MapsEntry, tid: i32, at: Instant) {
+        let (pid, stack, _) = self.stacks[i].clone();
         self.stacks[i].1 = entry.start..stack.end;
         let event = Event::Map {
             pid,

@@ -71,6 +71,7 @@ impl Lane {
                 done,
             } => {
                 self.drain_uffd().await;
+                self.grown_stacks(tid).await;
                 self.check(pid, tid, point, done).await;
             }
         }
