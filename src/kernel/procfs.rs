@@ -359,6 +359,10 @@ impl Pagemap {
     /// `PAGEMAP_SCAN` tells neither: every run is then given as written, small pages.
     pub fn populated(&self, range: Range<u64>) -> io::Result<Vec<PopulatedRun>> {
         use std::sync::atomic::Ordering::Relaxed;
+        // Whole pages (the kernel refuses an unaligned start with EINVAL, which would read as a
+        // kernel without the scan).
+        let range =
+            range.start & !(self.page_size - 1)..super::page_align(range.end, self.page_size);
         if range.is_empty() {
             return Ok(Vec::new());
         }

@@ -125,10 +125,17 @@ pub fn seccomp_filter() -> io::Result<BpfProgram> {
                 value.into(),
             )),
         };
-        // Rules of one syscall are alternatives; none at all stops it always.
+        // Rules of one syscall are alternatives, and none at all stops it always: a condition
+        // must not narrow a syscall stopped always (filter_stops would disagree).
+        let always = rules.get(&nr).is_some_and(Vec::is_empty);
         match condition {
             None => {
                 rules.insert(nr, Vec::new());
+            }
+            Some(_) if always => {
+                return Err(io::Error::other(format!(
+                    "building the seccomp filter: syscall {nr} is stopped always and on a condition"
+                )));
             }
             Some(c) => rules
                 .entry(nr)
@@ -401,5 +408,27 @@ pub fn spawn_seized(p: &Prepared) -> io::Result<Spawned> {
             let _ = kill(child, Signal::SIGKILL);
             let _ = waitpid(child, None);
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_filter_builds_and_stops_what_filter_stops_says() {
+        seccomp_filter().expect("the filter builds");
+        let ioctl = |request: u32| [3, request as u64 | (1 << 40), 0, 0, 0, 0];
+        assert!(filter_stops(
+            libc::SYS_ioctl,
+            ioctl(super::super::uffd::UFFDIO_REGISTER)
+        ));
+        assert!(filter_stops(
+            libc::SYS_ioctl,
+            ioctl(super::super::uffd::UFFDIO_MOVE)
+        ));
+        assert!(!filter_stops(libc::SYS_ioctl, ioctl(libc::TCGETS as u32)));
+        assert!(filter_stops(libc::SYS_mmap, [0; 6]));
+        assert!(!filter_stops(libc::SYS_read, [0; 6]));
     }
 }

@@ -18,6 +18,11 @@
  * faults that grew the stack, whose messages the kernel takes back to retry
  * after the stop. Before, such a check found the grown page unmapped in the
  * stream (--verify exit 3).
+ * "adjacent": maps 16 pages MAP_GROWSDOWN, then 8 populated pages
+ * MAP_GROWSDOWN just below them (the kernel merges the two into one mapping),
+ * and sleeps 100 ms for checks; prints "adjacent ok". Before, a check took
+ * the merged mapping for the first one's growth and wrote the second one's
+ * pages not resident (--verify exit 3).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -25,6 +30,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #define PG 4096UL
 #define HOLE (8UL << 20)
@@ -62,6 +68,18 @@ __attribute__((noinline)) static int deep(int n)
 
 int main(int argc, char **argv)
 {
+    if (argc > 1 && !strcmp(argv[1], "adjacent")) {
+        char *g = mmap(NULL, 16 * PG, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_GROWSDOWN, -1, 0);
+        if (g == MAP_FAILED) { perror("mmap"); return 1; }
+        char *h = mmap(g - 8 * PG, 8 * PG, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_GROWSDOWN | MAP_FIXED_NOREPLACE |
+                           MAP_POPULATE, -1, 0);
+        if (h == MAP_FAILED) { perror("mmap below"); return 1; }
+        usleep(100000);
+        printf("adjacent ok\n");
+        return 0;
+    }
     if (argc > 1 && !strcmp(argv[1], "deep")) {
         int levels = deep(2000);
         printf("deep %s\n", levels == 2001 ? "ok" : "wrong");

@@ -15,6 +15,11 @@
  *   collapse-mremap: as collapse, then moves the region's first 8 MiB, grown
  *              to 32 MiB (mremap MAYMOVE), and prints "mremap ok" (or the
  *              errno's name): the collapse must not have split the mapping;
+ *   collapse-beside: as collapse, then maps 2 MiB just below the region
+ *              (the kernel merges it into the collapsed mapping, whose flags
+ *              a collapse leaves alone), writes a page of it, and moves the
+ *              new part with the region's first 8 MiB, grown to 32 MiB:
+ *              "mremap ok" when nothing split the merged mapping;
  *   stack    : as huge, then madvise(MADV_HUGEPAGE) on the main stack and on
  *              a 64-page MAP_GROWSDOWN mapping, grows the stack by 1 MiB of
  *              recursion and the other mapping by 16 pages, prints "grew";
@@ -118,10 +123,19 @@ int main(int argc, char **argv)
         for (size_t i = 0; i < HUGE; i += 8192) p[i] = 1;
         int r = madvise(p, HUGE, MADV_COLLAPSE);
         printf("collapse %s\n", r == 0 ? "ok" : strerrorname_np(errno));
-        if (strcmp(mode, "collapse-mremap") == 0) {
-            char *q = mremap(p, 8UL << 20, 32UL << 20, MREMAP_MAYMOVE);
+        char *from = p;
+        size_t len = 8UL << 20;
+        if (strcmp(mode, "collapse-beside") == 0) {
+            from = mmap(p - HUGE, HUGE, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+            if (from == MAP_FAILED) { perror("mmap beside"); return 1; }
+            from[0] = 1;
+            len += HUGE;
+        }
+        if (strcmp(mode, "collapse") != 0) {
+            char *q = mremap(from, len, 32UL << 20, MREMAP_MAYMOVE);
             printf("mremap %s\n", q != MAP_FAILED ? "ok" : strerrorname_np(errno));
-            if (q != MAP_FAILED) p = q; /* the rest of the region stays where it was */
+            if (q != MAP_FAILED) p = q + (p - from); /* the rest stays where it was */
         }
     } else {
         if (madvise(p, SIZE, MADV_HUGEPAGE)) { perror("madvise"); return 1; }

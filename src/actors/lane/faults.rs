@@ -132,9 +132,10 @@ impl Lane {
         }) else {
             return;
         };
-        let (pid, stack, _) = self.stacks[i].clone();
-        // Rare (once per growth), and off the async workers.
-        let maps = tokio::task::spawn_blocking(move || procfs::read_maps(pid)).await;
+        let stack = self.stacks[i].1.clone();
+        // Rare (once per growth), and off the async workers; through the faulting thread, whose
+        // mm this is (the stack's process may have exec'd away from a shared space).
+        let maps = tokio::task::spawn_blocking(move || procfs::read_maps(tid)).await;
         let Some(maps) = maps.ok().and_then(Result::ok) else {
             return;
         };
@@ -173,15 +174,28 @@ impl Lane {
         }
     }
 
-    /// Stack `i` now starts at `entry`'s start: the grown part, not resident, as a `map` line.
+    /// Stack `i` now begins at `entry`'s start: the grown part, not resident, as a `map` line.
+    /// Only what the stream has as a hole: another mapping that grows down just below merges
+    /// into one mapping with it, and is not growth.
     async fn report_growth(&mut self, i: usize, entry: &procfs::MapsEntry, tid: i32, at: Instant) {
         let (pid, stack, _) = self.stacks[i].clone();
-        self.stacks[i].1 = entry.start..stack.end;
+        let below = self
+            .stacks
+            .iter()
+            .map(|(_, other, _)| other.end)
+            .filter(|&end| end <= stack.start)
+            .max()
+            .unwrap_or(0);
+        let start = entry.start.max(below);
+        if start >= stack.start {
+            return;
+        }
+        self.stacks[i].1 = start..stack.end;
         let event = Event::Map {
             pid,
             tid,
             space: self.space,
-            start: entry.start,
+            start,
             end: stack.start,
             prot: entry.prot.clone(),
             kind: MapKind::Stack,

@@ -1,9 +1,10 @@
 //! Seccomp stops that are not a program's layout change, and registrations given up for one:
 //! the program's own filter (answered `ENOSYS`, as with no tracer), `clone`/`clone3` with
 //! `CLONE_UNTRACED` (the flag cleared), `ptrace` (lending.rs), a program's filter with a
-//! listener (notif.rs), a program's own
-//! `UFFDIO_REGISTER` (our range given up), and `mremap` sources the kernel would refuse or never
-//! finish while registered (several mappings moved at once, locked memory filled).
+//! listener (notif.rs), a program's own userfaultfd (its `UFFDIO_REGISTER`: our range given up;
+//! its `UFFDIO_MOVE`, decoded here and described again at its exit by layout.rs), and `mremap`
+//! sources the kernel would refuse or never finish while registered (several mappings moved at
+//! once, locked memory filled).
 
 use std::ops::Range;
 

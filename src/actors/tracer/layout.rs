@@ -409,7 +409,7 @@ impl Tracer {
             });
         }
         let follow = if trackable {
-            self.follow(by.space, range.clone(), range.clone(), grows_down)
+            self.follow(by.space, by.pid, range.clone(), range.clone(), grows_down)
         } else {
             None
         };
@@ -483,7 +483,7 @@ impl Tracer {
             space.scans.borrow_mut().forget(new..old);
         }
         let follow = if new > old {
-            self.follow(by.space, old..new, old..new, false)
+            self.follow(by.space, by.pid, old..new, old..new, false)
         } else {
             None
         };

@@ -42,6 +42,7 @@ impl Tracer {
             let grows_down = self.grows_down(at.space, entry);
             self.follow(
                 at.space,
+                at.pid,
                 entry.start..entry.end,
                 at.range.clone(),
                 grows_down,
@@ -71,10 +72,12 @@ impl Tracer {
     /// Follows a private anonymous mapping, of which a line describes `described`: by scans if
     /// it may get huge pages (scans.rs), or registered (whole) with the space's userfaultfd;
     /// None if it cannot be followed. Only what the line describes is followed by scans: the
-    /// rest of the mapping may be another syscall's, not reported yet.
+    /// rest of the mapping may be another syscall's, not reported yet. `pid` is a process of
+    /// the space, to read its mappings through.
     pub(super) fn follow(
         &self,
         space: SpaceId,
+        pid: i32,
         mapping: Range<u64>,
         described: Range<u64>,
         grows_down: bool,
@@ -82,7 +85,9 @@ impl Tracer {
         if grows_down && let Some(s) = self.spaces.get(&space) {
             s.scans.borrow_mut().stacks.insert(mapping.clone());
         }
-        if self.scans_follow(space, &mapping, grows_down) {
+        if self.scans_follow(space, &mapping, grows_down)
+            || self.merged_into_scanned(space, pid, &mapping)
+        {
             let s = self.spaces.get(&space)?;
             s.scans.borrow_mut().followed.insert(described);
             Some(Follow::Scans)

@@ -95,10 +95,8 @@ impl Tracer {
         // is the memory of the advice); a hole or another mapping now there is not. Except where
         // a begun syscall may be changing it: its report decides (a move takes the advice along).
         let mut settled = ranges.clone();
-        for call in self.threads_in(space).filter_map(|(_, t)| t.entry) {
-            for r in self.may_change(space, &call).iter() {
-                settled.remove(r.clone());
-            }
+        for r in self.begun_may_change(space).iter() {
+            settled.remove(r.clone());
         }
         space_ref
             .scans

@@ -162,9 +162,9 @@ impl Tracer {
     /// Whether a private anonymous mapping is to be followed by scans: the policy lets it get
     /// huge pages, or it is (part of) a mapping already followed so (advised `MADV_HUGEPAGE`,
     /// collapsed, moved, or grown in place by `mremap`: see `Scans::moved`). A heap grown by `brk`
-    /// is a new mapping without the advice: the kernel does not merge it with an advised one. A
-    /// mapping that grows down (a stack) is followed by faults: its growth is only seen as a
-    /// fault below it.
+    /// is a new mapping without the advice, which the kernel does not merge with an advised one
+    /// (a collapsed one it does: `merged_into_scanned`). A mapping that grows down (a stack) is
+    /// followed by faults: its growth is only seen as a fault below it.
     pub(super) fn scans_follow(
         &self,
         space: SpaceId,
@@ -255,6 +255,34 @@ impl Tracer {
         }
     }
 
+    /// Whether a new range (an `mmap`'s, a heap's growth) was merged by the kernel into a
+    /// mapping beside it that is followed by scans: a collapsed one sets no flag, so a mapping
+    /// placed beside it joins it, and registering the new part would split what the program
+    /// sees as one mapping (a later `mremap` over it would fail with `EFAULT`). Read only when
+    /// such a mapping is beside it.
+    pub(super) fn merged_into_scanned(&self, space: SpaceId, pid: i32, range: &Range<u64>) -> bool {
+        let Some(s) = self.spaces.get(&space) else {
+            return false;
+        };
+        let beside = {
+            let scans = s.scans.borrow();
+            scans.followed.contains(&range.start.saturating_sub(1))
+                || scans.followed.contains(&range.end)
+        };
+        if !beside {
+            return false;
+        }
+        let Ok(maps) = procfs::read_maps(pid) else {
+            return false;
+        };
+        maps.iter()
+            .find(|m| m.start <= range.start && range.start < m.end)
+            .is_some_and(|m| {
+                let whole = m.start..m.end;
+                whole != *range && s.scans.borrow().followed.overlaps(&whole)
+            })
+    }
+
     /// Whether anything of the space is followed by scans.
     pub(super) fn has_scanned(&self, space: SpaceId) -> bool {
         self.spaces
@@ -275,10 +303,26 @@ impl Tracer {
         }
     }
 
+    /// What the begun layout syscalls of a space may be changing: their reports decide there.
+    pub(super) fn begun_may_change(&self, space: SpaceId) -> RangeSet<u64> {
+        let mut changes = RangeSet::new();
+        for call in self.threads_in(space).filter_map(|(_, t)| t.entry) {
+            changes.extend(self.may_change(space, &call));
+        }
+        changes
+    }
+
     /// Where a layout syscall may drop or replace pages or mappings, from its arguments: its
     /// reach, and the heap a shrinking `brk` releases.
-    pub(super) fn may_change(&self, space: SpaceId, call: &LayoutSyscall) -> RangeSet<u64> {
-        let mut changes: RangeSet<u64> = call.reach().into_iter().collect();
+    fn may_change(&self, space: SpaceId, call: &LayoutSyscall) -> RangeSet<u64> {
+        // Whole pages, as the kernel acts on them (an argument may be unaligned).
+        let page = self.config.lane.page_size;
+        let mut changes: RangeSet<u64> = call
+            .reach()
+            .into_iter()
+            .map(|r| r.start & !(page - 1)..crate::kernel::page_align(r.end, page))
+            .filter(|r| !r.is_empty())
+            .collect();
         if let LayoutSyscall::Brk { .. } = call
             && let Some(s) = self.spaces.get(&space)
             && let Some(released) = call.released(s.brk, self.config.lane.page_size)
@@ -367,10 +411,8 @@ impl Tracer {
             }
         }
         if running == Running::OthersMayRun {
-            for call in self.threads_in(space).filter_map(|(_, t)| t.entry) {
-                for r in self.may_change(space, &call).iter() {
-                    ranges.remove(r.clone());
-                }
+            for r in self.begun_may_change(space).iter() {
+                ranges.remove(r.clone());
             }
         }
         let mut found = false;
