@@ -6,13 +6,16 @@
 
 use std::io;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
 
 /// Set by the ticking thread just before it signals; taken by [`due`].
 static DUE: AtomicBool = AtomicBool::new(false);
+
+/// The ticking thread's period, in nanoseconds: set by [`start`], shortened by [`hasten`].
+static PERIOD_NS: AtomicU64 = AtomicU64::new(u64::MAX);
 
 extern "C" fn wake(_: libc::c_int) {}
 
@@ -57,15 +60,17 @@ impl Drop for Ticker {
     }
 }
 
-/// Wakes the tracer every `every`, with [`due`] true after each tick.
+/// Wakes the tracer every `every` (or less, once [`hasten`]ed), with [`due`] true after each
+/// tick.
 pub fn start(every: Duration, tracer: TracerWaker) -> io::Result<Ticker> {
+    PERIOD_NS.store(every.as_nanos() as u64, Ordering::SeqCst);
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     std::thread::Builder::new()
         .name("mevi-actors-tick".into())
         .spawn(move || {
             while !flag.load(Ordering::SeqCst) {
-                std::thread::sleep(every);
+                std::thread::sleep(Duration::from_nanos(PERIOD_NS.load(Ordering::SeqCst)));
                 DUE.store(true, Ordering::SeqCst);
                 if !tracer.wake() {
                     break;
@@ -73,6 +78,11 @@ pub fn start(every: Duration, tracer: TracerWaker) -> io::Result<Ticker> {
             }
         })?;
     Ok(Ticker { stop })
+}
+
+/// Ticks at least every `every` from now on (the next sleep already started runs out first).
+pub fn hasten(every: Duration) {
+    PERIOD_NS.fetch_min(every.as_nanos() as u64, Ordering::SeqCst);
 }
 
 /// Whether a tick came since the last call.

@@ -5,11 +5,12 @@
 use std::ops::Range;
 use std::time::Instant;
 
-use super::Tracer;
+use super::{Tracer, scans};
 use crate::actors::lane::{LaneMessage, PagesAtExit};
 use crate::actors::sequencer::Stamped;
 use crate::event::{Event, Follow, MapCause, MapKind, PageState, SpaceId, WarningKind};
 use crate::kernel::procfs::MapsEntry;
+use crate::kernel::tick;
 use crate::test_hooks::{self, Fault};
 
 /// Where a new mapping is, and who made it.
@@ -90,6 +91,7 @@ impl Tracer {
         {
             let s = self.spaces.get(&space)?;
             s.scans.borrow_mut().followed.insert(described);
+            tick::hasten(scans::QUICKEST);
             Some(Follow::Scans)
         } else {
             self.register(space, mapping).then_some(Follow::Faults)

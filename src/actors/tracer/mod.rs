@@ -293,17 +293,11 @@ impl Tracer {
         // give up a stuck one on time, and to see an actor's failure even if the supervisor's own
         // wake-up came just before a wait.
         self.next_checkpoint = self.config.verify_every.map(|every| Instant::now() + every);
-        // And for ranges followed by scans, timed scans come at most this often: those a policy
-        // makes often; under `never` only a collapse does, and scans can wait for the tick.
-        let scans_tick = match self.config.thp {
-            ThpPolicy::Never => checkpoints::TICK,
-            ThpPolicy::Madvise | ThpPolicy::Always => scans::QUICKEST,
-        };
+        // A space's first range followed by scans hastens it (scans.rs), for timed scans.
         let tick = self
             .config
             .verify_every
-            .map_or(checkpoints::TICK, |every| every.min(checkpoints::TICK))
-            .min(scans_tick);
+            .map_or(checkpoints::TICK, |every| every.min(checkpoints::TICK));
         let _ticker = tick::start(tick, waker)?;
         loop {
             if let Some(failure) = self.supervisor.failure() {

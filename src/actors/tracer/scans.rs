@@ -14,6 +14,7 @@ use crate::event::{Event, FoundBy, SpaceId};
 use crate::kernel::procfs;
 use crate::kernel::syscall::{HugeAdvice, LayoutSyscall};
 use crate::kernel::thp::ThpPolicy;
+use crate::kernel::tick;
 
 /// The shortest time between two timed scans of a space, while its pages keep coming.
 pub(super) const QUICKEST: Duration = Duration::from_millis(10);
@@ -247,6 +248,7 @@ impl Tracer {
                     continue;
                 }
                 scans.followed.insert(part.clone());
+                tick::hasten(QUICKEST);
                 converted.insert(part);
             }
         }
