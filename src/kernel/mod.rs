@@ -19,6 +19,12 @@ pub fn page_align(n: u64, page_size: u64) -> u64 {
     n.wrapping_add(page_size - 1) & !(page_size - 1)
 }
 
+/// The whole pages a byte range touches (the kernel acts on whole pages; an argument may be
+/// unaligned).
+pub fn whole_pages(range: std::ops::Range<u64>, page_size: u64) -> std::ops::Range<u64> {
+    range.start & !(page_size - 1)..page_align(range.end, page_size)
+}
+
 /// The size of a page.
 pub fn page_size() -> u64 {
     // SAFETY: sysconf has no preconditions.

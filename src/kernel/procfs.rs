@@ -361,8 +361,7 @@ impl Pagemap {
         use std::sync::atomic::Ordering::Relaxed;
         // Whole pages (the kernel refuses an unaligned start with EINVAL, which would read as a
         // kernel without the scan).
-        let range =
-            range.start & !(self.page_size - 1)..super::page_align(range.end, self.page_size);
+        let range = super::whole_pages(range, self.page_size);
         if range.is_empty() {
             return Ok(Vec::new());
         }

@@ -70,7 +70,7 @@ impl Tracer {
         let page = self.config.lane.page_size;
         let ranges: RangeSet<u64> = ranges
             .iter()
-            .map(|r| r.start - r.start % page..crate::kernel::page_align(r.end, page))
+            .map(|r| crate::kernel::whole_pages(r.clone(), page))
             .filter(|r| !r.is_empty())
             .collect();
         let Some(pid) = self.threads.get(&tid).map(|t| t.pid) else {

@@ -42,7 +42,7 @@ enum Running {
 /// A space's ranges followed by scans.
 #[derive(Debug)]
 pub(super) struct Scans {
-    /// The ranges followed by scans: whole mappings, never registered.
+    /// The ranges followed by scans (as far as lines have described them), never registered.
     pub(super) followed: RangeSet<u64>,
     /// Their pages already written as resident.
     seen: RangeSet<u64>,
@@ -317,12 +317,11 @@ impl Tracer {
     /// Where a layout syscall may drop or replace pages or mappings, from its arguments: its
     /// reach, and the heap a shrinking `brk` releases.
     fn may_change(&self, space: SpaceId, call: &LayoutSyscall) -> RangeSet<u64> {
-        // Whole pages, as the kernel acts on them (an argument may be unaligned).
         let page = self.config.lane.page_size;
         let mut changes: RangeSet<u64> = call
             .reach()
             .into_iter()
-            .map(|r| r.start & !(page - 1)..crate::kernel::page_align(r.end, page))
+            .map(|r| crate::kernel::whole_pages(r, page))
             .filter(|r| !r.is_empty())
             .collect();
         if let LayoutSyscall::Brk { .. } = call
