@@ -77,10 +77,9 @@ impl Tracer {
             call => self.unregister_source(tid, call),
         });
         if let Some(call) = entry {
+            // Ranges followed by scans: those it turns to scans, and pages it may release.
             self.scans_instead(tid, call);
-        }
-        if let Some(call) = &entry {
-            self.scan_before(tid, call);
+            self.scan_before(tid, &call);
         }
         if let Some(thread) = self.threads.get_mut(&tid) {
             thread.entry = entry;
