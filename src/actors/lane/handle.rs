@@ -95,7 +95,10 @@ impl LaneHandle {
     /// Called from the tracer thread; blocks while the lane's inbox is full (the tracee waits).
     pub fn send(&self, message: LaneMessage) {
         let LaneSender { tx, wake } = &*self.inner;
-        let checkpoint = matches!(message, LaneMessage::Checkpoint { .. });
+        let checkpoint = matches!(
+            message,
+            LaneMessage::Checkpoint { .. } | LaneMessage::Quiesce { .. }
+        );
         let ended = matches!(message, LaneMessage::Ended { .. });
         match wake.credits.try_acquire() {
             Ok(credit) => credit.forget(),

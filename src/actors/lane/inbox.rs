@@ -64,6 +64,10 @@ impl Lane {
                 }
             }
             LaneMessage::Stack { pid, range, limit } => self.stacks.push((pid, range, limit)),
+            // Every resolution before this message is stamped: the lane is one task.
+            LaneMessage::Quiesce { done } => {
+                let _ = done.send(());
+            }
             LaneMessage::Checkpoint {
                 pid,
                 tid,

@@ -101,6 +101,11 @@ pub enum LaneMessage {
     /// holds, then send the check on in lane order. `done` is told once the kernel's side has
     /// been read, and only then may the threads run again. A lane that cannot read its
     /// descriptor sends the check as skipped and drops `done` at once.
+    /// A range was just unregistered for a syscall whose thread is stopped at its entry: told
+    /// once every resolution made before is stamped (R3 in docs/ordering.md takes a resolution
+    /// stamped after a later read of the page tables for one made after it). The syscall produces no event
+    /// that would make it wait for the lane otherwise.
+    Quiesce { done: SyncSender<()> },
     Checkpoint {
         /// The process the check is written for (a line about a process, so that the
         /// sequencer orders it after the process's announcement).

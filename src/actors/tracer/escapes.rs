@@ -7,9 +7,13 @@
 //! once, locked memory filled).
 
 use std::ops::Range;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
 
 use super::Tracer;
 use super::lending::PtraceCall;
+use crate::actors::lane::LaneMessage;
+use crate::event::SpaceId;
 use crate::kernel::ptrace::Resume;
 use crate::kernel::syscall::{self, LayoutSyscall, SeccompEntry};
 use crate::kernel::{procfs, spawn};
@@ -148,10 +152,39 @@ impl Tracer {
             return None;
         }
         match uffd.unregister(source.start, source.end) {
-            Ok(()) => Some(source),
+            Ok(()) => {
+                self.quiesce_lane(space);
+                Some(source)
+            }
             Err(e) => {
                 tracing::debug!(tid, ?source, "a locked mremap source stays registered: {e}");
                 None
+            }
+        }
+    }
+
+    /// Waits until the space's lane has stamped every resolution it made before a range was
+    /// unregistered for a syscall about to run. That syscall gives no event the lane must read
+    /// before it completes, so without this a resolution made in the range just before could be
+    /// stamped after the thread went on and a later read of the page tables (a mapping placed
+    /// there), and be taken for a page of that mapping (R3). Later fills of the range are refused.
+    fn quiesce_lane(&self, space: SpaceId) {
+        let Some(s) = self.spaces.get(&space) else {
+            return;
+        };
+        let (done, answer) = mpsc::sync_channel(1);
+        s.lane.send(LaneMessage::Quiesce { done });
+        let asked = Instant::now();
+        loop {
+            match answer.recv_timeout(Duration::from_secs(1)) {
+                Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
+                Err(mpsc::RecvTimeoutError::Timeout)
+                    if self.supervisor.failure().is_some()
+                        || asked.elapsed() > Duration::from_secs(60) =>
+                {
+                    return;
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
             }
         }
     }
@@ -168,9 +201,9 @@ impl Tracer {
         {
             return None;
         }
-        let uffd = self
-            .space_of(tid)
-            .and_then(|(_, space)| self.spaces.get(&space))
+        let space = self.space_of(tid).map(|(_, space)| space);
+        let uffd = space
+            .and_then(|space| self.spaces.get(&space))
             .and_then(|s| s.uffd.as_ref());
         for entry in maps.iter().filter(|m| m.is_private_anon()) {
             let clip = entry.start.max(source.start)..entry.end.min(source.end);
@@ -184,6 +217,11 @@ impl Tracer {
                     "a multi-mapping mremap source stays registered: {e}"
                 );
             }
+        }
+        if uffd.is_some()
+            && let Some(space) = space
+        {
+            self.quiesce_lane(space);
         }
         Some(source)
     }
