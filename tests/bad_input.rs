@@ -128,3 +128,79 @@ fn a_program_the_kernel_cannot_exec_gets_the_shells_status_and_reason() {
     assert_eq!(status, 127);
     assert!(one_line(&stderr).contains("not found"), "{stderr}");
 }
+
+/// Options come before the program, as for strace: an unknown one is clap's error (exit 2), not
+/// a program called `-p`.
+#[test]
+fn an_unknown_option_is_an_error_not_a_program() {
+    for args in [
+        &["run", "-p", "1234"][..],
+        &["run", "--no-fault", "/bin/true"],
+        &["run", "-e", "trace=mmap", "/bin/true"],
+    ] {
+        let (status, stdout, stderr) = run_cli(args);
+        assert_eq!(status, 2, "{args:?}: {stderr}");
+        assert!(stdout.is_empty(), "{args:?}: nothing was run: {stdout}");
+        assert!(stderr.contains("unexpected argument"), "{args:?}: {stderr}");
+    }
+    // The program's own options stay its own, after its name or after `--`.
+    let (status, stdout, _) = run_cli(&["run", "-o", "/dev/null", "/bin/echo", "-n", "--x"]);
+    assert_eq!((status, stdout.as_str()), (0, "--x"));
+}
+
+/// `-o -` is stdout (the program's stdout then goes to stderr, as without -o).
+#[test]
+fn output_dash_is_stdout() {
+    let (status, stdout, stderr) = run_cli(&["run", "--no-summary", "-o", "-", "/bin/echo", "hi"]);
+    assert_eq!(status, 0, "{stderr}");
+    assert!(!std::path::Path::new("-").exists(), "no file named -");
+    assert!(stdout.starts_with("{\"seq\":0"), "{stdout}");
+    assert!(
+        stderr.contains("hi"),
+        "the program's output went to stderr: {stderr}"
+    );
+}
+
+#[test]
+fn version_is_printed_at_the_top_and_for_each_command() {
+    for args in [&["--version"][..], &["run", "--version"]] {
+        let (status, stdout, _) = run_cli(args);
+        assert_eq!(status, 0);
+        let version = stdout.trim();
+        assert!(
+            version.starts_with("mevi-actors") && version.ends_with(env!("CARGO_PKG_VERSION")),
+            "{args:?}: {version}"
+        );
+    }
+}
+
+/// `--verify-every` implies `--verify`; `demo` takes `--no-faults`; a log to a file is plain.
+#[test]
+fn verify_every_implies_verify_and_demo_takes_run_options() {
+    let (status, _, stderr) = run_cli(&[
+        "run",
+        "--verify-every",
+        "50",
+        "-o",
+        "/dev/null",
+        "/bin/true",
+    ]);
+    assert_eq!(status, 0, "{stderr}");
+    assert!(stderr.contains("checks against the kernel"), "{stderr}");
+
+    let (status, stdout, stderr) = run_cli(&["demo", "--no-faults"]);
+    assert_eq!(status, 0, "{stderr}");
+    assert!(stdout.contains("\"faults\":false"), "{stdout}");
+
+    let (_, _, stderr) = run_bounded(Command::new(bin()).env("MEVI_LOG", "debug").args([
+        "run",
+        "-o",
+        "/dev/null",
+        "/bin/true",
+    ]));
+    assert!(stderr.contains("DEBUG"), "a debug log: {stderr}");
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "no colour codes in a log that is not a terminal"
+    );
+}

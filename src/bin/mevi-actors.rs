@@ -18,6 +18,7 @@ const DEFAULT_COALESCE_MS: u64 = 10;
 #[command(
     name = "mevi-actors",
     version,
+    propagate_version = true,
     about = "Trace every change to the address spaces of a Linux process tree as JSON lines",
     long_about = "Trace every change to the address spaces of a program and of every process and \
                   thread it creates: mappings made, moved, dropped or discarded, heap growth, and \
@@ -38,7 +39,8 @@ enum Command {
     /// nothing it prints can mix into the stream. With -o FILE the stream goes to FILE and the
     /// program keeps its stdout.
     Run {
-        /// Write the event stream to FILE instead of stdout (the program keeps its stdout).
+        /// Write the event stream to FILE instead of stdout (the program keeps its stdout);
+        /// `-` is stdout.
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
         /// Trace mappings only; do not follow first touches (no userfaultfd needed).
@@ -52,9 +54,9 @@ enum Command {
         /// if any page differs.
         #[arg(long)]
         verify: bool,
-        /// With --verify: also stop every traced thread every MS milliseconds and check every
-        /// address space (slows the program down; meant for testing).
-        #[arg(long, value_name = "MS", requires = "verify", value_parser = clap::value_parser!(u64).range(1..))]
+        /// Also stop every traced thread every MS milliseconds and check every address space
+        /// (implies --verify; slows the program down; meant for testing).
+        #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
         verify_every: Option<u64>,
         /// Gather first touches of adjacent pages by one thread for up to MS milliseconds into
         /// one `resident` line (its `faults` counts them); 0 writes one line per fault.
@@ -70,15 +72,25 @@ enum Command {
         #[cfg(feature = "test-hooks")]
         #[arg(long, hide = true)]
         test_corrupt_state: bool,
-        /// The program and its arguments.
-        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        /// The program and its arguments: the first word that is not an option, or whatever
+        /// follows `--` (options of mevi-actors come before it; an unknown one is an error).
+        #[arg(required = true, trailing_var_arg = true)]
         program: Vec<OsString>,
     },
     /// Trace a small built-in multithreaded workload: the first thing to try.
     Demo {
-        /// Write the event stream to FILE instead of stdout.
+        /// Write the event stream to FILE instead of stdout; `-` is stdout.
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
+        /// Trace mappings only; do not follow first touches (no userfaultfd needed).
+        #[arg(long)]
+        no_faults: bool,
+        /// Check the stream against the kernel's page tables, as `run --verify` does.
+        #[arg(long)]
+        verify: bool,
+        /// As for `run`.
+        #[arg(long, value_name = "MS", default_value_t = DEFAULT_COALESCE_MS)]
+        coalesce_ms: u64,
     },
     /// Rebuild every address space from a written stream and print its page states.
     Replay {
@@ -90,12 +102,20 @@ enum Command {
     DemoWorkload,
 }
 
+/// `-o -` is stdout, as for strace.
+fn output_file(output: Option<PathBuf>) -> Option<PathBuf> {
+    output.filter(|path| path.as_os_str() != "-")
+}
+
 fn main() -> ExitCode {
+    use std::io::IsTerminal;
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("MEVI_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
+        // Colour codes only for a person at a terminal, never into a file.
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
     let status = match Cli::parse().command {
@@ -115,10 +135,10 @@ fn main() -> ExitCode {
             let test_corrupt_state = false;
             run(RunOptions {
                 argv: program,
-                output,
+                output: output_file(output),
                 faults: !no_faults,
                 summary: !no_summary,
-                verify,
+                verify: verify || verify_every.is_some(),
                 verify_every: verify_every.map(std::time::Duration::from_millis),
                 coalesce: std::time::Duration::from_millis(coalesce_ms),
                 idle_poll,
@@ -126,7 +146,12 @@ fn main() -> ExitCode {
             })
             .status
         }
-        Command::Demo { output } => {
+        Command::Demo {
+            output,
+            no_faults,
+            verify,
+            coalesce_ms,
+        } => {
             let exe = match std::env::current_exe() {
                 Ok(exe) => exe,
                 Err(e) => {
@@ -136,12 +161,12 @@ fn main() -> ExitCode {
             };
             run(RunOptions {
                 argv: vec![exe.into(), "__demo-workload".into()],
-                output,
-                faults: true,
+                output: output_file(output),
+                faults: !no_faults,
                 summary: true,
-                verify: false,
+                verify,
                 verify_every: None,
-                coalesce: std::time::Duration::from_millis(DEFAULT_COALESCE_MS),
+                coalesce: std::time::Duration::from_millis(coalesce_ms),
                 idle_poll: false,
                 corrupt_state: false,
             })
