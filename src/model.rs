@@ -261,6 +261,8 @@ pub struct Replay {
     /// Problems found in the stream itself: gaps in `seq`, events for unknown spaces, lines
     /// out of process order.
     pub problems: Vec<String>,
+    /// A `summary` line was seen.
+    complete: bool,
     /// The stream's `warning` lines: what it says is no longer exact, or out of order.
     pub warnings: Vec<StreamWarning>,
     order: ProcessOrder,
@@ -284,6 +286,14 @@ impl Replay {
             ));
         }
         self.next_seq = line.seq + 1;
+        if let Some(range) = inverted_range(&line.event) {
+            // Not a change anything could make: a damaged or forged line.
+            self.problems.push(format!(
+                "seq {}: its {range} ends before it starts",
+                line.seq
+            ));
+            return;
+        }
         self.current_seq = Some(line.seq);
         self.apply(&line.event);
         self.current_seq = None;
@@ -428,12 +438,12 @@ impl Replay {
                     self.left(space);
                 }
             }
+            Event::Summary { .. } => self.complete = true,
             Event::Start { .. }
             | Event::Verify { .. }
             | Event::Thread { .. }
             | Event::ThreadExit { .. }
-            | Event::Warning { .. }
-            | Event::Summary { .. } => {}
+            | Event::Warning { .. } => {}
         }
     }
 
@@ -454,6 +464,11 @@ impl Replay {
         self.spaces.entry(space).or_default()
     }
 
+    /// Whether the stream had its closing `summary` line (a trace cut short has none).
+    pub fn complete(&self) -> bool {
+        self.complete
+    }
+
     /// Rebuilds the state from a written stream.
     pub fn from_jsonl(text: &str) -> Result<Self, String> {
         let mut replay = Replay::new();
@@ -466,6 +481,28 @@ impl Replay {
             replay.apply_line(&line);
         }
         Ok(replay)
+    }
+}
+
+/// The range of an event that ends before it starts, if one does.
+fn inverted_range(event: &Event) -> Option<&'static str> {
+    match *event {
+        Event::Map { start, end, .. }
+        | Event::Unmap { start, end, .. }
+        | Event::Discard { start, end, .. }
+        | Event::Protect { start, end, .. }
+        | Event::Resident { start, end, .. }
+            if end < start =>
+        {
+            Some("range")
+        }
+        Event::Remap {
+            old_start, old_end, ..
+        } if old_end < old_start => Some("old range"),
+        Event::Remap {
+            new_start, new_end, ..
+        } if new_end < new_start => Some("new range"),
+        _ => None,
     }
 }
 
@@ -514,6 +551,30 @@ mod tests {
             path: "/x".into(),
             argv: vec![],
         }
+    }
+
+    #[test]
+    fn a_range_that_ends_before_it_starts_is_a_problem_not_a_panic() {
+        let mut r = Replay::new();
+        let remap = Event::Remap {
+            pid: 1,
+            tid: 1,
+            space: 0,
+            old_start: 0x10000,
+            old_end: 0x14000,
+            new_start: 0x48000,
+            new_end: 0x40000,
+            dontunmap: false,
+        };
+        for (seq, event) in [exec(), remap].into_iter().enumerate() {
+            r.apply_line(&Line {
+                seq: seq as u64,
+                t_ns: 0,
+                event,
+            });
+        }
+        assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
+        assert!(r.problems[0].contains("new range ends before it starts"));
     }
 
     #[test]

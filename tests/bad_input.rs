@@ -204,3 +204,81 @@ fn verify_every_implies_verify_and_demo_takes_run_options() {
         "no colour codes in a log that is not a terminal"
     );
 }
+
+/// `replay` on damaged streams: a line cut short or garbage is an error naming its line (exit 2),
+/// or skipped with `--lenient`, which still gives the figures of the good lines and says the
+/// trace is incomplete; a range that ends before it starts is a stream problem (exit 1), not a
+/// panic (a remap's did panic); a reader that closes the pipe early ends it quietly.
+#[test]
+fn replay_says_what_is_wrong_with_a_damaged_stream() {
+    let stream = scratch("replay-damaged");
+    let (status, _, stderr) = run_cli(&[
+        "run",
+        "-o",
+        stream.to_str().unwrap(),
+        crate::util::workload("one_thread").to_str().unwrap(),
+    ]);
+    assert_eq!(status, 0, "{stderr}");
+    let text = std::fs::read_to_string(&stream).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let damaged = |name: &str, body: String| {
+        let path = scratch(name);
+        std::fs::write(&path, body).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+
+    // Cut mid-line, as a SIGKILL of mevi-actors leaves it.
+    let half = lines.len() / 2;
+    let cut = damaged(
+        "replay-cut",
+        format!("{}\n{}", lines[..half].join("\n"), &lines[half][..20]),
+    );
+    let cut_line = half + 1;
+    let (status, _, stderr) = run_cli(&["replay", &cut]);
+    assert_eq!(status, 2, "{stderr}");
+    assert!(stderr.contains(&format!("line {cut_line} ")), "{stderr}");
+    let (status, stdout, stderr) = run_cli(&["replay", "--lenient", &cut]);
+    assert_eq!(status, 0, "{stderr}");
+    assert!(stdout.starts_with(" space"), "{stdout}");
+    assert!(stderr.contains("incomplete"), "{stderr}");
+
+    // A garbage line in the middle.
+    let mut garbage = lines.clone();
+    garbage.insert(3, "not json");
+    let garbage = damaged("replay-garbage", garbage.join("\n"));
+    let (status, _, stderr) = run_cli(&["replay", &garbage]);
+    assert_eq!(status, 2, "{stderr}");
+    assert!(stderr.contains("line 4 "), "{stderr}");
+
+    // A map line whose range ends before it starts.
+    let mut events: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let map = events
+        .iter_mut()
+        .find(|e| e["ev"] == "map")
+        .expect("a map line");
+    let start = map["start"].as_u64().unwrap();
+    map["end"] = (start - 4096).into();
+    let inverted = damaged(
+        "replay-inverted",
+        events.iter().map(|e| format!("{e}\n")).collect(),
+    );
+    let (status, _, stderr) = run_cli(&["replay", &inverted]);
+    assert_eq!(status, 1, "{stderr}");
+    assert!(stderr.contains("ends before it starts"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+
+    // A reader that stops after one line.
+    let (status, stdout, stderr) = run_bounded(Command::new("bash").args([
+        "-c",
+        &format!(
+            "set -o pipefail; {} replay {} | head -1",
+            bin(),
+            stream.display()
+        ),
+    ]));
+    assert_eq!((status, stdout.lines().count()), (0, 1), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

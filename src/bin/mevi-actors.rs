@@ -93,7 +93,14 @@ enum Command {
         coalesce_ms: u64,
     },
     /// Rebuild every address space from a written stream and print its page states.
+    ///
+    /// The stream is read line by line: memory follows the spaces alive at once, not the file.
+    /// A line that is not a stream line (cut short, garbage) is an error naming it (exit 2).
     Replay {
+        /// Skip lines that are not stream lines, with a warning for each, instead of stopping at
+        /// the first (a trace cut by a kill of mevi-actors ends mid-line).
+        #[arg(long)]
+        lenient: bool,
         /// A stream written by `run` (`-` for stdin).
         file: PathBuf,
     },
@@ -172,50 +179,102 @@ fn main() -> ExitCode {
             })
             .status
         }
-        Command::Replay { file } => replay(&file),
+        Command::Replay { lenient, file } => replay(&file, lenient),
         Command::DemoWorkload => mevi_actors::demo::workload(),
     };
     ExitCode::from(status.clamp(0, 255) as u8)
 }
 
-fn replay(file: &PathBuf) -> i32 {
-    let text = if file.as_os_str() == "-" {
-        std::io::read_to_string(std::io::stdin())
+fn replay(file: &PathBuf, lenient: bool) -> i32 {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let input: Box<dyn Read> = if file.as_os_str() == "-" {
+        Box::new(std::io::stdin())
     } else {
-        std::fs::read_to_string(file)
-    };
-    let text = match text {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("mevi-actors: {}: {e}", file.display());
-            return 1;
+        match std::fs::File::open(file) {
+            Ok(f) => Box::new(f),
+            Err(e) => {
+                eprintln!("mevi-actors: {}: {e}", file.display());
+                return 1;
+            }
         }
     };
-    let replay = match Replay::from_jsonl(&text) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("mevi-actors: {}: {e}", file.display());
-            return 1;
+    let mut replay = Replay::new();
+    let mut skipped = 0usize;
+    for (i, raw) in BufReader::new(input).split(b'\n').enumerate() {
+        let raw = match raw {
+            Ok(raw) => raw,
+            Err(e) => {
+                eprintln!("mevi-actors: {}: {e}", file.display());
+                return 1;
+            }
+        };
+        if raw.iter().all(u8::is_ascii_whitespace) {
+            continue;
         }
-    };
-    println!(
-        "{:>6} {:>14} {:>14} {:>14}",
-        "space", "tracked", "resident", "peak"
-    );
-    for (id, space) in &replay.spaces {
-        println!(
+        match serde_json::from_slice(&raw) {
+            Ok(line) => replay.apply_line(&line),
+            Err(e) if lenient => {
+                eprintln!(
+                    "mevi-actors: {}: line {} skipped: {e}",
+                    file.display(),
+                    i + 1
+                );
+                skipped += 1;
+            }
+            Err(e) => {
+                eprintln!(
+                    "mevi-actors: {}: line {} is not a stream line ({e}); --lenient skips such \
+                     lines",
+                    file.display(),
+                    i + 1
+                );
+                return 2;
+            }
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    let mut table = || -> std::io::Result<()> {
+        writeln!(
+            out,
             "{:>6} {:>14} {:>14} {:>14}",
-            id,
-            space.tracked_bytes(),
-            space.resident_bytes,
-            space.peak_resident_bytes
-        );
+            "space", "tracked", "resident", "peak"
+        )?;
+        for (id, space) in &replay.spaces {
+            writeln!(
+                out,
+                "{:>6} {:>14} {:>14} {:>14}",
+                id,
+                space.tracked_bytes(),
+                space.resident_bytes,
+                space.peak_resident_bytes
+            )?;
+        }
+        out.flush()
+    };
+    match table() {
+        // A reader that has seen enough (`| head`): nothing more to say.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return 0,
+        Err(e) => {
+            eprintln!("mevi-actors: stdout: {e}");
+            return 1;
+        }
+        Ok(()) => {}
     }
     for warning in &replay.warnings {
         eprintln!("mevi-actors: stream warning: {warning}");
     }
     for problem in &replay.problems {
         eprintln!("mevi-actors: stream problem: {problem}");
+    }
+    if !replay.complete() {
+        eprintln!(
+            "mevi-actors: {}: no summary line: the trace is incomplete (cut short), and so are \
+             these figures",
+            file.display()
+        );
+    }
+    if skipped > 0 {
+        eprintln!("mevi-actors: {skipped} line(s) skipped");
     }
     if replay.problems.is_empty() { 0 } else { 1 }
 }
