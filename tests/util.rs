@@ -376,3 +376,24 @@ impl Traced {
         );
     }
 }
+
+/// Whether a program this test needs is installed (on `PATH`, or a path that exists). Outside CI
+/// a missing one skips the test with one line; under `CI=true` (where `.ci/install-deps` installs
+/// it) it fails the test.
+pub fn installed(program: &str) -> bool {
+    let found = if program.contains('/') {
+        Path::new(program).exists()
+    } else {
+        std::env::var_os("PATH")
+            .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).exists()))
+    };
+    if !found {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "{program} is not installed (.ci/install-deps installs it)"
+        );
+        eprintln!("skipped: {program} not installed");
+    }
+    found
+}
