@@ -145,6 +145,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
         verify: options.verify,
         corrupt_first_touch: options.corrupt_state,
         page_size,
+        faults: options.faults,
     };
     let (state, state_handle) = StateActor::new(STATE_CAPACITY, writer, state_options);
     let (sequencer, sequencer_handle) = Sequencer::new(SEQUENCER_CAPACITY, state_handle, started);

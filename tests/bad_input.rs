@@ -174,7 +174,8 @@ fn version_is_printed_at_the_top_and_for_each_command() {
     }
 }
 
-/// `--verify-every` implies `--verify`; `demo` takes `--no-faults`; a log to a file is plain.
+/// `--verify-every` implies `--verify`; `demo` takes `--no-faults`, and its summary says the
+/// resident figures were not measured; a log to a file is plain.
 #[test]
 fn verify_every_implies_verify_and_demo_takes_run_options() {
     let (status, _, stderr) = run_cli(&[
@@ -191,6 +192,9 @@ fn verify_every_implies_verify_and_demo_takes_run_options() {
     let (status, stdout, stderr) = run_cli(&["demo", "--no-faults"]);
     assert_eq!(status, 0, "{stderr}");
     assert!(stdout.contains("\"faults\":false"), "{stdout}");
+    // Not "peak resident 0 B": what was not followed was not measured.
+    assert!(stderr.contains("not measured"), "{stderr}");
+    assert!(!stderr.contains("peak resident 0 B"), "{stderr}");
 
     let (_, _, stderr) = run_bounded(Command::new(bin()).env("MEVI_LOG", "debug").args([
         "run",

@@ -85,6 +85,8 @@ pub struct StateOptions {
     /// replayed state (not from the stream), so that a check against the kernel must fail.
     pub corrupt_first_touch: bool,
     pub page_size: u64,
+    /// First touches are followed (not `--no-faults`): resident figures are measured.
+    pub faults: bool,
 }
 
 pub struct StateActor {
@@ -417,7 +419,10 @@ impl StateActor {
         self.output.push(summary).await;
         self.output.finish().await;
         if self.options.human_summary {
-            eprint!("{}", human_summary(&processes, &self.totals));
+            eprint!(
+                "{}",
+                human_summary(&processes, &self.totals, self.options.faults)
+            );
         }
         RunReport {
             model: self.model,

@@ -9,17 +9,25 @@ use crate::event::{ProcessSummary, RunTotals};
 /// The argv column shows at most this many characters.
 const ARGV_CHARS: usize = 60;
 
-/// The closing table.
-pub fn human_summary(processes: &[ProcessSummary], totals: &RunTotals) -> String {
+/// The closing table. Without first touches followed (`--no-faults`), the figures they give are
+/// "not measured", never 0.
+pub fn human_summary(processes: &[ProcessSummary], totals: &RunTotals, faults: bool) -> String {
     let mut s = String::new();
+    let measured = |figure: String| if faults { figure } else { "-".to_string() };
+    let touches = if faults {
+        format!(
+            "{} first touches, peak resident {}",
+            totals.faults,
+            format_size(totals.peak_resident_bytes, BINARY)
+        )
+    } else {
+        "first touches and resident memory not measured (--no-faults)".to_string()
+    };
     let _ = writeln!(
         s,
-        "mevi-actors: {} process(es), {} address space(s), {} first touches, peak resident {} \
-         (mevi-actors itself: {})",
+        "mevi-actors: {} process(es), {} address space(s), {touches} (mevi-actors itself: {})",
         totals.processes,
         totals.spaces,
-        totals.faults,
-        format_size(totals.peak_resident_bytes, BINARY),
         format_size(totals.tracer_peak_rss_bytes, BINARY)
     );
     if totals.warnings > 0 {
@@ -75,9 +83,9 @@ pub fn human_summary(processes: &[ProcessSummary], totals: &RunTotals) -> String
             s,
             "{:>8} {:>11} {:>11} {:>9} {:>6} {:>6} {:>8.3}s  {:<end_width$}  {}",
             p.pid,
-            format_size(p.peak_resident_bytes, BINARY),
-            format_size(p.resident_bytes, BINARY),
-            p.faults,
+            measured(format_size(p.peak_resident_bytes, BINARY)),
+            measured(format_size(p.resident_bytes, BINARY)),
+            measured(p.faults.to_string()),
             p.maps,
             p.unmaps,
             p.lifetime_ns as f64 / 1e9,
@@ -142,7 +150,7 @@ mod tests {
     }
 
     fn table(processes: &[ProcessSummary]) -> Vec<String> {
-        human_summary(processes, &RunTotals::default())
+        human_summary(processes, &RunTotals::default(), true)
             .lines()
             .skip(1)
             .map(str::to_string)
@@ -205,7 +213,7 @@ mod tests {
             }),
             ..RunTotals::default()
         };
-        let text = human_summary(&[], &totals);
+        let text = human_summary(&[], &totals, true);
         assert!(text.contains("2 warning(s)"), "{text}");
         assert!(text.contains("1 skipped (process gone"), "{text}");
         assert!(text.contains("2 could not be run"), "{text}");

@@ -35,6 +35,7 @@ async fn report(messages: Vec<StateMessage>) -> RunReport {
         verify: true,
         corrupt_first_touch: false,
         page_size: 4096,
+        faults: true,
     };
     let (actor, handle) = StateActor::new(16, Box::new(std::io::sink()), options);
     let task = tokio::spawn(actor.run());
