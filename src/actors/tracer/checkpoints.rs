@@ -311,36 +311,56 @@ impl Tracer {
             answers.push((id, answer));
         }
         for (id, answer) in answers {
-            let asked = Instant::now();
-            loop {
-                match answer.recv_timeout(ANSWER_SLICE) {
-                    Ok(()) => break,
-                    // The lane could not check (it failed: its `verify` line says `skipped`), or
-                    // the stream's actors are gone (the supervisor ends the run).
-                    Err(mpsc::RecvTimeoutError::Disconnected) => {
-                        tracing::debug!(space = id, "a check got no answer: skipped");
-                        break;
-                    }
-                    Err(mpsc::RecvTimeoutError::Timeout) if self.supervisor.failure().is_some() => {
-                        break;
-                    }
-                    Err(mpsc::RecvTimeoutError::Timeout) if asked.elapsed() >= ANSWER_PATIENCE => {
-                        self.warn(
-                            None,
-                            Some(id),
-                            WarningKind::CheckpointSkipped,
-                            format!(
-                                "a check of space {id} got no answer within {ANSWER_PATIENCE:?}; \
-                                 its threads were let go"
-                            ),
-                        );
-                        break;
-                    }
-                    Err(mpsc::RecvTimeoutError::Timeout) => {}
+            match self.await_lane(&answer) {
+                LaneAnswer::Answered | LaneAnswer::ActorFailed => {}
+                // The lane could not check (it failed: its `verify` line says `skipped`), or
+                // the stream's actors are gone (the supervisor ends the run).
+                LaneAnswer::Dropped => {
+                    tracing::debug!(space = id, "a check got no answer: skipped");
                 }
+                LaneAnswer::Late => self.warn(
+                    None,
+                    Some(id),
+                    WarningKind::CheckpointSkipped,
+                    format!(
+                        "a check of space {id} got no answer within {ANSWER_PATIENCE:?}; its \
+                         threads were let go"
+                    ),
+                ),
             }
         }
     }
+
+    /// Waits for a lane's answer to a message the tracer must not go on before (a check, a
+    /// quiesce), looking every second whether an actor failed meanwhile; gives up after
+    /// `ANSWER_PATIENCE`.
+    pub(super) fn await_lane(&self, answer: &mpsc::Receiver<()>) -> LaneAnswer {
+        let asked = Instant::now();
+        loop {
+            match answer.recv_timeout(ANSWER_SLICE) {
+                Ok(()) => return LaneAnswer::Answered,
+                Err(mpsc::RecvTimeoutError::Disconnected) => return LaneAnswer::Dropped,
+                Err(mpsc::RecvTimeoutError::Timeout) if self.supervisor.failure().is_some() => {
+                    return LaneAnswer::ActorFailed;
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) if asked.elapsed() >= ANSWER_PATIENCE => {
+                    return LaneAnswer::Late;
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+            }
+        }
+    }
+}
+
+/// How a wait for a lane's answer ended.
+pub(super) enum LaneAnswer {
+    Answered,
+    /// The reply was dropped: the lane could not do it, or is gone.
+    Dropped,
+    /// An actor failed meanwhile: the run is ending.
+    ActorFailed,
+    /// No answer within `ANSWER_PATIENCE`.
+    Late,
 }
 
 /// Worker thread ids for a message: `[123, 124]`.

@@ -8,7 +8,6 @@
 
 use std::ops::Range;
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
 
 use super::Tracer;
 use super::lending::PtraceCall;
@@ -174,19 +173,8 @@ impl Tracer {
         };
         let (done, answer) = mpsc::sync_channel(1);
         s.lane.send(LaneMessage::Quiesce { done });
-        let asked = Instant::now();
-        loop {
-            match answer.recv_timeout(Duration::from_secs(1)) {
-                Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => return,
-                Err(mpsc::RecvTimeoutError::Timeout)
-                    if self.supervisor.failure().is_some()
-                        || asked.elapsed() > Duration::from_secs(60) =>
-                {
-                    return;
-                }
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-            }
-        }
+        // However it ends, the syscall runs then: a lane gone or failed resolves nothing more.
+        self.await_lane(&answer);
     }
 
     /// A move-only `mremap` whose source is not inside one mapping (the kernel's multi-VMA
