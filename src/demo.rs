@@ -39,9 +39,20 @@ fn child_work() {
 /// MADV_DONTNEED and unmap the rest; the main thread grows a Vec and forks a child that touches
 /// memory of its own. Returns the exit status.
 pub fn workload() -> i32 {
-    let threads: Vec<_> = (0..4).map(|_| std::thread::spawn(thread_work)).collect();
+    // Named, as a program's workers often are: the `thread_exit` lines carry the names.
+    let threads: Vec<_> = (0..4)
+        .map(|i| {
+            std::thread::Builder::new()
+                .name(format!("worker-{i}"))
+                .spawn(thread_work)
+        })
+        .collect();
     for t in threads {
-        if let Ok(Err(e)) = t.join() {
+        let done = match t {
+            Ok(t) => t.join().unwrap_or(Ok(())),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = done {
             eprintln!("demo workload: {e}");
             return 1;
         }

@@ -94,6 +94,9 @@ pub enum PageState {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ProcessSummary {
     pub pid: i32,
+    /// As on its `exit` line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
     pub argv: Vec<String>,
     pub resident_bytes: u64,
     pub peak_resident_bytes: u64,
@@ -115,7 +118,12 @@ pub struct RunTotals {
     pub resident_events: u64,
     pub maps: u64,
     pub unmaps: u64,
+    /// The largest resident figure of any one address space.
     pub peak_resident_bytes: u64,
+    /// The largest sum, at any instant, of the resident bytes of every live address space: the
+    /// whole tree's concurrent peak (`make -j2`'s compilers at once).
+    #[serde(default)]
+    pub tree_peak_resident_bytes: u64,
     pub lines: u64,
     /// `warning` lines written.
     #[serde(default)]
@@ -255,6 +263,12 @@ pub enum Event {
         /// ranges are followed by scans rather than faults.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         thp: Option<String>,
+        /// The wall-clock time of `t_ns = 0`, in nanoseconds since the Unix epoch, and the same
+        /// instant in RFC 3339 (UTC): a line's absolute time is `wall_ns + t_ns`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        wall_ns: Option<u64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        wall: Option<String>,
     },
     Exec {
         pid: i32,
@@ -276,11 +290,17 @@ pub enum Event {
         tid: i32,
         child: i32,
         space: SpaceId,
+        /// The new thread's name (`comm`) as it starts: its creator's, until it names itself.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
     },
     ThreadExit {
         pid: i32,
         tid: i32,
         space: SpaceId,
+        /// The thread's name (`comm`) at its exit.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
     },
     Map {
         pid: i32,
@@ -375,6 +395,10 @@ pub enum Event {
         status: Option<i32>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signal: Option<String>,
+        /// The program: argv[0] of the process's last `exec` (a fork child's is its creator's),
+        /// or its `comm` when no exec of it was seen.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
         /// Filled in by the state actor from the space's replayed state.
         resident_bytes: u64,
         peak_resident_bytes: u64,
@@ -511,6 +535,7 @@ pub(crate) mod samples {
             space,
             status: Some(0),
             signal: None,
+            name: None,
             resident_bytes: 0,
             peak_resident_bytes: 0,
         }

@@ -270,6 +270,11 @@ pub struct Replay {
     excused_spaces: HashSet<SpaceId>,
     /// The `seq` of the line being applied, for the warnings.
     current_seq: Option<u64>,
+    /// The resident bytes of every live space added up, and the largest that sum has been: the
+    /// tree's concurrent peak, and the time (`t_ns`) of the line that first reached it.
+    pub tree_resident_bytes: u64,
+    pub tree_peak_resident_bytes: u64,
+    pub tree_peak_t_ns: u64,
 }
 
 impl Replay {
@@ -295,12 +300,47 @@ impl Replay {
             return;
         }
         self.current_seq = Some(line.seq);
+        let peak_before = self.tree_peak_resident_bytes;
         self.apply(&line.event);
         self.current_seq = None;
+        if self.tree_peak_resident_bytes > peak_before {
+            self.tree_peak_t_ns = line.t_ns;
+        }
     }
 
-    /// Applies one event by the replay rules of `docs/schema.md`.
+    /// Applies one event by the replay rules of `docs/schema.md`, and keeps the tree's total.
     pub fn apply(&mut self, event: &Event) {
+        // The spaces this event can change: its own, the one it creates, and the one a process
+        // leaves by exec or exit.
+        let touched = [
+            event.space(),
+            event.creates_space(),
+            event
+                .pid()
+                .and_then(|pid| self.process_space.get(&pid).copied()),
+        ];
+        let resident_of = |replay: &Self| -> u64 {
+            let mut seen: Vec<SpaceId> = Vec::with_capacity(3);
+            touched
+                .iter()
+                .flatten()
+                .filter(|&&s| {
+                    let new = !seen.contains(&s);
+                    seen.push(s);
+                    new
+                })
+                .filter_map(|s| replay.spaces.get(s))
+                .map(|s| s.resident_bytes)
+                .sum()
+        };
+        let before = resident_of(self);
+        self.apply_to_spaces(event);
+        let after = resident_of(self);
+        self.tree_resident_bytes = (self.tree_resident_bytes + after).saturating_sub(before);
+        self.tree_peak_resident_bytes = self.tree_peak_resident_bytes.max(self.tree_resident_bytes);
+    }
+
+    fn apply_to_spaces(&mut self, event: &Event) {
         if let Some(problem) = self.order.check(event) {
             self.problems.push(problem);
         }
@@ -529,10 +569,14 @@ mod tests {
     }
 
     fn resident(start: u64, end: u64) -> Event {
+        resident_in(1, 0, start, end)
+    }
+
+    fn resident_in(pid: i32, space: SpaceId, start: u64, end: u64) -> Event {
         Event::Resident {
-            pid: 1,
-            tid: Some(1),
-            space: 0,
+            pid,
+            tid: Some(pid),
+            space,
             start,
             end,
             write: true,
@@ -647,6 +691,33 @@ mod tests {
         assert_eq!(r.spaces[&0].peak_resident_bytes, 0x4000);
         assert_eq!(r.spaces[&1].resident_bytes, 0x4000);
         assert_eq!(r.process_space[&2], 1);
+    }
+
+    /// The tree's peak is the largest sum at one instant: a child's pages made after its
+    /// parent dropped its own do not add to the parent's gone ones.
+    #[test]
+    fn the_tree_peak_is_the_largest_concurrent_sum() {
+        let mut r = Replay::new();
+        let mut seq = 0;
+        let mut line = |r: &mut Replay, event: Event| {
+            r.apply_line(&Line {
+                seq,
+                t_ns: seq * 10,
+                event,
+            });
+            seq += 1;
+        };
+        line(&mut r, exec());
+        line(&mut r, map(0, 0x10000, 0x14000, PageState::Resident));
+        line(&mut r, crate::event::samples::fork(1, 2, 0, 1));
+        assert_eq!(r.tree_resident_bytes, 0x8000);
+        line(&mut r, crate::event::samples::exit(1, 0));
+        assert_eq!(r.tree_resident_bytes, 0x4000);
+        line(&mut r, resident_in(2, 1, 0x20000, 0x22000));
+        assert_eq!(r.tree_resident_bytes, 0x6000);
+        assert_eq!(r.tree_peak_resident_bytes, 0x8000);
+        assert_eq!(r.tree_peak_t_ns, 20);
+        assert_eq!(r.spaces[&1].peak_resident_bytes, 0x6000);
     }
 
     /// A fork child killed before it was described: its space is a copy of its parent's, and

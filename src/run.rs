@@ -140,6 +140,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
         None
     };
     let started = Instant::now();
+    let wall = std::time::SystemTime::now();
     let state_options = StateOptions {
         human_summary: options.summary,
         verify: options.verify,
@@ -165,6 +166,11 @@ pub fn run(options: RunOptions) -> RunOutcome {
         page_size,
         faults: options.faults,
         thp: Some(thp.name().to_string()),
+        wall_ns: wall
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()
+            .and_then(|d| u64::try_from(d.as_nanos()).ok()),
+        wall: Some(humantime::format_rfc3339_nanos(wall).to_string()),
     };
     supervisor::install_panic_hook();
     let supervisor = Supervisor::new();

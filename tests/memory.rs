@@ -230,3 +230,33 @@ fn main_stack_growth_is_reported_as_a_mapping_below_the_stack() {
         "no growth mapping ending at the stack's old bottom: {stacks:?}"
     );
 }
+
+/// The summary's tree peak is the largest sum at one instant: two children holding 8 MiB each
+/// at once count together, while the parent's later 12 MiB, held after they exited, does not add
+/// to theirs. Each process prints the kernel's count of the pages it holds.
+#[test]
+fn the_tree_peak_adds_what_is_held_at_once_and_only_that() {
+    let t = trace(&[], &[workload("tree_peak")]);
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    let held: Vec<u64> = t
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("held ")?.parse().ok())
+        .collect();
+    assert_eq!(held.len(), 3, "{}", t.stdout);
+    let (processes, totals) = t.summary();
+    let together = (held[0] + held[1]) * PAGE;
+    let peaks: u64 = processes.iter().map(|p| p.peak_resident_bytes).sum();
+    assert!(
+        totals.tree_peak_resident_bytes >= together,
+        "tree peak {} < the children's {together} at once",
+        totals.tree_peak_resident_bytes
+    );
+    assert!(totals.tree_peak_resident_bytes > totals.peak_resident_bytes);
+    // Not the sum of peaks: the parent's pages came after the children's were gone.
+    assert!(
+        totals.tree_peak_resident_bytes + held[2] * PAGE / 2 < peaks,
+        "tree peak {} against the sum of peaks {peaks}",
+        totals.tree_peak_resident_bytes
+    );
+}

@@ -220,3 +220,66 @@ fn coalesced_first_touches_replay_to_the_same_state_as_one_line_per_fault() {
     };
     assert_eq!(tracked(&a), tracked(&b), "tracked mappings differ");
 }
+
+/// Thread names as the kernel has them: a `thread` line names the new thread as it starts (its
+/// creator's name), its `thread_exit` line as it ends, however it was named meanwhile
+/// (`prctl(PR_SET_NAME)` by itself, `pthread_setname_np` by another thread); an `exit` line names
+/// the program (argv[0], a fork child's its creator's). The `start` line's wall clock is the run's.
+#[test]
+fn lines_carry_the_wall_clock_and_the_names_the_kernel_gives() {
+    let program = workload("names");
+    let before = std::time::SystemTime::now();
+    let t = crate::util::trace(&[], &[&program]);
+    let after = std::time::SystemTime::now();
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    // The kernel's names, printed by each thread just before it ends.
+    let printed: std::collections::HashMap<i32, String> = t
+        .stdout
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.strip_prefix("name ")?.splitn(2, ' ');
+            Some((w.next()?.parse().ok()?, w.next()?.to_string()))
+        })
+        .collect();
+    assert_eq!(printed.len(), 3, "{}", t.stdout);
+    let mut started = Vec::new();
+    let mut ended = std::collections::HashMap::new();
+    let mut exits = Vec::new();
+    for line in &t.lines {
+        match &line.event {
+            Event::Start { wall_ns, wall, .. } => {
+                let wall_ns = wall_ns.expect("start has wall_ns");
+                let since = |t: std::time::SystemTime| {
+                    t.duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+                };
+                assert!(since(before) <= wall_ns && wall_ns <= since(after));
+                let parsed = humantime::parse_rfc3339(wall.as_deref().unwrap()).unwrap();
+                assert_eq!(since(parsed), wall_ns, "wall and wall_ns are one instant");
+            }
+            Event::Thread { name, .. } => started.push(name.clone()),
+            Event::ThreadExit { tid, name, .. } => {
+                ended.insert(*tid, name.clone());
+            }
+            Event::Exit { pid, name, .. } => exits.push((*pid, name.clone())),
+            _ => {}
+        }
+    }
+    assert_eq!(started, vec![Some("boss".to_string()); 2]);
+    let threads: Vec<i32> = printed
+        .keys()
+        .copied()
+        .filter(|tid| ended.contains_key(tid))
+        .collect();
+    assert_eq!(threads.len(), 2, "{ended:?} {printed:?}");
+    for tid in threads {
+        assert_eq!(ended[&tid].as_deref(), Some(printed[&tid].as_str()));
+    }
+    let mut names: Vec<&str> = printed.values().map(String::as_str).collect();
+    names.sort();
+    assert_eq!(names, ["boss", "named-by-boss", "self-named"]);
+    let argv0 = program.to_str().unwrap();
+    assert_eq!(exits.len(), 2, "{exits:?}");
+    for (pid, name) in exits {
+        assert_eq!(name.as_deref(), Some(argv0), "pid {pid}");
+    }
+}

@@ -84,6 +84,14 @@ pub fn cmdline(pid: i32) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// A thread's name (`comm`, at most 15 bytes), from `/proc/PID/task/TID/comm`: what
+/// `prctl(PR_SET_NAME)` and `pthread_setname_np` set. None once the thread is reaped.
+pub fn comm(pid: i32, tid: i32) -> Option<String> {
+    let raw = std::fs::read(format!("/proc/{pid}/task/{tid}/comm")).ok()?;
+    let name = raw.strip_suffix(b"\n").unwrap_or(&raw);
+    Some(String::from_utf8_lossy(name).into_owned())
+}
+
 pub fn exe(pid: i32) -> String {
     std::fs::read_link(format!("/proc/{pid}/exe"))
         .map(|p| p.to_string_lossy().into_owned())

@@ -220,6 +220,7 @@ mod tests {
             signal: None,
             resident_bytes: 0,
             peak_resident_bytes: 0,
+            name: None,
         });
         assert_eq!(who.known(11).unwrap().pid, 10);
     }
@@ -247,6 +248,7 @@ mod tests {
             tid: 200,
             child: 205,
             space: 0,
+            name: None,
         });
         who.ns_tid(205, 1);
         assert_eq!(who.our_tid(1), 205);

@@ -55,6 +55,8 @@ fn start() -> Event {
         page_size: 4096,
         faults: true,
         thp: None,
+        wall_ns: None,
+        wall: None,
     }
 }
 

@@ -56,6 +56,8 @@ impl StateHandle {
 struct ProcessStats {
     /// Its own: from its last `exec`, or its creator's at its `fork` if it never exec'd.
     argv: Vec<String>,
+    /// As on its `exit` line.
+    name: Option<String>,
     started_ns: u64,
     ended_ns: Option<u64>,
     faults: u64,
@@ -331,6 +333,7 @@ impl StateActor {
                 space,
                 status,
                 signal,
+                name,
                 resident_bytes,
                 peak_resident_bytes,
                 ..
@@ -339,6 +342,11 @@ impl StateActor {
                 *resident_bytes = now;
                 *peak_resident_bytes = peak;
                 let p = self.processes.entry(*pid).or_default();
+                // The tracer gave its comm; argv[0] is the program's own name for itself.
+                if let Some(argv0) = p.argv.first() {
+                    *name = Some(argv0.clone());
+                }
+                p.name = name.clone();
                 p.ended_ns = Some(t);
                 p.resident_bytes = now;
                 p.peak_resident_bytes = p.peak_resident_bytes.max(peak);
@@ -381,6 +389,7 @@ impl StateActor {
             .iter()
             .map(|(&pid, p)| ProcessSummary {
                 pid,
+                name: p.name.clone().or_else(|| p.argv.first().cloned()),
                 argv: p.argv.clone(),
                 resident_bytes: p.resident_bytes,
                 peak_resident_bytes: p.peak_resident_bytes,
@@ -400,6 +409,7 @@ impl StateActor {
             .map(|s| s.peak_resident_bytes)
             .max()
             .unwrap_or(0);
+        self.totals.tree_peak_resident_bytes = self.model.tree_peak_resident_bytes;
         self.totals.lines = self.next_seq + 1;
         if let Some(v) = self.totals.verify.as_mut() {
             v.unchecked_spaces = self

@@ -14,18 +14,21 @@ const ARGV_CHARS: usize = 60;
 pub fn human_summary(processes: &[ProcessSummary], totals: &RunTotals, faults: bool) -> String {
     let mut s = String::new();
     let measured = |figure: String| if faults { figure } else { "-".to_string() };
+    // What "resident" means comes first: it is not the RSS `time -v` or `ps` give.
     let touches = if faults {
         format!(
-            "{} first touches, peak resident {}",
+            "{} first touches; resident (private anonymous memory, followed page by page): \
+             peak {} in one space, {} in the whole tree at once",
             totals.faults,
-            format_size(totals.peak_resident_bytes, BINARY)
+            format_size(totals.peak_resident_bytes, BINARY),
+            format_size(totals.tree_peak_resident_bytes, BINARY)
         )
     } else {
         "first touches and resident memory not measured (--no-faults)".to_string()
     };
     let _ = writeln!(
         s,
-        "mevi-actors: {} process(es), {} address space(s), {touches} (mevi-actors itself: {})",
+        "mevi-actors: {} process(es), {} address space(s), {touches}; mevi-actors itself: {}",
         totals.processes,
         totals.spaces,
         format_size(totals.tracer_peak_rss_bytes, BINARY)
@@ -136,6 +139,7 @@ mod tests {
 
     fn row(pid: i32, argv: &[&str], status: Option<i32>, signal: Option<&str>) -> ProcessSummary {
         ProcessSummary {
+            name: None,
             pid,
             argv: argv.iter().map(|a| a.to_string()).collect(),
             resident_bytes: 4096,

@@ -130,6 +130,7 @@ async fn every_process_is_named_by_its_own_last_argv_with_its_end() {
         line(
             4,
             Event::Exit {
+                name: None,
                 pid: 2,
                 tid: 2,
                 space: 2,
@@ -142,6 +143,7 @@ async fn every_process_is_named_by_its_own_last_argv_with_its_end() {
         line(
             5,
             Event::Exit {
+                name: None,
                 pid: 3,
                 tid: 3,
                 space: 1,

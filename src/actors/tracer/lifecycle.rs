@@ -94,6 +94,8 @@ impl Tracer {
                     tid: parent_tid,
                     child,
                     space: space_id,
+                    // Not run yet: the name it starts with, its creator's.
+                    name: procfs::comm(pid, child),
                 },
             );
         } else {
@@ -266,7 +268,17 @@ impl Tracer {
         gone.sort_unstable();
         if let Some(space) = old_space {
             for tid in gone {
-                self.observed(space, Event::ThreadExit { pid, tid, space });
+                // Killed by the exec: their exit stops, if any, came before it.
+                let name = self.threads.get(&tid).and_then(|t| t.name_at_exit.clone());
+                self.observed(
+                    space,
+                    Event::ThreadExit {
+                        pid,
+                        tid,
+                        space,
+                        name,
+                    },
+                );
             }
         }
         let killed: Vec<i32> = self
@@ -403,8 +415,11 @@ impl Tracer {
     /// PTRACE_EVENT_EXIT: the thread is leaving, its mm still whole. If no other thread of its
     /// space can run user code any more, this is a quiescent point: `--verify` checks it.
     pub(super) fn on_exit_stop(&mut self, tid: i32) {
+        let pid = self.threads.get(&tid).map_or(tid, |t| t.pid);
+        let name = procfs::comm(pid, tid);
         let begun = self.threads.get_mut(&tid).and_then(|t| {
             t.exiting = true;
+            t.name_at_exit = name;
             t.entry.take()
         });
         if let (Some(_), Some((_, space))) = (begun, self.space_of(tid)) {
@@ -471,7 +486,12 @@ impl Tracer {
             .map(|s| s.lane.clone());
         if tid != pid {
             if let (Some(space), Some(lane)) = (space, lane) {
-                lane.observed(Event::ThreadExit { pid, tid, space });
+                lane.observed(Event::ThreadExit {
+                    pid,
+                    tid,
+                    space,
+                    name: thread.name_at_exit,
+                });
             }
             return;
         }
@@ -512,6 +532,8 @@ impl Tracer {
             space: space_id,
             status,
             signal,
+            // The state actor puts the argv[0] it knows in its place.
+            name: thread.name_at_exit,
             resident_bytes: 0,
             peak_resident_bytes: 0,
         });

@@ -148,6 +148,8 @@ struct Thread {
     /// Its layout syscall was begun at its entry stop: our seccomp stop for it, if one comes,
     /// is not a new one.
     begun_at_entry: bool,
+    /// Its name (`comm`) as read at its exit stop, for its `thread_exit` or `exit` line.
+    name_at_exit: Option<String>,
 }
 
 impl Thread {
@@ -172,6 +174,7 @@ impl Thread {
             clone_args: None,
             every_syscall: false,
             begun_at_entry: false,
+            name_at_exit: None,
         }
     }
 }
