@@ -45,6 +45,8 @@ pub struct RunOptions {
     pub idle_poll: bool,
     /// Test hook: drop the first resident page from the replayed state, so a check must fail.
     pub corrupt_state: bool,
+    /// `--buffer`: bytes of lines that may wait for the stream's reader.
+    pub buffer_bytes: u32,
 }
 
 /// How long a lane reads its empty userfaultfd again before it sleeps: the next fault of a
@@ -147,6 +149,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
         corrupt_first_touch: options.corrupt_state,
         page_size,
         faults: options.faults,
+        buffer_bytes: options.buffer_bytes,
     };
     let (state, state_handle) = StateActor::new(STATE_CAPACITY, writer, state_options);
     let (sequencer, sequencer_handle) = Sequencer::new(SEQUENCER_CAPACITY, state_handle, started);

@@ -6,6 +6,8 @@ use std::time::{Duration, Instant};
 use mevi_actors::event::{Event, Line};
 use mevi_actors::model::Replay;
 
+use std::path::PathBuf;
+
 use crate::util::{bin, parse_stream, run_bounded, run_in_background, scratch, trace, workload};
 
 #[test]
@@ -282,4 +284,137 @@ fn lines_carry_the_wall_clock_and_the_names_the_kernel_gives() {
     for (pid, name) in exits {
         assert_eq!(name.as_deref(), Some(argv0), "pid {pid}");
     }
+}
+
+/// Runs `touch_then_mark PAGES MARKER STATUS` traced one line per fault, with the stream on a
+/// pipe that this test reads as it likes; the child and its marker file.
+fn traced_on_a_pipe(flags: &[&str], pages: u32, status: i32) -> (std::process::Child, PathBuf) {
+    let marker = scratch("marker");
+    let child = Command::new(bin())
+        .args(["run", "--coalesce-ms", "0"])
+        .args(flags)
+        .arg("--")
+        .arg(workload("touch_then_mark"))
+        .arg(pages.to_string())
+        .arg(&marker)
+        .arg(status.to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    (child, marker)
+}
+
+/// Waits for `path` to exist, up to `limit`.
+fn appears_within(path: &std::path::Path, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if path.exists() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    path.exists()
+}
+
+/// Reads the rest of a run's stdout and stderr, failing the test if it outlives the timeout.
+fn finish_reading(mut child: std::process::Child) -> (i32, String, String) {
+    use std::io::Read;
+    let out = child.stdout.take();
+    let mut err = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        if let Some(mut out) = out {
+            out.read_to_string(&mut s).ok();
+        }
+        s
+    });
+    let errs = std::thread::spawn(move || {
+        let mut s = String::new();
+        err.read_to_string(&mut s).ok();
+        s
+    });
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            child.kill().ok();
+            panic!("mevi-actors did not end within 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    (
+        status.code().unwrap_or(-1),
+        reader.join().unwrap(),
+        errs.join().unwrap(),
+    )
+}
+
+/// `--buffer`: with nobody reading the stream, a program whose lines fit in the buffer runs to
+/// its end; with a small buffer it waits for the reader (it cannot end until the stream is read),
+/// and then ends with every line in the stream.
+#[test]
+fn a_buffer_lets_the_program_run_ahead_of_a_slow_reader_until_it_is_full() {
+    // 16,384 lines of about 190 bytes: 3 MiB, far beyond the pipe and every inbox on the way.
+    let pages = 16384;
+    let (child, marker) = traced_on_a_pipe(&["--buffer", "64MiB"], pages, 0);
+    assert!(
+        appears_within(&marker, Duration::from_secs(60)),
+        "with a 64 MiB buffer the program should end without a reader"
+    );
+    let (status, out, stderr) = finish_reading(child);
+    assert_eq!(status, 0, "{stderr}");
+    let lines = parse_stream(&out);
+    let faults: u64 = lines
+        .iter()
+        .map(|l| match l.event {
+            Event::Resident { faults, .. } => faults,
+            _ => 0,
+        })
+        .sum();
+    assert!(faults >= pages as u64);
+
+    let (child, marker) = traced_on_a_pipe(&["--buffer", "4KiB"], pages, 0);
+    assert!(
+        !appears_within(&marker, Duration::from_secs(3)),
+        "with a 4 KiB buffer and no reader the program cannot reach its end"
+    );
+    let (status, out, stderr) = finish_reading(child);
+    assert_eq!(status, 0, "{stderr}");
+    assert!(marker.exists());
+    let lines = parse_stream(&out);
+    assert!(matches!(
+        lines.last().map(|l| &l.event),
+        Some(Event::Summary { .. })
+    ));
+}
+
+/// The stream's reader going away (`| head`) ends neither the program nor its trace: it runs to
+/// its end, mevi-actors exits with its status, says once on stderr that the stream was dropped,
+/// and still prints the summary.
+#[test]
+fn a_reader_that_goes_away_leaves_the_program_running_to_its_end() {
+    use std::io::Read;
+    let (mut child, marker) = traced_on_a_pipe(&[], 16384, 7);
+    let mut first = [0u8; 1000];
+    child
+        .stdout
+        .as_mut()
+        .unwrap()
+        .read_exact(&mut first)
+        .unwrap();
+    drop(child.stdout.take());
+    let (status, _, stderr) = finish_reading(child);
+    assert_eq!(status, 7, "the program's status: {stderr}");
+    assert!(marker.exists(), "the program reached its end");
+    assert_eq!(
+        stderr.matches("can no longer be written").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(stderr.contains("its reader has gone"), "{stderr}");
+    assert!(stderr.contains("first touches"), "the summary: {stderr}");
 }

@@ -62,6 +62,12 @@ enum Command {
         /// one `resident` line (its `faults` counts them); 0 writes one line per fault.
         #[arg(long, value_name = "MS", default_value_t = DEFAULT_COALESCE_MS)]
         coalesce_ms: u64,
+        /// Let up to SIZE bytes of lines (`4MiB`, `500k`, `1G`) wait for a slow reader of the
+        /// stream before the program is slowed down to the reader's pace. If the reader goes away
+        /// (EPIPE), the program runs on to its end, traced, and the rest of the stream is dropped
+        /// (one line on stderr).
+        #[arg(long, value_name = "SIZE", default_value = "4MiB", value_parser = buffer_size)]
+        buffer: u32,
         /// Keep idle CPUs polling instead of halting while tracing (holds /dev/cpu_dma_latency
         /// at 0). Hand-offs between the program, the tracer and the lanes then cost far less,
         /// notably on virtual machines, at the price of busy idle CPUs. Needs root.
@@ -109,6 +115,15 @@ enum Command {
     DemoWorkload,
 }
 
+/// `--buffer`: a size with an optional unit, from 4 KiB to 4 GiB.
+fn buffer_size(text: &str) -> Result<u32, String> {
+    let bytes = parse_size::parse_size(text).map_err(|e| format!("{e} (try 4MiB or 500k)"))?;
+    match u32::try_from(bytes) {
+        Ok(b) if b >= 4096 => Ok(b),
+        _ => Err("must be between 4KiB and 4GiB".into()),
+    }
+}
+
 /// `-o -` is stdout, as for strace.
 fn output_file(output: Option<PathBuf>) -> Option<PathBuf> {
     output.filter(|path| path.as_os_str() != "-")
@@ -134,6 +149,7 @@ fn main() -> ExitCode {
             verify_every,
             coalesce_ms,
             idle_poll,
+            buffer,
             #[cfg(feature = "test-hooks")]
             test_corrupt_state,
             program,
@@ -150,6 +166,7 @@ fn main() -> ExitCode {
                 coalesce: std::time::Duration::from_millis(coalesce_ms),
                 idle_poll,
                 corrupt_state: test_corrupt_state,
+                buffer_bytes: buffer,
             })
             .status
         }
@@ -176,6 +193,7 @@ fn main() -> ExitCode {
                 coalesce: std::time::Duration::from_millis(coalesce_ms),
                 idle_poll: false,
                 corrupt_state: false,
+                buffer_bytes: mevi_actors::actors::state::DEFAULT_BUFFER_BYTES,
             })
             .status
         }

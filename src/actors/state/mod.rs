@@ -17,6 +17,7 @@ use std::time::Duration;
 
 use async_channel::{Receiver, Sender};
 
+pub use self::output::DEFAULT_BUFFER_BYTES;
 use self::output::Output;
 pub use self::summary::human_summary;
 use crate::event::{
@@ -89,6 +90,9 @@ pub struct StateOptions {
     pub page_size: u64,
     /// First touches are followed (not `--no-faults`): resident figures are measured.
     pub faults: bool,
+    /// `--buffer`: bytes of lines that may wait for the stream's reader before the state actor
+    /// (and so the program) waits.
+    pub buffer_bytes: u32,
 }
 
 pub struct StateActor {
@@ -116,7 +120,7 @@ impl StateActor {
         let actor = Self {
             inbox,
             model: Replay::new(),
-            output: Output::start(writer),
+            output: Output::start(writer, options.buffer_bytes),
             processes: BTreeMap::new(),
             totals: RunTotals {
                 verify: options.verify.then(VerifyTotals::default),

@@ -1,22 +1,32 @@
 //! Writing the stream, on a thread of its own: a slow reader of the stream (a full pipe, a slow
-//! disk) blocks that thread, never a tokio worker. Lines reach it in batches through a bounded
-//! channel, so the state actor waits for room there with an `.await`: the backpressure that
-//! slows the traced program (docs/architecture.md).
+//! disk) blocks that thread, never a tokio worker. Lines are turned into bytes here, on the state
+//! actor, and reach the thread in batches through a queue of at most `--buffer` bytes: a reader
+//! that falls behind for a while costs the program nothing until the queue is full; then the
+//! state actor waits for room with an `.await`, the backpressure that slows the traced program
+//! (docs/architecture.md). When the stream can no longer be written (EPIPE: `| head` has read
+//! enough; a full disk), it says so once on stderr and the trace goes on, its lines dropped.
 
 use std::io::{self, BufWriter, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 
 use async_channel::{Receiver, Sender};
+use tokio::sync::Semaphore;
 
 use crate::event::Line;
 
-/// Lines handed to the writer at once.
+/// Lines turned into one batch of bytes at most.
 const BATCH_LINES: usize = 256;
-/// Batches the writer may be behind before the state actor waits.
-const BATCHES_IN_FLIGHT: usize = 8;
+/// A batch goes to the writer once it holds this many bytes, even short of `BATCH_LINES`.
+const BATCH_BYTES: usize = 64 << 10;
+
+/// The default of `--buffer`: a few seconds of a busy program's lines, small beside the memory
+/// of the program being traced.
+pub const DEFAULT_BUFFER_BYTES: u32 = 4 << 20;
 
 enum ToWriter {
-    Lines(Vec<Line>),
+    Bytes(Vec<u8>),
     Flush,
 }
 
@@ -24,16 +34,14 @@ enum ToWriter {
 struct Writer {
     /// `None` once a write failed: the stream ends there, the trace goes on.
     out: Option<BufWriter<Box<dyn Write + Send>>>,
+    /// Set when a write failed, so that the lines after it are not even turned into bytes.
+    closed: Arc<AtomicBool>,
 }
 
 impl Writer {
-    fn write(&mut self, lines: &[Line]) {
+    fn write(&mut self, bytes: &[u8]) {
         let Some(w) = self.out.as_mut() else { return };
-        let result = lines.iter().try_for_each(|line| {
-            serde_json::to_writer(&mut *w, line).map_err(io::Error::from)?;
-            w.write_all(b"\n")
-        });
-        if let Err(e) = result {
+        if let Err(e) = w.write_all(bytes) {
             self.fail(e);
         }
     }
@@ -46,20 +54,33 @@ impl Writer {
         }
     }
 
-    /// Said once (EPIPE when `| head` has read enough, a full disk...); the lines after are
-    /// dropped, the trace and its summary go on.
+    /// Said once; the lines after are dropped, the trace and its summary on stderr go on, and
+    /// the exit status stays the program's (README, "The stream's reader").
     fn fail(&mut self, e: io::Error) {
-        eprintln!("mevi-actors: the event stream can no longer be written ({e}); tracing goes on");
+        let why = if e.kind() == io::ErrorKind::BrokenPipe {
+            "its reader has gone".to_string()
+        } else {
+            e.to_string()
+        };
+        eprintln!(
+            "mevi-actors: the event stream can no longer be written ({why}); the program runs \
+             on, traced, and the rest of the stream is dropped"
+        );
+        self.closed.store(true, Ordering::Relaxed);
         // Not dropped: a BufWriter's drop would try to write what it holds once more.
         if let Some(w) = self.out.take() {
             drop(w.into_parts());
         }
     }
 
-    fn serve(mut self, inbox: Receiver<ToWriter>) {
+    /// Writes what arrives, giving each batch's bytes back to the queue's budget once written.
+    fn serve(mut self, inbox: Receiver<ToWriter>, room: Arc<Semaphore>, budget: usize) {
         while let Ok(message) = inbox.recv_blocking() {
             match message {
-                ToWriter::Lines(lines) => self.write(&lines),
+                ToWriter::Bytes(bytes) => {
+                    self.write(&bytes);
+                    room.add_permits(bytes.len().min(budget));
+                }
                 ToWriter::Flush => self.flush(),
             }
         }
@@ -79,24 +100,46 @@ enum Sink {
 /// The state actor's side of the stream.
 pub(super) struct Output {
     sink: Sink,
-    batch: Vec<Line>,
+    /// The queue's free bytes: a batch takes its size (at most the whole budget) before it is
+    /// queued, and the writer gives it back once the batch is written.
+    room: Arc<Semaphore>,
+    budget: u32,
+    batch: Vec<u8>,
+    batch_lines: usize,
+    closed: Arc<AtomicBool>,
     /// Lines handed over since the last flush.
     dirty: bool,
 }
 
 impl Output {
-    pub(super) fn start(out: Box<dyn Write + Send>) -> Self {
+    /// A writer of `out` with a queue of `budget` bytes (at least one batch's worth is used).
+    pub(super) fn start(out: Box<dyn Write + Send>, budget: u32) -> Self {
+        let budget = budget.max(1);
+        let closed = Arc::new(AtomicBool::new(false));
         let writer = Writer {
             out: Some(BufWriter::with_capacity(1 << 16, out)),
+            closed: closed.clone(),
         };
-        let (tx, inbox) = async_channel::bounded(BATCHES_IN_FLIGHT);
+        let room = Arc::new(Semaphore::new(budget as usize));
+        // Unbounded: the byte budget bounds it.
+        let (tx, inbox) = async_channel::unbounded();
         // The writer goes to the thread once it runs, so that it is still ours if it cannot.
         let (hand, handed) = std::sync::mpsc::sync_channel::<Writer>(1);
+        let given_back = room.clone();
         let spawned = std::thread::Builder::new()
             .name("mevi-actors-writer".into())
             .spawn(move || {
+                // However the thread ends, a state actor waiting for room must not wait forever:
+                // it finds the queue closed, and `finish` says the thread failed.
+                struct CloseOnExit(Arc<Semaphore>);
+                impl Drop for CloseOnExit {
+                    fn drop(&mut self) {
+                        self.0.close();
+                    }
+                }
+                let _close = CloseOnExit(given_back.clone());
                 if let Ok(writer) = handed.recv() {
-                    writer.serve(inbox);
+                    writer.serve(inbox, given_back, budget as usize);
                 }
             });
         let sink = match spawned {
@@ -115,15 +158,27 @@ impl Output {
         };
         Self {
             sink,
-            batch: Vec::with_capacity(BATCH_LINES),
+            room,
+            budget,
+            batch: Vec::with_capacity(BATCH_BYTES),
+            batch_lines: 0,
+            closed,
             dirty: false,
         }
     }
 
-    /// Queues a line; waits when the writer is behind.
+    /// Queues a line; waits when the queue is full.
     pub(super) async fn push(&mut self, line: Line) {
-        self.batch.push(line);
-        if self.batch.len() >= BATCH_LINES {
+        if self.closed.load(Ordering::Relaxed) {
+            return;
+        }
+        if let Err(e) = serde_json::to_writer(&mut self.batch, &line) {
+            // A line is plain data; this would be a bug, and the stream says nothing wrong.
+            tracing::error!(seq = line.seq, "a line could not be serialized: {e}");
+        }
+        self.batch.push(b'\n');
+        self.batch_lines += 1;
+        if self.batch_lines >= BATCH_LINES || self.batch.len() >= BATCH_BYTES {
             self.hand_over().await;
         }
     }
@@ -163,14 +218,23 @@ impl Output {
         if self.batch.is_empty() {
             return;
         }
-        let lines = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH_LINES));
+        let bytes = std::mem::replace(&mut self.batch, Vec::with_capacity(BATCH_BYTES));
+        self.batch_lines = 0;
         self.dirty = true;
         match &mut self.sink {
-            // Closed only if the writer thread died, which `finish` reports.
             Sink::Thread { tx, .. } => {
-                let _ = tx.send(ToWriter::Lines(lines)).await;
+                // A batch larger than the whole budget waits for an empty queue.
+                let size = bytes.len().min(self.budget as usize) as u32;
+                match self.room.acquire_many(size).await {
+                    // Given back by the writer, once written.
+                    Ok(permit) => permit.forget(),
+                    // The writer thread is gone: nothing can be written any more.
+                    Err(_) => return,
+                }
+                // Closed only if the writer thread died, which `finish` reports.
+                let _ = tx.send(ToWriter::Bytes(bytes)).await;
             }
-            Sink::Inline(writer) => writer.write(&lines),
+            Sink::Inline(writer) => writer.write(&bytes),
         }
     }
 }
@@ -211,7 +275,7 @@ mod tests {
     #[tokio::test]
     async fn every_line_is_written_in_order_by_the_end() {
         let shared = Shared::default();
-        let mut output = Output::start(Box::new(shared.clone()));
+        let mut output = Output::start(Box::new(shared.clone()), DEFAULT_BUFFER_BYTES);
         let n = BATCH_LINES as u64 * 3 + 7;
         for seq in 0..n {
             output.push(warning(seq)).await;
@@ -228,7 +292,7 @@ mod tests {
     #[tokio::test]
     async fn a_flush_reaches_the_reader_before_the_end() {
         let shared = Shared::default();
-        let mut output = Output::start(Box::new(shared.clone()));
+        let mut output = Output::start(Box::new(shared.clone()), DEFAULT_BUFFER_BYTES);
         output.push(warning(0)).await;
         output.flush().await;
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
