@@ -14,7 +14,7 @@ use mevi_actors::event::{
 use mevi_actors::run::VERIFY_INCOMPLETE;
 
 use crate::util::{
-    Traced, bin, parse_stream, run_within, scratch, trace_within, workload, workload_built_with,
+    Traced, bin, parse_stream, run_within, scratch, trace_within, workload, workload_needing,
 };
 
 /// Every case here runs in well under a second untraced; beyond this it hangs.
@@ -74,7 +74,13 @@ fn a_clone_untraced_child_is_followed() {
 /// once a thread killed inside a layout syscall had its space described again.
 #[test]
 fn leak_sanitizer_reports_as_untraced() {
-    let program = workload_built_with("u10_asan_leak", &["-fsanitize=address", "-g", "-pthread"]);
+    let Some(program) = workload_needing(
+        "AddressSanitizer's runtime (libasan)",
+        "u10_asan_leak",
+        &["-fsanitize=address", "-g", "-pthread"],
+    ) else {
+        return;
+    };
     for args in [&[][..], &["threads"][..], &["busy"][..]] {
         let mut argv = vec![program.clone().into_os_string()];
         argv.extend(args.iter().map(Into::into));
@@ -116,10 +122,13 @@ fn a_32_bit_syscall_in_a_64_bit_program_runs() {
 /// says it could not check it (4), never that all is well.
 #[test]
 fn a_32_bit_program_runs_and_verify_says_it_could_not_check_it() {
-    let program = workload_built_with(
+    let Some(program) = workload_needing(
+        "a C compiler for 32-bit x86 (-m32)",
         "u10_i386",
         &["-m32", "-O1", "-nostdlib", "-static", "-fno-pie", "-no-pie"],
-    );
+    ) else {
+        return;
+    };
     let (status, stdout) = untraced(&[&program]);
     assert_eq!((status, stdout.as_str()), (5, "ok32\n"));
     let script = format!("{}; echo child $?", program.display());

@@ -150,6 +150,9 @@ fn gcc_compiling_one_file_keeps_process_order_and_names_cc1() {
 
 #[test]
 fn make_j2_of_four_files_keeps_process_order() {
+    if !crate::util::installed("make") {
+        return;
+    }
     let dir = scratch("make");
     std::fs::create_dir_all(&dir).unwrap();
     let mut makefile = String::from("prog: main.o one.o two.o three.o\n\tcc -o $@ $^\n");
