@@ -6,6 +6,8 @@ use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
 
+use linux_raw_sys::general::{page_region, pm_scan_arg};
+
 /// One line of `/proc/PID/maps`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MapsEntry {
@@ -277,43 +279,20 @@ pub fn fd_path(pid: i32, fd: i32) -> Option<String> {
         .map(|p| p.to_string_lossy().into_owned())
 }
 
-/// `struct pm_scan_arg` of `<linux/fs.h>` (Linux 6.7); the build host's headers predate it.
-#[repr(C)]
-#[derive(Default)]
-struct PmScanArg {
-    size: u64,
-    flags: u64,
-    start: u64,
-    end: u64,
-    walk_end: u64,
-    vec: u64,
-    vec_len: u64,
-    max_pages: u64,
-    category_inverted: u64,
-    category_mask: u64,
-    category_anyof_mask: u64,
-    return_mask: u64,
-}
-
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct PageRegion {
-    start: u64,
-    end: u64,
-    categories: u64,
-}
-
-const PAGE_IS_PRESENT: u64 = 1 << 3;
-const PAGE_IS_SWAPPED: u64 = 1 << 4;
-const PAGE_IS_PFNZERO: u64 = 1 << 5;
-const PAGE_IS_HUGE: u64 = 1 << 6;
-const PAGE_IS_GUARD: u64 = 1 << 8;
+// `PAGEMAP_SCAN`'s categories, of `<linux/fs.h>` (Linux 6.7).
+const PAGE_IS_PRESENT: u64 = linux_raw_sys::general::PAGE_IS_PRESENT as u64;
+const PAGE_IS_SWAPPED: u64 = linux_raw_sys::general::PAGE_IS_SWAPPED as u64;
+const PAGE_IS_PFNZERO: u64 = linux_raw_sys::general::PAGE_IS_PFNZERO as u64;
+const PAGE_IS_HUGE: u64 = linux_raw_sys::general::PAGE_IS_HUGE as u64;
+const PAGE_IS_GUARD: u64 = linux_raw_sys::general::PAGE_IS_GUARD as u64;
 /// pagemap entry bits (Documentation/admin-guide/mm/pagemap.rst).
 const PM_PRESENT: u64 = 1 << 63;
 const PM_SWAPPED: u64 = 1 << 62;
 /// A guard region's marker (Linux 6.15), which also shows as swapped.
 const PM_GUARD_REGION: u64 = 1 << 58;
-nix::ioctl_readwrite!(pagemap_scan, b'f', 16, PmScanArg);
+// `PAGEMAP_SCAN`, `_IOWR('f', 16, struct pm_scan_arg)`: linux-raw-sys has the structure, not the
+// request.
+nix::ioctl_readwrite!(pagemap_scan, b'f', 16, pm_scan_arg);
 
 /// A run of populated pages of one kind.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -401,21 +380,28 @@ impl Pagemap {
 
     fn scan_populated(&self, range: Range<u64>, guards: bool) -> io::Result<Vec<PopulatedRun>> {
         let mut runs: Vec<PopulatedRun> = Vec::new();
-        let mut regions = vec![PageRegion::default(); 512];
+        let no_region = page_region {
+            start: 0,
+            end: 0,
+            categories: 0,
+        };
+        let mut regions = vec![no_region; 512];
         let mut start = range.start;
         while start < range.end {
-            let mut arg = PmScanArg {
-                size: std::mem::size_of::<PmScanArg>() as u64,
+            let mut arg = pm_scan_arg {
+                size: std::mem::size_of::<pm_scan_arg>() as u64,
+                flags: 0,
                 start,
                 end: range.end,
+                walk_end: 0,
                 vec: regions.as_mut_ptr() as u64,
                 vec_len: regions.len() as u64,
+                max_pages: 0,
                 category_anyof_mask: PAGE_IS_PRESENT | PAGE_IS_SWAPPED,
                 // Not a guard region's marker (the category inverted, then required).
                 category_inverted: if guards { PAGE_IS_GUARD } else { 0 },
                 category_mask: if guards { PAGE_IS_GUARD } else { 0 },
                 return_mask: PAGE_IS_PRESENT | PAGE_IS_SWAPPED | PAGE_IS_PFNZERO | PAGE_IS_HUGE,
-                ..Default::default()
             };
             // SAFETY: `arg` describes `regions`, a live buffer of `vec_len` page_region structs
             // that the kernel fills; it writes nothing else of ours.
@@ -542,6 +528,32 @@ mod tests {
                 (6..7, true),
                 (7..10, false)
             ]
+        );
+    }
+
+    // --- issue 11: PAGEMAP_SCAN's definitions from linux-raw-sys ---
+
+    /// The request and categories are the ones written out by hand before: the structures'
+    /// sizes make the request number (`_IOWR('f', 16, 96 bytes)`, 0xc0606610), and the kernel
+    /// fills `page_region`s of 24 bytes.
+    #[test]
+    fn pagemap_scan_definitions_are_unchanged() {
+        use std::mem::size_of;
+        assert_eq!(size_of::<pm_scan_arg>(), 96);
+        assert_eq!(
+            nix::request_code_readwrite!(b'f', 16, size_of::<pm_scan_arg>()),
+            0xc060_6610
+        );
+        assert_eq!(size_of::<page_region>(), 24);
+        assert_eq!(
+            [
+                PAGE_IS_PRESENT,
+                PAGE_IS_SWAPPED,
+                PAGE_IS_PFNZERO,
+                PAGE_IS_HUGE,
+                PAGE_IS_GUARD
+            ],
+            [1 << 3, 1 << 4, 1 << 5, 1 << 6, 1 << 8]
         );
     }
 }

@@ -32,9 +32,13 @@ use userfaultfd_sys as sys;
 pub const UFFDIO_REGISTER: u32 = sys::UFFDIO_REGISTER;
 
 /// The `ioctl` request by which a program's own userfaultfd moves pages from one range of its
-/// memory to another (Linux 6.8): `_IOWR(0xAA, 0x05, struct uffdio_move)`, 40 bytes; the
-/// binding predates it.
-pub const UFFDIO_MOVE: u32 = 0xC028_AA05;
+/// memory to another (Linux 6.8): `_IOWR(UFFDIO, _UFFDIO_MOVE, struct uffdio_move)`; the
+/// `userfaultfd` crate predates it, and `linux-raw-sys` has its parts but not the request.
+pub const UFFDIO_MOVE: u32 = nix::request_code_readwrite!(
+    linux_raw_sys::general::UFFDIO,
+    linux_raw_sys::general::_UFFDIO_MOVE,
+    std::mem::size_of::<linux_raw_sys::general::uffdio_move>()
+) as u32;
 
 /// Features asked of the kernel. `EVENT_FORK` is left out on purpose: its new descriptor cannot
 /// be matched to a child when two threads fork at once, so each fork child gets a descriptor of
@@ -515,5 +519,80 @@ mod tests {
         uffd.release().expect("a second release is a no-op");
         // SAFETY: the mapping made above; both threads are done with it.
         unsafe { libc::munmap(base as *mut c_void, 2 * page as usize) };
+    }
+
+    // --- issue 11: userfaultfd-sys stood in for from linux-raw-sys ---
+
+    /// The requests the `userfaultfd` crate issues, computed as it computes them (nix's macros
+    /// over `UFFDIO`, `_UFFDIO_*` and the structure's size, from our stand-in for
+    /// `userfaultfd-sys`), and ours, are the numbers they were with crates.io's bindgen-made
+    /// `userfaultfd-sys` 0.6 (the literals, printed from it before the change).
+    #[test]
+    fn requests_are_the_numbers_of_the_bindgen_binding() {
+        use std::mem::size_of;
+        let rw = |nr: u64, size: usize| nix::request_code_readwrite!(sys::UFFDIO, nr, size) as u32;
+        let r = |nr: u64, size: usize| nix::request_code_read!(sys::UFFDIO, nr, size) as u32;
+        let requests = [
+            (
+                "UFFDIO_API",
+                rw(sys::_UFFDIO_API, size_of::<sys::uffdio_api>()),
+                0xc018_aa3f,
+            ),
+            (
+                "UFFDIO_REGISTER",
+                rw(sys::_UFFDIO_REGISTER, size_of::<sys::uffdio_register>()),
+                0xc020_aa00,
+            ),
+            ("UFFDIO_REGISTER (ours)", UFFDIO_REGISTER, 0xc020_aa00),
+            (
+                "UFFDIO_UNREGISTER",
+                r(sys::_UFFDIO_UNREGISTER, size_of::<sys::uffdio_range>()),
+                0x8010_aa01,
+            ),
+            (
+                "UFFDIO_WAKE",
+                r(sys::_UFFDIO_WAKE, size_of::<sys::uffdio_range>()),
+                0x8010_aa02,
+            ),
+            (
+                "UFFDIO_COPY",
+                rw(sys::_UFFDIO_COPY, size_of::<sys::uffdio_copy>()),
+                0xc028_aa03,
+            ),
+            (
+                "UFFDIO_ZEROPAGE",
+                rw(sys::_UFFDIO_ZEROPAGE, size_of::<sys::uffdio_zeropage>()),
+                0xc020_aa04,
+            ),
+            (
+                "UFFDIO_WRITEPROTECT",
+                rw(
+                    sys::_UFFDIO_WRITEPROTECT,
+                    size_of::<sys::uffdio_writeprotect>(),
+                ),
+                0xc018_aa06,
+            ),
+            (
+                "UFFDIO_CONTINUE",
+                rw(sys::_UFFDIO_CONTINUE, size_of::<sys::uffdio_continue>()),
+                0xc020_aa07,
+            ),
+            ("UFFDIO_MOVE (ours)", UFFDIO_MOVE, 0xc028_aa05),
+            (
+                "USERFAULTFD_IOC_NEW",
+                nix::request_code_none!(sys::USERFAULTFD_IOC, 0) as u32,
+                0xaa00,
+            ),
+        ];
+        for (name, now, before) in requests {
+            assert_eq!(now, before, "{name}: {now:#x}, was {before:#x}");
+        }
+        // What the crate reads from a message: its size and where the fields are.
+        assert_eq!(size_of::<sys::uffd_msg>(), 32);
+        assert_eq!(std::mem::offset_of!(sys::uffd_msg, arg), 8);
+        assert_eq!(
+            (sys::UFFD_API, sys::UFFD_EVENT_PAGEFAULT, FEATURES),
+            (0xaa, 0x12, 0x14c)
+        );
     }
 }
