@@ -5,6 +5,7 @@
 
 pub mod actors;
 pub mod demo;
+pub mod doctor;
 pub mod event;
 /// Kernel plumbing: the one place `unsafe` is allowed, each block with its invariant.
 #[allow(unsafe_code)]

@@ -100,7 +100,8 @@ pub fn run(options: RunOptions) -> RunOutcome {
             1,
             format!(
                 "mevi-actors: userfaultfd is not permitted here ({e}); run as root, or set \
-                 `sysctl vm.unprivileged_userfaultfd=1`, or pass --no-faults to trace mappings only"
+                 `sysctl vm.unprivileged_userfaultfd=1`, or pass --no-faults to trace mappings \
+                 only; `mevi-actors doctor` says what this machine lacks"
             ),
         );
     }

@@ -5,6 +5,7 @@ mod util;
 
 mod as_untraced;
 mod bad_input;
+mod doctor;
 mod failures;
 mod foreign;
 mod lifecycle;

@@ -1,4 +1,4 @@
-//! The command line: `run`, `demo`, `replay`.
+//! The command line: `run`, `demo`, `replay`, `doctor`.
 
 #![forbid(unsafe_code)]
 
@@ -110,6 +110,11 @@ enum Command {
         /// A stream written by `run` (`-` for stdin).
         file: PathBuf,
     },
+    /// Check that `run` can follow first touches here, and say what to change if not.
+    ///
+    /// One line per thing `run` needs: ✓ or ✗, and for each ✗ the command that fixes it and
+    /// what works without it. Exits 0 when `run` will follow first touches here, 1 otherwise.
+    Doctor,
     /// The workload `demo` traces (runs inside the tracer).
     #[command(name = "__demo-workload", hide = true)]
     DemoWorkload,
@@ -198,6 +203,13 @@ fn main() -> ExitCode {
             .status
         }
         Command::Replay { lenient, file } => replay(&file, lenient),
+        Command::Doctor => {
+            use std::io::Write;
+            let report = mevi_actors::doctor::examine();
+            // A reader that has seen enough (`| head`) changes nothing of the verdict.
+            let _ = write!(std::io::stdout().lock(), "{report}");
+            report.exit_status()
+        }
         Command::DemoWorkload => mevi_actors::demo::workload(),
     };
     ExitCode::from(status.clamp(0, 255) as u8)

@@ -7,6 +7,7 @@ pub mod idle;
 pub mod inject;
 pub mod procfs;
 pub mod ptrace;
+pub mod rehearsal;
 pub mod spawn;
 pub mod syscall;
 pub mod thp;

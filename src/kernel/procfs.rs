@@ -327,6 +327,13 @@ impl Pagemap {
         })
     }
 
+    /// Whether the kernel answers `PAGEMAP_SCAN` here (Linux 6.7), asked about one page; without
+    /// it, pages are read from pagemap one entry at a time.
+    pub fn scans(&self) -> io::Result<bool> {
+        self.populated(0..self.page_size)?;
+        Ok(self.scan.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
     /// The runs of populated pages inside `range` (page-aligned), in address order: present in
     /// memory or swapped out. A swapped-out page still exists (swapping it in raises no
     /// userfaultfd fault); only a page that is neither has to be touched again to exist.

@@ -402,17 +402,73 @@ fn placeholder() -> io::Result<OwnedFd> {
     }
 }
 
-/// Whether this process may create a userfaultfd that also sees kernel-mode faults (the tracee
-/// runs with our credentials, so its injected `userfaultfd()` gets the same answer).
-pub fn permitted() -> io::Result<()> {
+/// `UFFD_USER_MODE_ONLY` of `<linux/userfaultfd.h>` (Linux 5.11): a descriptor that sees only
+/// faults taken in user mode, which `userfaultfd(2)` gives without privilege; the binding
+/// predates it.
+pub const UFFD_USER_MODE_ONLY: i32 = 1;
+
+/// Whether `userfaultfd(2)` gives this process a descriptor with `flags` (besides close-on-exec
+/// and non-blocking). Without `UFFD_USER_MODE_ONLY` it takes `CAP_SYS_PTRACE` or
+/// `vm.unprivileged_userfaultfd=1`.
+pub fn syscall_permitted(flags: i32) -> io::Result<()> {
+    let flags = flags | libc::O_CLOEXEC | libc::O_NONBLOCK;
     // SAFETY: plain syscall with flags only; the result is a new fd we close at once.
-    let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | libc::O_NONBLOCK) };
+    let fd = unsafe { libc::syscall(libc::SYS_userfaultfd, flags) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: fd was just returned to us and is owned by nobody else.
     drop(unsafe { OwnedFd::from_raw_fd(fd as RawFd) });
     Ok(())
+}
+
+/// Whether `/dev/userfaultfd` (Linux 6.1) gives this process a descriptor that also sees
+/// kernel-mode faults: the device file's mode decides, and no capability is checked.
+pub fn device_permitted() -> io::Result<()> {
+    let device = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_CLOEXEC)
+        .open("/dev/userfaultfd")?;
+    let flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
+    // SAFETY: USERFAULTFD_IOC_NEW takes its flags by value and returns a new fd, which we close
+    // at once.
+    let fd = unsafe {
+        libc::ioctl(
+            device.as_raw_fd(),
+            super::inject::USERFAULTFD_IOC_NEW as _,
+            flags,
+        )
+    };
+    if fd < 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(
+            e.kind(),
+            format!("USERFAULTFD_IOC_NEW: {e}"),
+        ));
+    }
+    // SAFETY: fd was just returned to us and is owned by nobody else.
+    drop(unsafe { OwnedFd::from_raw_fd(fd) });
+    Ok(())
+}
+
+/// Whether this process may create a userfaultfd that also sees kernel-mode faults, the two ways
+/// the tracer's injection tries (`userfaultfd(2)`, then `/dev/userfaultfd` on `EPERM`): the
+/// program runs with our credentials, so its injected calls get the same answers, unless our
+/// `CAP_SYS_PTRACE` came from file capabilities, which its exec drops (`mevi-actors doctor`
+/// rehearses a trace, and sees that too).
+pub fn permitted() -> io::Result<()> {
+    match syscall_permitted(0) {
+        Err(refused) if refused.raw_os_error() == Some(libc::EPERM) => {
+            device_permitted().map_err(|why| {
+                io::Error::new(
+                    refused.kind(),
+                    format!("userfaultfd(): {refused}; /dev/userfaultfd: {why}"),
+                )
+            })
+        }
+        other => other,
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,703 @@
+//! `mevi-actors doctor`: whether `run` can follow first touches on this machine and, where it
+//! cannot, the command that changes that. One line per thing the tracer needs or uses. The
+//! verdict is a rehearsal of `run` on `true` (`kernel::rehearsal`), so it is what `run` will meet;
+//! the lines before it say why.
+
+use std::fmt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use crate::kernel::procfs::Pagemap;
+use crate::kernel::rehearsal::{self, Stage};
+use crate::kernel::thp::ThpPolicy;
+use crate::kernel::{spawn, uffd};
+
+/// `CAP_SYS_PTRACE`'s bit in the capability sets of `/proc/PID/status`.
+const CAP_SYS_PTRACE: u64 = 1 << 19;
+const CAP_SYS_ADMIN: u64 = 1 << 21;
+/// The inodes of the initial PID and user namespaces (`PROC_PID_INIT_INO`, `PROC_USER_INIT_INO`
+/// of `<linux/proc_ns.h>`).
+const INITIAL_PID_NAMESPACE: u64 = 0xEFFF_FFFC;
+const INITIAL_USER_NAMESPACE: u64 = 0xEFFF_FFFD;
+/// The oldest kernel `run` works on: `pidfd_getfd` (5.6) takes the userfaultfd over.
+const OLDEST_KERNEL: (u32, u32) = (5, 6);
+
+/// What `run --no-faults` still does, for the lines about the userfaultfd.
+const WITHOUT_FAULTS: &str = "`mevi-actors run --no-faults` traces mappings only (no first \
+                              touches, no resident figures)";
+/// What is left when nothing can be traced.
+const WITHOUT_TRACING: &str = "nothing can be traced here (not even with --no-faults); \
+                               `mevi-actors replay` reads streams written elsewhere";
+
+/// How a line reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mark {
+    /// There, as `run` needs it.
+    Ok,
+    /// Missing, and `run` needs it: the line names the fix.
+    Missing,
+    /// Said for information, or not needed here.
+    Note,
+}
+
+impl Mark {
+    fn symbol(self) -> &'static str {
+        match self {
+            Mark::Ok => "✓",
+            Mark::Missing => "✗",
+            Mark::Note => "-",
+        }
+    }
+}
+
+/// One thing checked.
+#[derive(Clone, Debug)]
+pub struct Check {
+    pub mark: Mark,
+    /// What is checked, e.g. `ptrace`.
+    pub what: String,
+    /// What was found.
+    pub found: String,
+    /// The command that fixes it (every `Missing` line has one).
+    pub fix: Option<String>,
+    /// What works without it.
+    pub without: Option<&'static str>,
+}
+
+impl Check {
+    fn new(mark: Mark, what: impl Into<String>, found: impl Into<String>) -> Self {
+        Self {
+            mark,
+            what: what.into(),
+            found: found.into(),
+            fix: None,
+            without: None,
+        }
+    }
+
+    fn fix(mut self, fix: impl Into<String>, without: &'static str) -> Self {
+        self.fix = Some(fix.into());
+        self.without = Some(without);
+        self
+    }
+}
+
+/// What `run` will do here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// It follows first touches.
+    Ready,
+    /// It traces mappings with `--no-faults`, and cannot follow first touches.
+    MappingsOnly,
+    /// It cannot trace at all.
+    Nothing,
+}
+
+/// Every check and the verdict.
+#[derive(Clone, Debug)]
+pub struct Report {
+    pub checks: Vec<Check>,
+    pub verdict: Verdict,
+}
+
+impl Report {
+    /// 0 when `run` will follow first touches, 1 otherwise.
+    pub fn exit_status(&self) -> i32 {
+        match self.verdict {
+            Verdict::Ready => 0,
+            Verdict::MappingsOnly | Verdict::Nothing => 1,
+        }
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for check in &self.checks {
+            writeln!(f, "{} {}: {}", check.mark.symbol(), check.what, check.found)?;
+            if let Some(fix) = &check.fix {
+                writeln!(f, "    fix: {fix}")?;
+            }
+            if let Some(without) = check.without {
+                writeln!(f, "    without it: {without}")?;
+            }
+        }
+        let verdict = match self.verdict {
+            Verdict::Ready => "ready: `mevi-actors run` will follow first touches here",
+            Verdict::MappingsOnly => {
+                "not ready: `mevi-actors run` cannot follow first touches here; `run --no-faults` \
+                 traces mappings only"
+            }
+            Verdict::Nothing => "not ready: `mevi-actors run` cannot trace here at all",
+        };
+        writeln!(f, "verdict: {verdict} (exit {})", self.exit_status())
+    }
+}
+
+/// This process's credentials and confinement, from `/proc/self/status`.
+struct Credentials {
+    euid: u32,
+    effective: u64,
+    bounding: u64,
+    inheritable: u64,
+    ambient: u64,
+    /// `Seccomp:`: 0 none, 1 strict, 2 filters; None when the kernel has no seccomp.
+    seccomp: Option<u32>,
+    seccomp_filters: u32,
+    user_namespace: Option<u64>,
+    pid_namespace: Option<u64>,
+}
+
+impl Credentials {
+    fn of_this_process() -> Self {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+        let field = |key: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+                .map(str::trim)
+        };
+        let caps = |key| {
+            field(key)
+                .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+                .unwrap_or(0)
+        };
+        let namespace = |name: &str| {
+            std::fs::metadata(format!("/proc/self/ns/{name}"))
+                .ok()
+                .map(|m| m.ino())
+        };
+        Self {
+            // Real, effective, saved, filesystem.
+            euid: field("Uid")
+                .and_then(|ids| ids.split_whitespace().nth(1)?.parse().ok())
+                .unwrap_or(u32::MAX),
+            effective: caps("CapEff"),
+            bounding: caps("CapBnd"),
+            inheritable: caps("CapInh"),
+            ambient: caps("CapAmb"),
+            seccomp: field("Seccomp").and_then(|n| n.parse().ok()),
+            seccomp_filters: field("Seccomp_filters")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0),
+            user_namespace: namespace("user"),
+            pid_namespace: namespace("pid"),
+        }
+    }
+
+    /// The capabilities a program without file capabilities has once this process has exec'd
+    /// it, as the traced program has: root's are the bounding set (and inheritable ones), anyone
+    /// else's only the ambient set (capabilities(7), "Transformation of capabilities during
+    /// execve()").
+    fn after_exec(&self) -> u64 {
+        if self.euid == 0 {
+            self.bounding | self.inheritable
+        } else {
+            self.ambient
+        }
+    }
+
+    fn in_initial_user_namespace(&self) -> bool {
+        self.user_namespace
+            .is_none_or(|ino| ino == INITIAL_USER_NAMESPACE)
+    }
+
+    fn who(&self) -> String {
+        match self.euid {
+            0 => "root".into(),
+            uid => format!("uid {uid}"),
+        }
+    }
+}
+
+/// A sysctl's value, None when it does not exist here.
+fn sysctl(name: &str) -> Option<String> {
+    let path = format!("/proc/sys/{}", name.replace('.', "/"));
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|v| v.trim().to_string())
+}
+
+/// The command that runs mevi-actors as root, for a fix.
+fn as_root_command() -> String {
+    let exe = std::env::current_exe()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| "mevi-actors".into());
+    format!("sudo {exe} run -- PROGRAM")
+}
+
+/// Examines this machine, as the user running `doctor`.
+pub fn examine() -> Report {
+    let me = Credentials::of_this_process();
+    let program = spawn::resolve(std::ffi::OsStr::new("true"))
+        .unwrap_or_else(|_| std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/bin/true")));
+    let rehearsed = rehearsal::rehearse(&program);
+    let container = container();
+
+    let mut checks = vec![kernel(), ptrace(&me), seccomp(&me)];
+    checks.extend(userfaultfd(&me));
+    let verdict = match &rehearsed {
+        Ok(()) => Verdict::Ready,
+        Err(f) if f.stage == Stage::Trace => Verdict::Nothing,
+        Err(_) => Verdict::MappingsOnly,
+    };
+    let rehearsal = rehearsal_check(&program, &rehearsed, &checks, container.as_deref());
+    checks.push(rehearsal);
+    checks.extend([
+        pagemap_scan(),
+        thp(),
+        perf_event_paranoid(),
+        namespaces(&me, container.as_deref()),
+    ]);
+    Report { checks, verdict }
+}
+
+fn kernel() -> Check {
+    let release = sysctl("kernel.osrelease").unwrap_or_else(|| "?".into());
+    let mut numbers = release
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse::<u32>().unwrap_or(0));
+    let version = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
+    let (major, minor) = OLDEST_KERNEL;
+    let found = format!("Linux {release} on {}", std::env::consts::ARCH);
+    if version >= OLDEST_KERNEL && std::env::consts::ARCH == "x86_64" {
+        Check::new(
+            Mark::Ok,
+            "kernel",
+            format!("{found} ({major}.{minor} or later on x86_64 is needed)"),
+        )
+    } else {
+        Check::new(
+            Mark::Missing,
+            "kernel",
+            format!(
+                "{found}: mevi-actors needs Linux {major}.{minor} or later (pidfd_getfd), on \
+                 x86_64"
+            ),
+        )
+        .fix(
+            format!("boot Linux {major}.{minor} or later on x86_64   # this one is {release}"),
+            WITHOUT_TRACING,
+        )
+    }
+}
+
+fn ptrace(me: &Credentials) -> Check {
+    let what = "ptrace";
+    let has_ptrace = me.effective & CAP_SYS_PTRACE != 0;
+    match sysctl("kernel.yama.ptrace_scope").as_deref() {
+        None => Check::new(
+            Mark::Ok,
+            what,
+            "no Yama (kernel.yama.ptrace_scope absent): run traces its own child",
+        ),
+        Some(scope @ ("0" | "1")) => Check::new(
+            Mark::Ok,
+            what,
+            format!("kernel.yama.ptrace_scope = {scope}: allows run to trace its own child"),
+        ),
+        Some("2") if has_ptrace => Check::new(
+            Mark::Ok,
+            what,
+            "kernel.yama.ptrace_scope = 2: only CAP_SYS_PTRACE may trace; this process has it",
+        ),
+        Some("2") => Check::new(
+            Mark::Missing,
+            what,
+            "kernel.yama.ptrace_scope = 2: only CAP_SYS_PTRACE may trace; this process lacks it",
+        )
+        .fix("sudo sysctl -w kernel.yama.ptrace_scope=1", WITHOUT_TRACING),
+        Some(scope) => Check::new(
+            Mark::Missing,
+            what,
+            format!(
+                "kernel.yama.ptrace_scope = {scope}: no process may trace, and that cannot be \
+                 undone until reboot"
+            ),
+        )
+        .fix(
+            "sudo reboot   # then keep kernel.yama.ptrace_scope at 1 or less",
+            WITHOUT_TRACING,
+        ),
+    }
+}
+
+fn seccomp(me: &Credentials) -> Check {
+    let what = "seccomp";
+    let Some(mode) = me.seccomp else {
+        return Check::new(
+            Mark::Missing,
+            what,
+            "this kernel has no seccomp (no `Seccomp:` in /proc/self/status)",
+        )
+        .fix(
+            "boot a kernel built with CONFIG_SECCOMP_FILTER",
+            WITHOUT_TRACING,
+        );
+    };
+    let actions = sysctl("kernel.seccomp.actions_avail");
+    if let Some(actions) = &actions
+        && !actions.split_whitespace().any(|a| a == "trace")
+    {
+        return Check::new(
+            Mark::Missing,
+            what,
+            format!("filters cannot stop a syscall for the tracer (actions: {actions})"),
+        )
+        .fix(
+            "boot a kernel built with CONFIG_SECCOMP_FILTER",
+            WITHOUT_TRACING,
+        );
+    }
+    let mut found = String::from(
+        "filters that stop a syscall for the tracer (run's stops only the layout syscalls)",
+    );
+    if mode != 0 {
+        found += &format!(
+            "; this process is itself under {} filter(s), which the program inherits",
+            me.seccomp_filters
+        );
+    }
+    if me.effective & CAP_SYS_ADMIN == 0 {
+        found += "; without CAP_SYS_ADMIN the filter comes with no_new_privs: setuid programs \
+                  run without their privileges";
+    }
+    Check::new(Mark::Ok, what, found)
+}
+
+/// One way to a userfaultfd for the traced program.
+struct Way {
+    open: bool,
+    what: &'static str,
+    found: String,
+    /// None when nothing can be changed here (the kernel lacks it).
+    fix: Option<String>,
+}
+
+/// The three ways a traced program gets a userfaultfd that sees kernel-mode faults; any one is
+/// enough. Each that is closed is ✗ (with its fix) only when all three are.
+fn userfaultfd(me: &Credentials) -> Vec<Check> {
+    let ways = [by_capability(me), by_sysctl(), by_device(me)];
+    let any = ways.iter().any(|way| way.open);
+    let mut first = true;
+    ways.into_iter()
+        .map(|way| match (way.open, way.fix) {
+            (true, _) => Check::new(Mark::Ok, way.what, way.found),
+            (false, _) if any => {
+                Check::new(Mark::Note, way.what, format!("{}; not needed", way.found))
+            }
+            (false, None) => Check::new(Mark::Note, way.what, way.found),
+            (false, Some(fix)) => {
+                let mut found = way.found;
+                if std::mem::take(&mut first) {
+                    found += "; any one of these three userfaultfd fixes is enough";
+                }
+                Check::new(Mark::Missing, way.what, found).fix(fix, WITHOUT_FAULTS)
+            }
+        })
+        .collect()
+}
+
+fn by_capability(me: &Credentials) -> Way {
+    let syscall = match uffd::syscall_permitted(0) {
+        Ok(()) => "allowed".to_string(),
+        Err(e) => e.to_string(),
+    };
+    let open = me.after_exec() & CAP_SYS_PTRACE != 0 && me.in_initial_user_namespace();
+    let found = if !me.in_initial_user_namespace() {
+        format!(
+            "{} of a user namespace: its capabilities are not the host's, and userfaultfd(2) \
+             asks the host's",
+            me.who()
+        )
+    } else if open && me.euid == 0 {
+        "a program run by root has it".into()
+    } else if open {
+        format!("a program run by {} has it (ambient)", me.who())
+    } else if me.euid == 0 {
+        "a program run by root here lacks it (not in the bounding set)".into()
+    } else {
+        format!("a program run by {} lacks it", me.who())
+    };
+    let fix = if me.euid == 0 {
+        "docker run --cap-add SYS_PTRACE ...   # start the container with it".to_string()
+    } else {
+        as_root_command()
+    };
+    Way {
+        open,
+        what: "userfaultfd: CAP_SYS_PTRACE",
+        found: format!("{found} (userfaultfd(2) in mevi-actors itself: {syscall})"),
+        fix: Some(fix),
+    }
+}
+
+fn by_sysctl() -> Way {
+    let value = sysctl("vm.unprivileged_userfaultfd");
+    let user_mode = match uffd::syscall_permitted(uffd::UFFD_USER_MODE_ONLY) {
+        Ok(()) => "allowed".to_string(),
+        Err(e) => e.to_string(),
+    };
+    let found = match value.as_deref() {
+        Some("1") => "= 1: every user may create one".to_string(),
+        Some(v) => format!(
+            "= {v}: without CAP_SYS_PTRACE only descriptors limited to user-mode faults \
+             (UFFD_USER_MODE_ONLY here: {user_mode}), which miss those taken inside system calls"
+        ),
+        None => "absent (Linux before 5.2): only CAP_SYS_PTRACE".to_string(),
+    };
+    Way {
+        open: value.as_deref() == Some("1"),
+        what: "userfaultfd: vm.unprivileged_userfaultfd",
+        found,
+        fix: value.is_some().then(|| {
+            "sudo sysctl -w vm.unprivileged_userfaultfd=1   # every user; until reboot".to_string()
+        }),
+    }
+}
+
+fn by_device(me: &Credentials) -> Way {
+    let what = "userfaultfd: /dev/userfaultfd";
+    let meta = match std::fs::metadata("/dev/userfaultfd") {
+        Ok(meta) => meta,
+        Err(e) => {
+            return Way {
+                open: false,
+                what,
+                found: format!("{e} (Linux 6.1 or later has it)"),
+                fix: None,
+            };
+        }
+    };
+    let file = format!(
+        "{} uid {} gid {}",
+        mode_string(&meta),
+        meta.uid(),
+        meta.gid()
+    );
+    let (open, found) = match uffd::device_permitted() {
+        Ok(()) => (true, format!("{file}: usable by {}", me.who())),
+        Err(e) => (false, format!("{file}: {e}")),
+    };
+    Way {
+        open,
+        what,
+        found,
+        fix: Some("sudo chmod 0666 /dev/userfaultfd   # every user; until reboot".to_string()),
+    }
+}
+
+/// `crw-------`, as `ls -l` shows a device file's type and mode.
+fn mode_string(meta: &std::fs::Metadata) -> String {
+    let kind = if meta.file_type().is_char_device() {
+        'c'
+    } else {
+        '?'
+    };
+    let mode = meta.permissions().mode();
+    let bits: String = (0..9)
+        .map(|i| {
+            let on = mode & (0o400 >> i) != 0;
+            match (on, i % 3) {
+                (false, _) => '-',
+                (true, 0) => 'r',
+                (true, 1) => 'w',
+                (true, _) => 'x',
+            }
+        })
+        .collect();
+    format!("{kind}{bits}")
+}
+
+/// The rehearsal's line: the verdict's ground. Its fix is that of the first ✗ line that explains
+/// the failure, else what a container needs.
+fn rehearsal_check(
+    program: &Path,
+    rehearsed: &Result<(), rehearsal::Failed>,
+    checks: &[Check],
+    container: Option<&str>,
+) -> Check {
+    let what = "rehearsal";
+    let failure = match rehearsed {
+        Ok(()) => {
+            return Check::new(
+                Mark::Ok,
+                what,
+                format!(
+                    "{} started as run starts a program (ptrace, seccomp filter) got a \
+                     userfaultfd at its exec",
+                    program.display()
+                ),
+            );
+        }
+        Err(f) => f,
+    };
+    let explains = |c: &&Check| {
+        c.mark == Mark::Missing
+            && match failure.stage {
+                Stage::Trace => matches!(c.what.as_str(), "kernel" | "ptrace" | "seccomp"),
+                Stage::Userfaultfd => c.what.starts_with("userfaultfd"),
+                Stage::Inject | Stage::Handover | Stage::Handshake => c.what == "kernel",
+            }
+    };
+    let fix = match (checks.iter().find(explains), container) {
+        (Some(c), _) => c.fix.clone().unwrap_or_default(),
+        (None, Some(_)) => {
+            "docker run --cap-add SYS_PTRACE --security-opt seccomp=unconfined ...   \
+                            # start the container so"
+                .to_string()
+        }
+        (None, None) => "none known: please report this line".to_string(),
+    };
+    let without = match failure.stage {
+        Stage::Trace => WITHOUT_TRACING,
+        _ => WITHOUT_FAULTS,
+    };
+    Check::new(
+        Mark::Missing,
+        what,
+        format!(
+            "{} started as run starts a program: {failure}",
+            program.display()
+        ),
+    )
+    .fix(fix, without)
+}
+
+fn pagemap_scan() -> Check {
+    let what = "PAGEMAP_SCAN";
+    let answer = Pagemap::open(std::process::id() as i32, crate::kernel::page_size())
+        .and_then(|p| p.scans());
+    match answer {
+        Ok(true) => Check::new(
+            Mark::Ok,
+            what,
+            "answered on /proc/self/pagemap (page-table scans and checks read runs of pages)",
+        ),
+        Ok(false) => Check::new(
+            Mark::Note,
+            what,
+            "not in this kernel (Linux 6.7 or later): pages are read from pagemap one entry at \
+             a time, slower, and without telling the zero page or huge pages apart",
+        ),
+        Err(e) => Check::new(Mark::Note, what, format!("/proc/self/pagemap: {e}")),
+    }
+}
+
+fn thp() -> Check {
+    let policy = ThpPolicy::of_this_machine();
+    let effect = match policy {
+        ThpPolicy::Always => {
+            "every private anonymous range but the stacks may get huge pages, so those are \
+             followed by page-table scans instead of faults (first touches seen at the next scan)"
+        }
+        ThpPolicy::Madvise => {
+            "ranges advised MADV_HUGEPAGE are followed by page-table scans instead of faults; the \
+             rest by faults"
+        }
+        ThpPolicy::Never => "every private anonymous range is followed by faults",
+    };
+    Check::new(
+        Mark::Note,
+        "transparent huge pages",
+        format!("{}: {effect}", policy.name()),
+    )
+}
+
+fn perf_event_paranoid() -> Check {
+    let found = match sysctl("kernel.perf_event_paranoid") {
+        Some(v) => format!(
+            "= {v}; not used yet (later features, such as call sites, will want 1 or less, or \
+             CAP_PERFMON)"
+        ),
+        None => "absent (no perf events in this kernel); not used yet".into(),
+    };
+    Check::new(Mark::Note, "kernel.perf_event_paranoid", found)
+}
+
+/// What says this is a container, if anything does.
+fn container() -> Option<String> {
+    let marker = |path: &str, name: &str| {
+        Path::new(path)
+            .exists()
+            .then(|| format!("{path} exists ({name}?)"))
+    };
+    marker("/.dockerenv", "docker")
+        .or_else(|| marker("/run/.containerenv", "podman"))
+        .or_else(|| {
+            // systemd's convention; readable by root only.
+            let environ = std::fs::read("/proc/1/environ").ok()?;
+            environ
+                .split(|&b| b == 0)
+                .find_map(|v| v.strip_prefix(b"container="))
+                .map(|name| format!("{} (container= of pid 1)", String::from_utf8_lossy(name)))
+        })
+}
+
+fn namespaces(me: &Credentials, container: Option<&str>) -> Check {
+    let pid = match me.pid_namespace {
+        Some(INITIAL_PID_NAMESPACE) => "the initial PID namespace".to_string(),
+        Some(_) => "a PID namespace of its own (the stream's pids are that namespace's)".into(),
+        None => "PID namespace unknown".into(),
+    };
+    let user = if me.in_initial_user_namespace() {
+        "the initial user namespace"
+    } else {
+        "a user namespace of its own"
+    };
+    let place = match container {
+        Some(c) => c.to_string(),
+        None => "no sign of one".into(),
+    };
+    Check::new(Mark::Note, "container", format!("{place}; {pid}; {user}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_traced_program_keeps_roots_bounding_set_and_anyone_elses_ambient_set() {
+        let mut me = Credentials::of_this_process();
+        me.bounding = CAP_SYS_PTRACE | CAP_SYS_ADMIN;
+        me.inheritable = 0;
+        me.ambient = 0;
+        me.euid = 0;
+        assert_eq!(me.after_exec(), CAP_SYS_PTRACE | CAP_SYS_ADMIN);
+        me.euid = 65534;
+        assert_eq!(me.after_exec(), 0);
+        me.ambient = CAP_SYS_PTRACE;
+        assert_eq!(me.after_exec(), CAP_SYS_PTRACE);
+    }
+
+    #[test]
+    fn a_missing_line_is_followed_by_its_fix_and_what_works_without_it() {
+        let report = Report {
+            checks: vec![
+                Check::new(Mark::Ok, "kernel", "Linux 6.18"),
+                Check::new(Mark::Missing, "userfaultfd: x", "refused").fix("sudo true", "less"),
+                Check::new(Mark::Note, "container", "none"),
+            ],
+            verdict: Verdict::MappingsOnly,
+        };
+        assert_eq!(report.exit_status(), 1);
+        let text = report.to_string();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[..5],
+            [
+                "✓ kernel: Linux 6.18",
+                "✗ userfaultfd: x: refused",
+                "    fix: sudo true",
+                "    without it: less",
+                "- container: none",
+            ]
+        );
+        assert!(lines[5].starts_with("verdict: not ready") && lines[5].ends_with("(exit 1)"));
+    }
+
+    #[test]
+    fn a_device_file_mode_reads_as_ls_shows_it() {
+        let null = std::fs::metadata("/dev/null").unwrap();
+        assert_eq!(mode_string(&null), "crw-rw-rw-");
+    }
+}
