@@ -54,26 +54,11 @@ fn a_file_that_is_not_executable_is_126() {
 
 /// Runs mevi-actors as an unprivileged user, as a user without root would.
 fn as_nobody(args: &[&str]) -> Option<(i32, String, String)> {
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root to become an unprivileged user");
+    if !crate::util::can_become_nobody() {
         return None;
     }
-    if !crate::util::installed("setpriv") {
-        return None;
-    }
-    // The build tree may sit where that user cannot enter: run a copy from a world-readable place.
-    let copy =
-        std::env::temp_dir().join(format!("mevi-actors-unprivileged-{}", std::process::id()));
-    std::fs::copy(bin(), &copy).unwrap();
-    std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut cmd = Command::new("setpriv");
-    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(&copy)
-        .args(args)
-        .current_dir("/");
-    let result = run_bounded(&mut cmd);
-    std::fs::remove_file(&copy).ok();
-    Some(result)
+    let copy = crate::util::WorldCopy::new();
+    Some(run_bounded(&mut crate::util::as_nobody(&copy.0, &[], args)))
 }
 
 #[test]

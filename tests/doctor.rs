@@ -3,11 +3,11 @@
 //! give that user without touching the machine's settings).
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::util::{bin, installed, run_within, scratch};
+use crate::util::{WorldCopy, as_nobody, bin, can_become_nobody, installed, run_within, scratch};
 
 /// Enough for a doctor (one rehearsal) or a trace of /bin/true; only catches hangs.
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -110,54 +110,6 @@ fn assert_agree(doctor: (i32, String, String), run: (i32, String, String)) {
             run.2
         ),
     }
-}
-
-/// A copy of the binary where an unprivileged user can run it (the build tree may not be),
-/// removed when dropped.
-struct WorldCopy(PathBuf);
-
-impl WorldCopy {
-    fn new() -> Self {
-        use std::sync::atomic::{AtomicU32, Ordering};
-        static NEXT: AtomicU32 = AtomicU32::new(0);
-        let copy = std::env::temp_dir().join(format!(
-            "mevi-actors-doctor-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::copy(bin(), &copy).unwrap();
-        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
-        Self(copy)
-    }
-}
-
-impl Drop for WorldCopy {
-    fn drop(&mut self) {
-        std::fs::remove_file(&self.0).ok();
-    }
-}
-
-/// Whether the tests can become an unprivileged user here (root and setpriv).
-fn can_become_nobody() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root to become an unprivileged user");
-        return false;
-    }
-    installed("setpriv")
-}
-
-/// `setpriv` as uid/gid 65534 with no groups, then `extra` setpriv options, then the copy with
-/// `args`.
-fn as_nobody(copy: &Path, extra: &[&str], args: &[&str]) -> Command {
-    let mut cmd = Command::new("setpriv");
-    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .args(extra)
-        .arg("--")
-        .arg(copy)
-        .args(args)
-        .current_dir("/");
-    cmd
 }
 
 #[test]

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsStr;
 use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
@@ -415,4 +416,52 @@ pub fn installed(program: &str) -> bool {
         eprintln!("skipped: {program} not installed");
     }
     found
+}
+
+/// A copy of the binary where an unprivileged user can run it (the build tree may not be),
+/// removed when dropped.
+pub struct WorldCopy(pub PathBuf);
+
+impl WorldCopy {
+    pub fn new() -> Self {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let copy = std::env::temp_dir().join(format!(
+            "mevi-actors-doctor-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::copy(bin(), &copy).unwrap();
+        std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Self(copy)
+    }
+}
+
+impl Drop for WorldCopy {
+    fn drop(&mut self) {
+        std::fs::remove_file(&self.0).ok();
+    }
+}
+
+/// Whether the tests can become an unprivileged user here (root and setpriv).
+pub fn can_become_nobody() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: needs root to become an unprivileged user");
+        return false;
+    }
+    installed("setpriv")
+}
+
+/// `setpriv` as uid/gid 65534 with no groups, then `extra` setpriv options, then the copy with
+/// `args`.
+pub fn as_nobody(copy: &Path, extra: &[&str], args: &[&str]) -> Command {
+    let mut cmd = Command::new("setpriv");
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .args(extra)
+        .arg("--")
+        .arg(copy)
+        .args(args)
+        .current_dir("/");
+    cmd
 }
