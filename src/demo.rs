@@ -53,7 +53,7 @@ pub fn workload() -> i32 {
             Err(e) => Err(e),
         };
         if let Err(e) = done {
-            eprintln!("demo workload: {e}");
+            crate::to_stderr!("demo workload: {e}");
             return 1;
         }
     }
@@ -67,7 +67,7 @@ pub fn workload() -> i32 {
         }
         Ok(false) => 1,
         Err(e) => {
-            eprintln!("demo workload: fork: {e}");
+            crate::to_stderr!("demo workload: fork: {e}");
             1
         }
     }

@@ -3,6 +3,16 @@
 
 #![deny(unsafe_code)]
 
+/// A line for the user on stderr. Unlike `eprintln!` it never panics: a stderr that has gone
+/// (`2>&1 | head`, `2>/dev/full`) must change neither the trace nor the exit status.
+#[macro_export]
+macro_rules! to_stderr {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod actors;
 pub mod demo;
 pub mod doctor;

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use crate::actors::lane::LaneConfig;
 use crate::actors::sequencer::Sequencer;
-use crate::actors::state::{RunReport, StateActor, StateOptions};
+use crate::actors::state::{RunReport, StateActor, StateOptions, WaitsForRoom};
 use crate::actors::supervisor::{self, Supervisor};
 use crate::actors::tracer::{TraceError, Tracer, TracerConfig};
 use crate::event::{Event, SCHEMA, VerifyTotals};
@@ -74,7 +74,7 @@ pub struct RunOutcome {
 /// line on stderr and returned as the status a shell would give.
 pub fn run(options: RunOptions) -> RunOutcome {
     let fail = |status: i32, message: String| {
-        eprintln!("{message}");
+        crate::to_stderr!("{message}");
         RunOutcome {
             status,
             report: None,
@@ -107,12 +107,12 @@ pub fn run(options: RunOptions) -> RunOutcome {
     }
     let writer: Box<dyn Write + Send> = match &options.output {
         Some(file) => match std::fs::File::create(file) {
-            Ok(f) => Box::new(f),
+            Ok(f) => Box::new(WaitsForRoom(f)),
             Err(e) => return fail(1, format!("mevi-actors: {}: {e}", file.display())),
         },
         // Our own copy of stdout: the program's stdout goes to stderr, and the stream is ours.
         None => match nix::unistd::dup(std::io::stdout()) {
-            Ok(fd) => Box::new(std::fs::File::from(fd)),
+            Ok(fd) => Box::new(WaitsForRoom(std::fs::File::from(fd))),
             Err(e) => return fail(1, format!("mevi-actors: stdout: {e}")),
         },
     };
@@ -132,7 +132,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
         match crate::kernel::idle::IdlePolling::hold() {
             Ok(held) => Some(held),
             Err(e) => {
-                eprintln!(
+                crate::to_stderr!(
                     "mevi-actors: --idle-poll: cannot hold /dev/cpu_dma_latency at 0 ({e}); \
                      idle CPUs will halt as usual"
                 );
@@ -184,7 +184,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
     let watched = supervisor.clone();
     runtime.spawn(async move { watched.watch("the sequencer", sequencer.run(start)).await });
     let root_pid = Arc::new(AtomicI32::new(0));
-    runtime.spawn(pass_signals_on(root_pid.clone()));
+    pass_signals_on(&runtime, root_pid.clone());
 
     let config = TracerConfig {
         program: path,
@@ -244,14 +244,16 @@ pub fn run(options: RunOptions) -> RunOutcome {
         && let Some(v) = r.totals.verify.as_ref()
     {
         if let Some(why) = verify_failure(v, r.model.problems.len()) {
-            eprintln!("mevi-actors: verify failed: {why} (the program's exit status was {status})");
+            crate::to_stderr!(
+                "mevi-actors: verify failed: {why} (the program's exit status was {status})"
+            );
             return RunOutcome {
                 status: VERIFY_FAILED,
                 report,
             };
         }
         if v.unchecked_spaces > 0 {
-            eprintln!(
+            crate::to_stderr!(
                 "mevi-actors: could not verify: {} address space(s) were never checked (their \
                  `checkpoint_skipped` warnings say why); what was checked agrees (the program's \
                  exit status was {status})",
@@ -263,7 +265,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
             };
         }
         if v.unfollowed_spaces > 0 {
-            eprintln!(
+            crate::to_stderr!(
                 "mevi-actors: could not verify: {} address space(s) were not followed by faults \
                  (their `warning` lines say why); what was checked agrees (the program's exit \
                  status was {status})",
@@ -309,33 +311,41 @@ fn verify_failure(v: &VerifyTotals, stream_problems: usize) -> Option<String> {
 /// Ctrl-C and Ctrl-\ reach the program from the terminal (it is in our process group), so we only
 /// survive them; SIGTERM and SIGHUP are sent to us alone, so we pass them on. Once the program
 /// has ended (descendants may live on), they end mevi-actors itself: the kernel then kills what
-/// is still traced (`PTRACE_O_EXITKILL`).
-async fn pass_signals_on(root_pid: Arc<AtomicI32>) {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut int), Ok(mut quit), Ok(mut term), Ok(mut hup)) = (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::quit()),
-        signal(SignalKind::terminate()),
-        signal(SignalKind::hangup()),
-    ) else {
-        return;
-    };
-    loop {
-        let sig = tokio::select! {
-            _ = int.recv() => None,
-            _ = quit.recv() => None,
-            _ = term.recv() => Some(nix::sys::signal::Signal::SIGTERM),
-            _ = hup.recv() => Some(nix::sys::signal::Signal::SIGHUP),
-        };
-        let Some(sig) = sig else { continue };
-        match root_pid.load(Ordering::SeqCst) {
-            pid if pid > 0 => {
-                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig);
-            }
-            _ => {
-                eprintln!("mevi-actors: {sig} after the program ended; stopping the trace");
-                std::process::exit(128 + sig as i32);
-            }
+/// is still traced (`PTRACE_O_EXITKILL`). A signal we were started with ignored gets no handler:
+/// it stays ignored, in us and in the program, which inherits that across exec (`nohup`, `&`).
+fn pass_signals_on(runtime: &tokio::runtime::Runtime, root_pid: Arc<AtomicI32>) {
+    use nix::sys::signal::Signal;
+    for (signal, forwarded) in [
+        (Signal::SIGINT, false),
+        (Signal::SIGQUIT, false),
+        (Signal::SIGTERM, true),
+        (Signal::SIGHUP, true),
+    ] {
+        if crate::kernel::signals::is_ignored(signal) {
+            continue;
         }
+        let root_pid = root_pid.clone();
+        runtime.spawn(async move {
+            let kind = tokio::signal::unix::SignalKind::from_raw(signal as i32);
+            let Ok(mut arrivals) = tokio::signal::unix::signal(kind) else {
+                return;
+            };
+            while arrivals.recv().await.is_some() {
+                if !forwarded {
+                    continue;
+                }
+                match root_pid.load(Ordering::SeqCst) {
+                    pid if pid > 0 => {
+                        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
+                    }
+                    _ => {
+                        crate::to_stderr!(
+                            "mevi-actors: {signal} after the program ended; stopping the trace"
+                        );
+                        std::process::exit(128 + signal as i32);
+                    }
+                }
+            }
+        });
     }
 }

@@ -820,3 +820,41 @@ fn pages_a_program_moves_with_its_own_userfaultfd_leave_the_stream() {
     }
     assert_eq!(t.stdout, "moved 131072 source 32\n");
 }
+
+/// Signals the program's parent ignored stay ignored in it, as across any exec (`nohup`'s
+/// SIGHUP; SIGINT and SIGQUIT of a job a shell starts with `&`): mevi-actors installs no handler
+/// of its own for them. SIGPIPE is the exception the README names: Rust programs start with it
+/// ignored, whatever their parent did, so the program always gets the default.
+#[test]
+fn signals_the_parent_ignored_stay_ignored_in_the_program() {
+    // The signals mevi-actors handles (the others it leaves as they were given to it).
+    let handled = [libc::SIGHUP, libc::SIGINT, libc::SIGQUIT, libc::SIGTERM]
+        .iter()
+        .fold(0u64, |bits, s| bits | 1 << (s - 1));
+    let ignored = |stdout: &str| -> u64 {
+        let line = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("SigIgn:"))
+            .unwrap_or_else(|| panic!("no SigIgn in {stdout}"));
+        u64::from_str_radix(line.trim(), 16).unwrap() & handled
+    };
+    let read_own = "grep SigIgn /proc/self/status";
+    let (status, stdout) = untraced(&[
+        "sh",
+        "-c",
+        &format!("trap '' HUP INT QUIT; exec {read_own}"),
+    ]);
+    assert_eq!(status, 0);
+    let expected = ignored(&stdout);
+    // HUP, INT and QUIT ignored; TERM handled by default.
+    assert_eq!(expected, handled & !(1 << (libc::SIGTERM - 1)));
+    let file = scratch("stream");
+    let traced = format!(
+        "trap '' HUP INT QUIT; exec {} run -o {} -- {read_own}",
+        bin(),
+        file.display()
+    );
+    let (status, stdout, stderr) = run_within(Command::new("sh").args(["-c", &traced]), HANG);
+    assert_eq!(status, 0, "{stderr}");
+    assert_eq!(ignored(&stdout), expected, "{stdout}");
+}

@@ -418,3 +418,73 @@ fn a_reader_that_goes_away_leaves_the_program_running_to_its_end() {
     assert!(stderr.contains("its reader has gone"), "{stderr}");
     assert!(stderr.contains("first touches"), "the summary: {stderr}");
 }
+
+/// A stream on a pipe left non-blocking (`O_NONBLOCK` on its write end, as some parents leave
+/// their descriptors) is waited for when full, like any other: EAGAIN is not a reader gone.
+#[test]
+fn a_non_blocking_pipe_is_waited_for_not_given_up() {
+    use std::io::Read;
+    use std::os::fd::AsFd;
+    let (read_end, write_end) = nix::unistd::pipe().unwrap();
+    let flags = nix::fcntl::fcntl(write_end.as_fd(), nix::fcntl::FcntlArg::F_GETFL).unwrap();
+    let flags = nix::fcntl::OFlag::from_bits_truncate(flags) | nix::fcntl::OFlag::O_NONBLOCK;
+    nix::fcntl::fcntl(write_end.as_fd(), nix::fcntl::FcntlArg::F_SETFL(flags)).unwrap();
+    let marker = scratch("marker");
+    let child = Command::new(bin())
+        .args(["run", "--coalesce-ms", "0", "--buffer", "4KiB", "--"])
+        .arg(workload("touch_then_mark"))
+        .arg("16384")
+        .arg(&marker)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::from(write_end))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Full long before the program's end: it waits, and nothing is dropped.
+    assert!(!appears_within(&marker, Duration::from_secs(2)));
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        std::fs::File::from(read_end).read_to_string(&mut text).ok();
+        text
+    });
+    let (status, _, stderr) = finish_reading(child);
+    let text = reader.join().unwrap();
+    assert_eq!(status, 0, "{stderr}");
+    assert!(!stderr.contains("can no longer be written"), "{stderr}");
+    let lines = parse_stream(&text);
+    assert!(matches!(
+        lines.last().map(|l| &l.event),
+        Some(Event::Summary { .. })
+    ));
+}
+
+/// A stderr that cannot be written (`2>/dev/full`, or `2>&1 | head` once head has gone) changes
+/// nothing: the exit status is the program's, never a panic's.
+#[test]
+fn a_stderr_that_cannot_be_written_leaves_the_status_the_programs() {
+    let file = scratch("stream");
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let mut cmd = Command::new(bin());
+    cmd.args(["run", "-o"])
+        .arg(&file)
+        .args(["--", "sh", "-c", "echo to stderr >&2; exit 7"])
+        .stderr(full);
+    let mut child = cmd.stdout(std::process::Stdio::null()).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "no end within 60 s");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(7));
+    let lines = parse_stream(&std::fs::read_to_string(&file).unwrap());
+    assert!(matches!(
+        lines.last().map(|l| &l.event),
+        Some(Event::Summary { .. })
+    ));
+}

@@ -120,12 +120,13 @@ enum Command {
     DemoWorkload,
 }
 
-/// `--buffer`: a size with an optional unit, from 4 KiB to 4 GiB.
+/// `--buffer`: a size with an optional unit, under 4 GiB (a queue's budget is a `u32`).
 fn buffer_size(text: &str) -> Result<u32, String> {
     let bytes = parse_size::parse_size(text).map_err(|e| format!("{e} (try 4MiB or 500k)"))?;
     match u32::try_from(bytes) {
-        Ok(b) if b >= 4096 => Ok(b),
-        _ => Err("must be between 4KiB and 4GiB".into()),
+        Ok(0) => Err("must be at least 1 byte".into()),
+        Ok(b) => Ok(b),
+        Err(_) => Err("must be less than 4GiB".into()),
     }
 }
 
@@ -184,7 +185,7 @@ fn main() -> ExitCode {
             let exe = match std::env::current_exe() {
                 Ok(exe) => exe,
                 Err(e) => {
-                    eprintln!("mevi-actors: cannot find my own executable: {e}");
+                    mevi_actors::to_stderr!("mevi-actors: cannot find my own executable: {e}");
                     return ExitCode::from(1);
                 }
             };

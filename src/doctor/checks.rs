@@ -44,7 +44,10 @@ fn as_root_command() -> String {
 }
 
 pub(super) fn kernel() -> Check {
-    let release = sysctl("kernel.osrelease").unwrap_or_else(|| "?".into());
+    // uname(2), not /proc/sys: a container may hide /proc/sys, never the syscall.
+    let release = nix::sys::utsname::uname()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .unwrap_or_else(|_| "?".into());
     let mut numbers = release
         .split(|c: char| !c.is_ascii_digit())
         .map(|n| n.parse::<u32>().unwrap_or(0));

@@ -1,6 +1,6 @@
 //! `mevi-actors doctor`: whether `run` can follow first touches on this machine and, where it
 //! cannot, the command that changes that. One line per thing the tracer needs or uses. The
-//! verdict is a rehearsal of `run` on `true` (`kernel::rehearsal`), so it is what `run` will meet;
+//! verdict is a rehearsal of `run` on `/bin/true` (`kernel::rehearsal`), so it is what `run` will meet;
 //! the lines before it say why.
 
 mod checks;
@@ -11,7 +11,6 @@ use std::path::PathBuf;
 
 use self::checks::*;
 use crate::kernel::rehearsal::{self, Stage};
-use crate::kernel::spawn;
 
 /// How a line reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -196,8 +195,15 @@ impl Credentials {
 /// Examines this machine, as the user running `doctor`.
 pub fn examine() -> Report {
     let me = Credentials::of_this_process();
-    let program = spawn::resolve(std::ffi::OsStr::new("true"))
-        .unwrap_or_else(|_| std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/bin/true")));
+    // A plain program, as a user's is (our own executable may carry file capabilities that a
+    // user's program would not), by its absolute path: a `true` first in PATH could be anything.
+    // It is never let run: killed at its exec.
+    let program = ["/bin/true", "/usr/bin/true"]
+        .into_iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+        .or_else(|| std::env::current_exe().ok())
+        .unwrap_or_else(|| PathBuf::from("/bin/true"));
     let rehearsed = rehearsal::rehearse(&program);
     let container = container();
 

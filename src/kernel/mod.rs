@@ -8,6 +8,7 @@ pub mod inject;
 pub mod procfs;
 pub mod ptrace;
 pub mod rehearsal;
+pub mod signals;
 pub mod spawn;
 pub mod syscall;
 pub mod thp;

@@ -2,7 +2,7 @@
 //! start it seized by ptrace under mevi-actors' seccomp filter, and at its exec create a
 //! userfaultfd inside it, take the descriptor over and do the handshake, as the tracer does for
 //! every address space (`tracer/spaces.rs`). Then the program is killed. `mevi-actors doctor`
-//! rehearses on `true` to say what `run` will meet, which sysctls alone cannot tell: capabilities
+//! rehearses on `/bin/true` to say what `run` will meet, which sysctls alone cannot tell: capabilities
 //! lost at exec, a container's seccomp profile, Yama, a user namespace.
 
 use std::fmt;

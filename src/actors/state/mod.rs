@@ -17,8 +17,8 @@ use std::time::Duration;
 
 use async_channel::{Receiver, Sender};
 
-pub use self::output::DEFAULT_BUFFER_BYTES;
 use self::output::Output;
+pub use self::output::{DEFAULT_BUFFER_BYTES, WaitsForRoom};
 pub use self::summary::human_summary;
 use crate::event::{
     Event, ForkKind, Line, ProcessSummary, RunTotals, SpaceId, VerifyTotals, WarningKind,
@@ -348,7 +348,7 @@ impl StateActor {
                 let p = self.processes.entry(*pid).or_default();
                 // The tracer gave its comm; argv[0] is the program's own name for itself.
                 if let Some(argv0) = p.argv.first() {
-                    *name = Some(argv0.clone());
+                    *name = Some(program_name(argv0));
                 }
                 p.name = name.clone();
                 p.ended_ns = Some(t);
@@ -393,7 +393,10 @@ impl StateActor {
             .iter()
             .map(|(&pid, p)| ProcessSummary {
                 pid,
-                name: p.name.clone().or_else(|| p.argv.first().cloned()),
+                name: p
+                    .name
+                    .clone()
+                    .or_else(|| p.argv.first().map(|a| program_name(a))),
                 argv: p.argv.clone(),
                 resident_bytes: p.resident_bytes,
                 peak_resident_bytes: p.peak_resident_bytes,
@@ -433,10 +436,10 @@ impl StateActor {
         self.output.push(summary).await;
         self.output.finish().await;
         if self.options.human_summary {
-            eprint!(
-                "{}",
-                human_summary(&processes, &self.totals, self.options.faults)
-            );
+            // Never a panic on a stderr that has gone (to_stderr!).
+            use std::io::Write as _;
+            let summary = human_summary(&processes, &self.totals, self.options.faults);
+            let _ = std::io::stderr().write_all(summary.as_bytes());
         }
         RunReport {
             model: self.model,
@@ -444,6 +447,20 @@ impl StateActor {
             totals: self.totals,
         }
     }
+}
+
+/// A program's name from its argv[0], at most a path's length (`PATH_MAX`): an argv[0] of
+/// megabytes is a program's right, not a name to repeat on every line.
+fn program_name(argv0: &str) -> String {
+    const PATH_MAX: usize = 4096;
+    if argv0.len() <= PATH_MAX {
+        return argv0.to_string();
+    }
+    let mut end = PATH_MAX;
+    while !argv0.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &argv0[..end])
 }
 
 /// This process's peak resident set so far: the high-water mark of its own memory. Neither

@@ -25,6 +25,39 @@ const BATCH_BYTES: usize = 64 << 10;
 /// of the program being traced.
 pub const DEFAULT_BUFFER_BYTES: u32 = 4 << 20;
 
+/// The stream's file or pipe, written as if it blocked: a descriptor left non-blocking by
+/// whoever gave it to us (a shell, a parent's `O_NONBLOCK` pipe) answers EAGAIN when full, which
+/// means "wait for the reader", never "the reader has gone".
+pub struct WaitsForRoom(pub std::fs::File);
+
+impl Write for WaitsForRoom {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        loop {
+            match self.0.write(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.wait_for_room()?,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                written => return written,
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.0.flush()
+    }
+}
+
+impl WaitsForRoom {
+    fn wait_for_room(&self) -> io::Result<()> {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        use std::os::fd::AsFd;
+        let mut fds = [PollFd::new(self.0.as_fd(), PollFlags::POLLOUT)];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) | Err(nix::errno::Errno::EINTR) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
 enum ToWriter {
     Bytes(Vec<u8>),
     Flush,
@@ -62,7 +95,7 @@ impl Writer {
         } else {
             e.to_string()
         };
-        eprintln!(
+        crate::to_stderr!(
             "mevi-actors: the event stream can no longer be written ({why}); the program runs \
              on, traced, and the rest of the stream is dropped"
         );
@@ -149,7 +182,7 @@ impl Output {
                 Sink::Thread { tx, thread }
             }
             Err(e) => {
-                eprintln!(
+                crate::to_stderr!(
                     "mevi-actors: cannot start the stream's writer thread ({e}); the stream is \
                      written by the runtime's workers"
                 );
@@ -208,7 +241,7 @@ impl Output {
         drop(tx);
         let joined = tokio::task::spawn_blocking(move || thread.join()).await;
         if !matches!(joined, Ok(Ok(()))) {
-            eprintln!(
+            crate::to_stderr!(
                 "mevi-actors: the stream's writer thread failed; the stream may be cut short"
             );
         }

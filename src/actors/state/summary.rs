@@ -93,7 +93,12 @@ pub fn human_summary(processes: &[ProcessSummary], totals: &RunTotals, faults: b
             p.unmaps,
             p.lifetime_ns as f64 / 1e9,
             end,
-            argv_column(&p.argv)
+            // An exec with an empty argv leaves only the name to show.
+            if p.argv.is_empty() {
+                argv_column(p.name.as_slice())
+            } else {
+                argv_column(&p.argv)
+            }
         );
     }
     s
