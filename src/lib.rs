@@ -21,6 +21,7 @@ pub mod event;
 #[allow(unsafe_code)]
 pub mod kernel;
 pub mod model;
+pub mod query;
 pub mod run;
 pub mod test_hooks;
 pub mod verify;

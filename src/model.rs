@@ -9,7 +9,7 @@ use std::ops::Range;
 
 use rangemap::{RangeMap, RangeSet};
 
-use crate::event::{Event, ForkKind, Line, MapKind, PageState, SpaceId, WarningKind};
+use crate::event::{Event, ForkKind, Line, MapCause, MapKind, PageState, SpaceId, WarningKind};
 
 /// What occupies a range of an address space.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -18,6 +18,18 @@ pub struct Mapping {
     pub prot: String,
     pub path: Option<String>,
     pub tracked: bool,
+    /// Where it was made (so mappings made apart stay apart, as the program made them).
+    pub made: Made,
+}
+
+/// Where a mapping was made: the line that mapped it, its time and thread. The rest of a
+/// change split in lines, a range described again, the heap's growth and a fork child's copies
+/// keep the maker of what they continue.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Made {
+    pub seq: u64,
+    pub t_ns: u64,
+    pub tid: i32,
 }
 
 /// One address space as the stream describes it.
@@ -25,6 +37,9 @@ pub struct Mapping {
 pub struct AddressSpace {
     pub mappings: RangeMap<u64, Mapping>,
     pub resident: RangeSet<u64>,
+    /// The resident pages whose first touch was a read: the shared zero page. A later write
+    /// replaces it with a page of its own and no line, so these are at most the zero pages.
+    pub zero: RangeSet<u64>,
     pub resident_bytes: u64,
     pub peak_resident_bytes: u64,
 }
@@ -40,6 +55,15 @@ impl AddressSpace {
         self.peak_resident_bytes = self.peak_resident_bytes.max(self.resident_bytes);
     }
 
+    /// Pages first touched by a read: resident, as the zero page (those not resident already).
+    fn add_zero(&mut self, range: Range<u64>) {
+        let fresh: Vec<Range<u64>> = self.resident.gaps(&range).collect();
+        for r in fresh {
+            self.zero.insert(r);
+        }
+        self.add_resident(range);
+    }
+
     fn remove_resident(&mut self, range: Range<u64>) {
         if range.is_empty() {
             return;
@@ -49,7 +73,8 @@ impl AddressSpace {
             .overlapping(&range)
             .map(|r| r.end.min(range.end) - r.start.max(range.start))
             .sum();
-        self.resident.remove(range);
+        self.resident.remove(range.clone());
+        self.zero.remove(range);
         self.resident_bytes -= removed;
     }
 
@@ -96,6 +121,14 @@ impl AddressSpace {
             .sum()
     }
 
+    /// Bytes within `range` first touched by a read (see `zero`).
+    pub fn zero_in(&self, range: Range<u64>) -> u64 {
+        self.zero
+            .overlapping(&range)
+            .map(|r| r.end.min(range.end) - r.start.max(range.start))
+            .sum()
+    }
+
     /// Bytes covered by tracked mappings.
     pub fn tracked_bytes(&self) -> u64 {
         self.mappings
@@ -114,11 +147,9 @@ impl AddressSpace {
             .overlapping(&old)
             .map(|(r, m)| (r.start.max(old.start)..r.end.min(old.end), m.clone()))
             .collect();
-        let resident: Vec<Range<u64>> = self
-            .resident
-            .overlapping(&src)
-            .map(|r| r.start.max(src.start)..r.end.min(src.end))
-            .collect();
+        let clip = |r: &Range<u64>| r.start.max(src.start)..r.end.min(src.end);
+        let resident: Vec<Range<u64>> = self.resident.overlapping(&src).map(clip).collect();
+        let zero: Vec<Range<u64>> = self.zero.overlapping(&src).map(clip).collect();
         if dontunmap {
             // The old range stays mapped, with every page gone.
             self.remove_resident(old.clone());
@@ -144,6 +175,9 @@ impl AddressSpace {
         }
         for r in resident {
             self.add_resident(shift(r.start)..shift(r.end));
+        }
+        for r in zero {
+            self.zero.insert(shift(r.start)..shift(r.end));
         }
     }
 }
@@ -270,6 +304,14 @@ pub struct Replay {
     excused_spaces: HashSet<SpaceId>,
     /// The `seq` of the line being applied, for the warnings.
     current_seq: Option<u64>,
+    /// The `t_ns` of the line being applied (or the last one), for `Made`.
+    current_t_ns: u64,
+    /// Where the last `map` or `brk` line's mapping was made, in which space: the maker of the
+    /// `split` lines that continue it.
+    last_made: Option<(SpaceId, Made)>,
+    /// What a `redescribe` unmap just removed, in which space: its `map` lines describe the
+    /// same mappings again, and keep their makers.
+    redescribed: Option<(SpaceId, RangeMap<u64, Mapping>)>,
     /// The resident bytes of every live space added up, and the largest that sum has been: the
     /// tree's concurrent peak, and the time (`t_ns`) of the line that first reached it.
     pub tree_resident_bytes: u64,
@@ -300,6 +342,7 @@ impl Replay {
             return;
         }
         self.current_seq = Some(line.seq);
+        self.current_t_ns = line.t_ns;
         let peak_before = self.tree_peak_resident_bytes;
         self.apply(&line.event);
         self.current_seq = None;
@@ -343,6 +386,13 @@ impl Replay {
     fn apply_to_spaces(&mut self, event: &Event) {
         if let Some(problem) = self.order.check(event) {
             self.problems.push(problem);
+        }
+        // A description again is over at the space's next line of any other kind.
+        if let Some((space, _)) = &self.redescribed
+            && event.space() == Some(*space)
+            && !matches!(event, Event::Map { cause: Some(_), .. })
+        {
+            self.redescribed = None;
         }
         if let Event::Warning {
             pid,
@@ -406,6 +456,7 @@ impl Replay {
                 self.process_space.insert(*child, s);
             }
             Event::Map {
+                tid,
                 space,
                 start,
                 end,
@@ -414,20 +465,37 @@ impl Replay {
                 path,
                 tracked,
                 state,
+                cause,
                 ..
             } => {
+                let made = self.made_by(*space, *cause, *start, *kind, path.as_deref(), *tid);
                 let m = Mapping {
                     kind: *kind,
                     prot: prot.clone(),
                     path: path.clone(),
                     tracked: *tracked,
+                    made,
                 };
                 self.space_mut(*space)
                     .replace(*start..*end, Some(m), *state);
             }
             Event::Unmap {
-                space, start, end, ..
-            } => self.space_mut(*space).replace(*start..*end, None, None),
+                space,
+                start,
+                end,
+                cause,
+                ..
+            } => {
+                let s = self.space_mut(*space);
+                if *cause == Some(MapCause::Redescribe) {
+                    let mut removed = RangeMap::new();
+                    for (r, m) in s.mappings.overlapping(&(*start..*end)) {
+                        removed.insert(r.start.max(*start)..r.end.min(*end), m.clone());
+                    }
+                    self.redescribed = Some((*space, removed));
+                }
+                self.space_mut(*space).replace(*start..*end, None, None)
+            }
             Event::Remap {
                 space,
                 old_start,
@@ -441,20 +509,35 @@ impl Replay {
                     .remap(*old_start..*old_end, *new_start..*new_end, *dontunmap)
             }
             Event::Brk {
+                tid,
                 space,
                 old,
                 new,
                 tracked,
                 ..
             } => {
+                let now = Made {
+                    seq: self.current_seq.unwrap_or_default(),
+                    t_ns: self.current_t_ns,
+                    tid: *tid,
+                };
                 let s = self.space_mut(*space);
                 if new > old {
+                    // The heap grows: the part it adds is the heap that was made before.
+                    let made = old
+                        .checked_sub(1)
+                        .and_then(|last| s.mappings.get(&last))
+                        .filter(|m| m.kind == MapKind::Heap)
+                        .map_or(now, |m| m.made);
                     let heap = Mapping {
                         kind: MapKind::Heap,
                         prot: "rw-".into(),
                         path: None,
                         tracked: *tracked,
+                        made,
                     };
+                    self.last_made = Some((*space, made));
+                    let s = self.space_mut(*space);
                     s.replace(*old..*new, Some(heap), Some(PageState::NotResident));
                 } else {
                     s.replace(*new..*old, None, None);
@@ -471,8 +554,19 @@ impl Replay {
                 ..
             } => self.space_mut(*space).protect(*start..*end, prot),
             Event::Resident {
-                space, start, end, ..
-            } => self.space_mut(*space).add_resident(*start..*end),
+                space,
+                start,
+                end,
+                write,
+                ..
+            } => {
+                let s = self.space_mut(*space);
+                if *write {
+                    s.add_resident(*start..*end)
+                } else {
+                    s.add_zero(*start..*end)
+                }
+            }
             Event::Exit { pid, .. } => {
                 if let Some(space) = self.process_space.remove(pid) {
                     self.left(space);
@@ -496,8 +590,46 @@ impl Replay {
         if let Some(s) = self.spaces.get_mut(&space) {
             s.mappings = RangeMap::new();
             s.resident = RangeSet::new();
+            s.zero = RangeSet::new();
             s.resident_bytes = 0;
         }
+    }
+
+    /// Where the mapping of a `map` line was made: here and now, unless the line continues a
+    /// mapping made before (the rest of a change split in lines, or the same mapping described
+    /// again: same kind and path at its start).
+    fn made_by(
+        &mut self,
+        space: SpaceId,
+        cause: Option<MapCause>,
+        start: u64,
+        kind: MapKind,
+        path: Option<&str>,
+        tid: i32,
+    ) -> Made {
+        let same = |m: &&Mapping| m.kind == kind && m.path.as_deref() == path;
+        let before = match cause {
+            None => None,
+            Some(MapCause::Split) => self
+                .last_made
+                .filter(|(s, _)| *s == space)
+                .map(|(_, made)| made),
+            Some(MapCause::Redescribe) => self
+                .redescribed
+                .as_ref()
+                .filter(|(s, _)| *s == space)
+                .and_then(|(_, removed)| removed.get(&start))
+                .or_else(|| self.spaces.get(&space)?.mappings.get(&start))
+                .filter(same)
+                .map(|m| m.made),
+        };
+        let made = before.unwrap_or(Made {
+            seq: self.current_seq.unwrap_or_default(),
+            t_ns: self.current_t_ns,
+            tid,
+        });
+        self.last_made = Some((space, made));
+        made
     }
 
     fn space_mut(&mut self, space: SpaceId) -> &mut AddressSpace {
@@ -824,5 +956,229 @@ mod tests {
         assert_eq!(r.warnings[0].seq, Some(1));
         assert_eq!(r.warnings[0].what, WarningKind::Unannounced);
         assert!(r.warnings[0].to_string().contains("pid 7"));
+    }
+
+    // --- replay as a query tool (issue 11): zero pages and where mappings were made ---
+
+    /// Applies `events` as lines 0, 1, 2... at 10 ns apart.
+    fn lines(r: &mut Replay, events: Vec<Event>) {
+        for event in events {
+            let seq = r.next_seq;
+            r.apply_line(&Line {
+                seq,
+                t_ns: seq * 10,
+                event,
+            });
+        }
+    }
+
+    fn with_cause(event: Event, why: MapCause) -> Event {
+        match event {
+            Event::Map {
+                pid,
+                tid,
+                space,
+                start,
+                end,
+                prot,
+                kind,
+                path,
+                tracked,
+                state,
+                follow,
+                ..
+            } => Event::Map {
+                pid,
+                tid,
+                space,
+                start,
+                end,
+                prot,
+                kind,
+                path,
+                tracked,
+                state,
+                follow,
+                cause: Some(why),
+            },
+            Event::Unmap {
+                pid,
+                tid,
+                space,
+                start,
+                end,
+                ..
+            } => Event::Unmap {
+                pid,
+                tid,
+                space,
+                start,
+                end,
+                cause: Some(why),
+            },
+            other => other,
+        }
+    }
+
+    /// Pages first touched by a read are the zero page until dropped; they move with a remap and
+    /// end with the space. A read over pages already resident adds none.
+    #[test]
+    fn zero_pages_follow_reads_remaps_and_discards() {
+        let mut r = Replay::new();
+        let read = |start: u64, end: u64| match resident(start, end) {
+            Event::Resident {
+                pid,
+                tid,
+                space,
+                faults,
+                ..
+            } => Event::Resident {
+                pid,
+                tid,
+                space,
+                start,
+                end,
+                write: false,
+                faults,
+                by: None,
+                huge: false,
+                writer: None,
+            },
+            _ => unreachable!(),
+        };
+        lines(
+            &mut r,
+            vec![
+                exec(),
+                map(0, 0x10000, 0x18000, PageState::NotResident),
+                resident(0x10000, 0x12000),
+                read(0x11000, 0x14000),
+            ],
+        );
+        let s = &r.spaces[&0];
+        assert_eq!(s.resident_in(0x10000..0x18000), 0x4000);
+        assert_eq!(s.zero_in(0x10000..0x18000), 0x2000, "0x12000..0x14000 only");
+        lines(
+            &mut r,
+            vec![
+                Event::Remap {
+                    pid: 1,
+                    tid: 1,
+                    space: 0,
+                    old_start: 0x10000,
+                    old_end: 0x18000,
+                    new_start: 0x40000,
+                    new_end: 0x48000,
+                    dontunmap: false,
+                },
+                Event::Discard {
+                    pid: 1,
+                    tid: 1,
+                    space: 0,
+                    start: 0x43000,
+                    end: 0x44000,
+                    advice: "dontneed".into(),
+                },
+            ],
+        );
+        let s = &r.spaces[&0];
+        assert_eq!(s.zero_in(0..u64::MAX), 0x1000);
+        assert_eq!(s.zero_in(0x42000..0x43000), 0x1000);
+        lines(&mut r, vec![exit(1, 0)]);
+        assert!(r.spaces[&0].zero.is_empty());
+    }
+
+    /// Where a mapping was made survives what continues it: the rest of a change (`split`), a
+    /// description again, heap growth, a move, a fork child's copy; a new `map` is made anew.
+    #[test]
+    fn a_mapping_keeps_its_maker_across_what_continues_it() {
+        let mut r = Replay::new();
+        let brk = |old: u64, new: u64| Event::Brk {
+            pid: 1,
+            tid: 1,
+            space: 0,
+            old,
+            new,
+            tracked: true,
+            follow: Default::default(),
+        };
+        lines(
+            &mut r,
+            vec![
+                exec(),
+                map(0, 0x10000, 0x12000, PageState::Resident),
+                with_cause(
+                    map(0, 0x12000, 0x14000, PageState::NotResident),
+                    MapCause::Split,
+                ),
+                brk(0x80000, 0x82000),
+                brk(0x82000, 0x84000),
+            ],
+        );
+        let made = |r: &Replay, space: SpaceId, addr: u64| {
+            r.spaces[&space].mappings.get(&addr).unwrap().made
+        };
+        let first = made(&r, 0, 0x10000);
+        assert_eq!((first.seq, first.t_ns, first.tid), (1, 10, 1));
+        assert_eq!(made(&r, 0, 0x13000), first, "the split's rest");
+        assert_eq!(
+            r.spaces[&0].mappings.iter().count(),
+            2,
+            "one mapping and the heap"
+        );
+        assert_eq!(made(&r, 0, 0x83000).seq, 3, "the heap as it was first made");
+        // Described again (as a fork child's snapshot is): same kind and path, same maker.
+        lines(
+            &mut r,
+            vec![
+                fork(1, 2, 0, 1),
+                Event::Unmap {
+                    pid: 2,
+                    tid: 2,
+                    space: 1,
+                    start: 0,
+                    end: 0x7ffffffff000,
+                    cause: Some(MapCause::Redescribe),
+                },
+                with_cause(
+                    Event::Map {
+                        pid: 2,
+                        tid: 2,
+                        space: 1,
+                        start: 0x10000,
+                        end: 0x14000,
+                        prot: "rw-".into(),
+                        kind: MapKind::Anon,
+                        path: None,
+                        tracked: true,
+                        state: Some(PageState::NotResident),
+                        follow: Default::default(),
+                        cause: None,
+                    },
+                    MapCause::Redescribe,
+                ),
+            ],
+        );
+        assert_eq!(made(&r, 1, 0x10000), first, "inherited, made by the parent");
+        // Moved, it keeps its maker; mapped over, it is made anew.
+        lines(
+            &mut r,
+            vec![
+                Event::Remap {
+                    pid: 1,
+                    tid: 1,
+                    space: 0,
+                    old_start: 0x10000,
+                    old_end: 0x14000,
+                    new_start: 0x40000,
+                    new_end: 0x44000,
+                    dontunmap: false,
+                },
+                map(0, 0x41000, 0x42000, PageState::NotResident),
+            ],
+        );
+        assert_eq!(made(&r, 0, 0x40000), first);
+        assert_eq!(made(&r, 0, 0x41000).seq, 9);
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
     }
 }

@@ -208,6 +208,7 @@ mod tests {
             prot: "rw-".into(),
             path: None,
             tracked,
+            made: Default::default(),
         }
     }
 

@@ -11,6 +11,7 @@ mod foreign;
 mod lifecycle;
 mod memory;
 mod process_order;
+mod replay;
 mod stream;
 mod stress;
 mod verify;

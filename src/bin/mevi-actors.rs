@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use mevi_actors::model::Replay;
+use mevi_actors::query::{self, At, Mode};
 use mevi_actors::run::{RunOptions, run};
 
 /// How long a run of first touches may grow before its line goes out: well under the 100 ms in
@@ -98,15 +98,34 @@ enum Command {
         #[arg(long, value_name = "MS", default_value_t = DEFAULT_COALESCE_MS)]
         coalesce_ms: u64,
     },
-    /// Rebuild every address space from a written stream and print its page states.
+    /// Answer questions from a written stream: its processes, the state at an instant, what
+    /// was still mapped at each exit, resident memory over time.
     ///
-    /// The stream is read line by line: memory follows the spaces alive at once, not the file.
-    /// A line that is not a stream line (cut short, garbage) is an error naming it (exit 2).
+    /// Without a mode option: one row per process (pid, peak and final resident memory, first
+    /// touches, start and end, how it ended, argv), written as each process exits. The stream is
+    /// read line by line: memory follows the processes and spaces alive at once, not the file.
+    /// A line that is not a stream line (cut short, garbage) is an error naming it (exit 2);
+    /// problems of the stream itself (gaps in seq, lines out of process order) exit 1.
     Replay {
         /// Skip lines that are not stream lines, with a warning for each, instead of stopping at
         /// the first (a trace cut by a kill of mevi-actors ends mid-line).
         #[arg(long)]
         lenient: bool,
+        /// One JSON object per line instead of tables (docs/schema.md, "replay --json").
+        #[arg(long)]
+        json: bool,
+        /// Every mapping of every live address space at T: milliseconds since the trace started
+        /// (every line up to T applied), or `peak`, the instant the whole tree's resident total
+        /// was largest.
+        #[arg(long, value_name = "T", group = "mode")]
+        at: Option<At>,
+        /// The mappings still there when each address space's last process exited, largest
+        /// first, with where each was made.
+        #[arg(long, group = "mode")]
+        maps_at_exit: bool,
+        /// Resident bytes per process every MS milliseconds.
+        #[arg(long, value_name = "MS", group = "mode", value_parser = clap::value_parser!(u64).range(1..))]
+        timeline: Option<u64>,
         /// A stream written by `run` (`-` for stdin).
         file: PathBuf,
     },
@@ -203,7 +222,29 @@ fn main() -> ExitCode {
             })
             .status
         }
-        Command::Replay { lenient, file } => replay(&file, lenient),
+        Command::Replay {
+            lenient,
+            json,
+            at,
+            maps_at_exit,
+            timeline,
+            file,
+        } => {
+            let mode = match (at, maps_at_exit, timeline) {
+                (Some(at), _, _) => Mode::At(at),
+                (_, true, _) => Mode::MapsAtExit,
+                (_, _, Some(ms)) => Mode::Timeline {
+                    every_ns: ms.saturating_mul(1_000_000),
+                },
+                _ => Mode::Processes,
+            };
+            query::run(&query::Options {
+                file,
+                lenient,
+                json,
+                mode,
+            })
+        }
         Command::Doctor => {
             use std::io::Write;
             let report = mevi_actors::doctor::examine();
@@ -214,98 +255,4 @@ fn main() -> ExitCode {
         Command::DemoWorkload => mevi_actors::demo::workload(),
     };
     ExitCode::from(status.clamp(0, 255) as u8)
-}
-
-fn replay(file: &PathBuf, lenient: bool) -> i32 {
-    use std::io::{BufRead, BufReader, Read, Write};
-    let input: Box<dyn Read> = if file.as_os_str() == "-" {
-        Box::new(std::io::stdin())
-    } else {
-        match std::fs::File::open(file) {
-            Ok(f) => Box::new(f),
-            Err(e) => {
-                eprintln!("mevi-actors: {}: {e}", file.display());
-                return 1;
-            }
-        }
-    };
-    let mut replay = Replay::new();
-    let mut skipped = 0usize;
-    for (i, raw) in BufReader::new(input).split(b'\n').enumerate() {
-        let raw = match raw {
-            Ok(raw) => raw,
-            Err(e) => {
-                eprintln!("mevi-actors: {}: {e}", file.display());
-                return 1;
-            }
-        };
-        if raw.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        match serde_json::from_slice(&raw) {
-            Ok(line) => replay.apply_line(&line),
-            Err(e) if lenient => {
-                eprintln!(
-                    "mevi-actors: {}: line {} skipped: {e}",
-                    file.display(),
-                    i + 1
-                );
-                skipped += 1;
-            }
-            Err(e) => {
-                eprintln!(
-                    "mevi-actors: {}: line {} is not a stream line ({e}); --lenient skips such \
-                     lines",
-                    file.display(),
-                    i + 1
-                );
-                return 2;
-            }
-        }
-    }
-    let mut out = std::io::stdout().lock();
-    let mut table = || -> std::io::Result<()> {
-        writeln!(
-            out,
-            "{:>6} {:>14} {:>14} {:>14}",
-            "space", "tracked", "resident", "peak"
-        )?;
-        for (id, space) in &replay.spaces {
-            writeln!(
-                out,
-                "{:>6} {:>14} {:>14} {:>14}",
-                id,
-                space.tracked_bytes(),
-                space.resident_bytes,
-                space.peak_resident_bytes
-            )?;
-        }
-        out.flush()
-    };
-    match table() {
-        // A reader that has seen enough (`| head`): nothing more to say.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return 0,
-        Err(e) => {
-            eprintln!("mevi-actors: stdout: {e}");
-            return 1;
-        }
-        Ok(()) => {}
-    }
-    for warning in &replay.warnings {
-        eprintln!("mevi-actors: stream warning: {warning}");
-    }
-    for problem in &replay.problems {
-        eprintln!("mevi-actors: stream problem: {problem}");
-    }
-    if !replay.complete() {
-        eprintln!(
-            "mevi-actors: {}: no summary line: the trace is incomplete (cut short), and so are \
-             these figures",
-            file.display()
-        );
-    }
-    if skipped > 0 {
-        eprintln!("mevi-actors: {skipped} line(s) skipped");
-    }
-    if replay.problems.is_empty() { 0 } else { 1 }
 }

@@ -1,0 +1,169 @@
+//! Reading a stream line by line into a [`State`], feeding a [`Query`] as it goes.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read, Seek, Write};
+use std::path::{Path, PathBuf};
+
+use crate::event::Line;
+
+use super::{Flow, Query, State};
+
+/// Why reading ended early, as the exit status to give.
+#[derive(Debug)]
+pub(crate) struct Failure(pub i32);
+
+/// Where the lines come from: a file, or stdin (spooled to an unnamed file when it must be read
+/// twice).
+pub(crate) struct Source {
+    path: PathBuf,
+    input: Input,
+    lenient: bool,
+    /// Lines skipped by `--lenient` in the first reading (a second one says nothing again).
+    skipped: usize,
+    readings: usize,
+}
+
+enum Input {
+    Stdin,
+    File(File),
+}
+
+impl Source {
+    pub fn open(path: &Path, lenient: bool) -> Result<Self, Failure> {
+        let input = if path.as_os_str() == "-" {
+            Input::Stdin
+        } else {
+            Input::File(File::open(path).map_err(|e| input_failure(path, e))?)
+        };
+        Ok(Source {
+            path: path.to_path_buf(),
+            input,
+            lenient,
+            skipped: 0,
+            readings: 0,
+        })
+    }
+
+    /// The stream's name in messages.
+    pub fn name(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    pub fn skipped(&self) -> usize {
+        self.skipped
+    }
+
+    /// Makes the source readable twice: stdin is copied to a file that has no name (removed as
+    /// soon as made), so memory stays bounded.
+    pub fn spool(&mut self) -> Result<(), Failure> {
+        if !matches!(self.input, Input::Stdin) {
+            return Ok(());
+        }
+        let dir = std::env::temp_dir();
+        let path = dir.join(format!("mevi-actors-replay-{}", std::process::id()));
+        let spooled = (|| -> io::Result<File> {
+            let mut file = File::options()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&path)?;
+            std::fs::remove_file(&path)?;
+            io::copy(&mut io::stdin().lock(), &mut file)?;
+            file.rewind()?;
+            Ok(file)
+        })();
+        match spooled {
+            Ok(file) => {
+                self.input = Input::File(file);
+                Ok(())
+            }
+            Err(e) => {
+                std::fs::remove_file(&path).ok();
+                crate::to_stderr!(
+                    "mevi-actors: cannot keep stdin in {} to read it twice: {e}",
+                    dir.display()
+                );
+                Err(Failure(1))
+            }
+        }
+    }
+
+    /// Back to the first line, for a second reading.
+    pub fn rewind(&mut self) -> Result<(), Failure> {
+        match &mut self.input {
+            Input::File(f) => f.rewind().map_err(|e| input_failure(&self.path, e)),
+            Input::Stdin => Err(Failure(1)),
+        }
+    }
+
+    /// Reads every line (or up to where `query` stops) into a fresh state, then ends the query.
+    /// Returns the state and whether the query stopped before the end.
+    pub fn read(
+        &mut self,
+        query: &mut dyn Query,
+        out: &mut dyn Write,
+    ) -> Result<(State, bool), Failure> {
+        self.readings += 1;
+        let quiet = self.readings > 1;
+        let input: Box<dyn Read + '_> = match &mut self.input {
+            Input::Stdin => Box::new(io::stdin().lock()),
+            Input::File(f) => Box::new(f),
+        };
+        let mut state = State::default();
+        let mut stopped = false;
+        for (i, raw) in BufReader::new(input).split(b'\n').enumerate() {
+            let raw = raw.map_err(|e| input_failure(&self.path, e))?;
+            if raw.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let line: Line = match serde_json::from_slice(&raw) {
+                Ok(line) => line,
+                Err(e) if self.lenient => {
+                    if !quiet {
+                        crate::to_stderr!(
+                            "mevi-actors: {}: line {} skipped: {e}",
+                            self.path.display(),
+                            i + 1
+                        );
+                        self.skipped += 1;
+                    }
+                    continue;
+                }
+                Err(e) => {
+                    crate::to_stderr!(
+                        "mevi-actors: {}: line {} is not a stream line ({e}); --lenient skips \
+                         such lines",
+                        self.path.display(),
+                        i + 1
+                    );
+                    return Err(Failure(2));
+                }
+            };
+            if query.before(&state, &line, out).map_err(output_failure)? == Flow::Stop {
+                stopped = true;
+                break;
+            }
+            state.apply(&line);
+            if query.after(&state, &line, out).map_err(output_failure)? == Flow::Stop {
+                stopped = true;
+                break;
+            }
+        }
+        query.end(&state, out).map_err(output_failure)?;
+        Ok((state, stopped))
+    }
+}
+
+fn input_failure(path: &Path, e: io::Error) -> Failure {
+    crate::to_stderr!("mevi-actors: {}: {e}", path.display());
+    Failure(1)
+}
+
+/// A closed stdout (`| head`) ends the replay quietly; any other write error is said.
+fn output_failure(e: io::Error) -> Failure {
+    if e.kind() == io::ErrorKind::BrokenPipe {
+        return Failure(0);
+    }
+    crate::to_stderr!("mevi-actors: stdout: {e}");
+    Failure(1)
+}
