@@ -306,6 +306,11 @@ fn traced_on_a_pipe(flags: &[&str], pages: u32, status: i32) -> (std::process::C
     (child, marker)
 }
 
+/// Whether a stream is whole: its last line is the summary.
+fn ends_with_summary(lines: &[Line]) -> bool {
+    matches!(lines.last().map(|l| &l.event), Some(Event::Summary { .. }))
+}
+
 /// Waits for `path` to exist, up to `limit`.
 fn appears_within(path: &std::path::Path, limit: Duration) -> bool {
     let deadline = Instant::now() + limit;
@@ -318,39 +323,9 @@ fn appears_within(path: &std::path::Path, limit: Duration) -> bool {
     path.exists()
 }
 
-/// Reads the rest of a run's stdout and stderr, failing the test if it outlives the timeout.
-fn finish_reading(mut child: std::process::Child) -> (i32, String, String) {
-    use std::io::Read;
-    let out = child.stdout.take();
-    let mut err = child.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        if let Some(mut out) = out {
-            out.read_to_string(&mut s).ok();
-        }
-        s
-    });
-    let errs = std::thread::spawn(move || {
-        let mut s = String::new();
-        err.read_to_string(&mut s).ok();
-        s
-    });
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            child.kill().ok();
-            panic!("mevi-actors did not end within 120 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    (
-        status.code().unwrap_or(-1),
-        reader.join().unwrap(),
-        errs.join().unwrap(),
-    )
+/// Reads the rest of a run's stdout and stderr, failing the test if it outlives two minutes.
+fn finish_reading(child: std::process::Child) -> (i32, String, String) {
+    crate::util::finish_within(child, Duration::from_secs(120), "mevi-actors")
 }
 
 /// `--buffer`: with nobody reading the stream, a program whose lines fit in the buffer runs to
@@ -386,10 +361,7 @@ fn a_buffer_lets_the_program_run_ahead_of_a_slow_reader_until_it_is_full() {
     assert_eq!(status, 0, "{stderr}");
     assert!(marker.exists());
     let lines = parse_stream(&out);
-    assert!(matches!(
-        lines.last().map(|l| &l.event),
-        Some(Event::Summary { .. })
-    ));
+    assert!(ends_with_summary(&lines));
 }
 
 /// The stream's reader going away (`| head`) ends neither the program nor its trace: it runs to
@@ -452,10 +424,7 @@ fn a_non_blocking_pipe_is_waited_for_not_given_up() {
     assert_eq!(status, 0, "{stderr}");
     assert!(!stderr.contains("can no longer be written"), "{stderr}");
     let lines = parse_stream(&text);
-    assert!(matches!(
-        lines.last().map(|l| &l.event),
-        Some(Event::Summary { .. })
-    ));
+    assert!(ends_with_summary(&lines));
 }
 
 /// A stderr that cannot be written (`2>/dev/full`, or `2>&1 | head` once head has gone) changes
@@ -472,19 +441,9 @@ fn a_stderr_that_cannot_be_written_leaves_the_status_the_programs() {
         .arg(&file)
         .args(["--", "sh", "-c", "echo to stderr >&2; exit 7"])
         .stderr(full);
-    let mut child = cmd.stdout(std::process::Stdio::null()).spawn().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        assert!(Instant::now() < deadline, "no end within 60 s");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert_eq!(status.code(), Some(7));
+    let child = cmd.stdout(std::process::Stdio::null()).spawn().unwrap();
+    let (status, _, _) = crate::util::finish_within(child, Duration::from_secs(60), "mevi-actors");
+    assert_eq!(status, 7);
     let lines = parse_stream(&std::fs::read_to_string(&file).unwrap());
-    assert!(matches!(
-        lines.last().map(|l| &l.event),
-        Some(Event::Summary { .. })
-    ));
+    assert!(ends_with_summary(&lines));
 }

@@ -86,24 +86,44 @@ pub fn run_bounded(cmd: &mut Command) -> (i32, String, String) {
 
 /// Runs a command to completion, failing the test if it outlives `timeout`.
 pub fn run_within(cmd: &mut Command, timeout: Duration) -> (i32, String, String) {
-    let mut child = cmd
+    let child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .stdin(Stdio::null())
         .spawn()
         .expect("spawning mevi-actors");
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let out = std::thread::spawn(move || {
-        let mut s = String::new();
-        stdout.read_to_string(&mut s).ok();
-        s
-    });
-    let err = std::thread::spawn(move || {
-        let mut s = String::new();
-        stderr.read_to_string(&mut s).ok();
-        s
-    });
+    finish_within(child, timeout, &format!("{cmd:?}"))
+}
+
+/// Waits for a started child, reading whatever of its stdout and stderr is piped to us (and not
+/// taken already), failing the test if it outlives `timeout`: its status (128+N for signal N),
+/// stdout and stderr.
+pub fn finish_within(
+    mut child: std::process::Child,
+    timeout: Duration,
+    what: &str,
+) -> (i32, String, String) {
+    let read_all = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            if let Some(mut pipe) = pipe {
+                pipe.read_to_string(&mut s).ok();
+            }
+            s
+        })
+    };
+    let out = read_all(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = read_all(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
     let deadline = Instant::now() + timeout;
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -111,7 +131,7 @@ pub fn run_within(cmd: &mut Command, timeout: Duration) -> (i32, String, String)
         }
         if Instant::now() > deadline {
             child.kill().ok();
-            panic!("{cmd:?} did not finish within {timeout:?}");
+            panic!("{what} did not finish within {timeout:?}");
         }
         std::thread::sleep(Duration::from_millis(20));
     };

@@ -53,24 +53,8 @@ pub(crate) fn range(r: &Range<u64>) -> String {
     format!("{:#014x}-{:#014x}", r.start, r.end)
 }
 
-/// An argv on one line, its control characters escaped (a newline in a `bash -c` script would
-/// break a table).
-pub(crate) fn argv(argv: &[String]) -> String {
-    let mut text = String::new();
-    for (i, arg) in argv.iter().enumerate() {
-        if i > 0 {
-            text.push(' ');
-        }
-        for c in arg.chars() {
-            if c.is_control() {
-                text.extend(c.escape_default());
-            } else {
-                text.push(c);
-            }
-        }
-    }
-    text
-}
+/// An argv on one line, its control characters escaped.
+pub(crate) use crate::actors::state::argv_line as argv;
 
 /// [`argv`] shortened for a table's last column (`--json` has it whole).
 pub(crate) fn argv_short(words: &[String]) -> String {

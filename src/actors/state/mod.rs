@@ -11,7 +11,7 @@ mod summary;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::io::{self, Write};
 use std::time::Duration;
 
@@ -19,11 +19,13 @@ use async_channel::{Receiver, Sender};
 
 use self::output::Output;
 pub use self::output::{DEFAULT_BUFFER_BYTES, WaitsForRoom};
+pub(crate) use self::summary::argv_line;
 pub use self::summary::human_summary;
 use crate::event::{
     Event, ForkKind, Line, ProcessSummary, RunTotals, SpaceId, VerifyTotals, WarningKind,
 };
 use crate::model::Replay;
+use crate::model::processes::{Process, Processes};
 use crate::test_hooks::{self, Fault};
 use crate::verify::{self, KernelView, Probe, Unreadable};
 
@@ -50,24 +52,6 @@ impl StateHandle {
     pub async fn send(&self, message: StateMessage) {
         let _ = self.tx.send(message).await;
     }
-}
-
-/// What a process did, for the summary.
-#[derive(Clone, Debug, Default)]
-struct ProcessStats {
-    /// Its own: from its last `exec`, or its creator's at its `fork` if it never exec'd.
-    argv: Vec<String>,
-    /// As on its `exit` line.
-    name: Option<String>,
-    started_ns: u64,
-    ended_ns: Option<u64>,
-    faults: u64,
-    maps: u64,
-    unmaps: u64,
-    resident_bytes: u64,
-    peak_resident_bytes: u64,
-    status: Option<i32>,
-    signal: Option<String>,
 }
 
 /// The end of a run, as the state actor saw it.
@@ -99,7 +83,9 @@ pub struct StateActor {
     inbox: Receiver<StateMessage>,
     model: Replay,
     output: Output,
-    processes: BTreeMap<i32, ProcessStats>,
+    /// The processes alive, as the stream tells their lives, and those that ended.
+    lives: Processes,
+    ended: Vec<Process>,
     totals: RunTotals,
     last_t_ns: u64,
     next_seq: u64,
@@ -121,7 +107,8 @@ impl StateActor {
             inbox,
             model: Replay::new(),
             output: Output::start(writer, options.buffer_bytes),
-            processes: BTreeMap::new(),
+            lives: Processes::default(),
+            ended: Vec::new(),
             totals: RunTotals {
                 verify: options.verify.then(VerifyTotals::default),
                 ..RunTotals::default()
@@ -158,7 +145,10 @@ impl StateActor {
         self.last_t_ns = line.t_ns;
         self.next_seq = line.seq + 1;
         self.count(&mut line);
+        self.lives.before(&self.model, &line);
         self.model.apply_line(&line);
+        self.lives.after(&self.model, &line);
+        self.ended.extend(self.lives.ended.take());
         match probe {
             Some(probe) => self.verify(&mut line.event, probe).await,
             None => self.not_checked(&mut line.event),
@@ -275,68 +265,27 @@ impl StateActor {
             .unwrap_or_default()
     }
 
-    /// Keeps the per-process figures, and fills in an `exit`'s resident figures, which only the
-    /// replayed state knows.
+    /// Keeps the run's totals, and fills in an `exit`'s resident figures and program name, which
+    /// only the replayed state and the process's life know.
     fn count(&mut self, line: &mut Line) {
-        let t = line.t_ns;
         match &mut line.event {
-            Event::Exec { pid, argv, .. } => {
-                // The model still has the process in the space it leaves: keep the peak it had.
-                let old_peak = self
-                    .model
-                    .process_space
-                    .get(pid)
-                    .map_or(0, |&old| self.space_resident(old).1);
-                let p = self.processes.entry(*pid).or_insert_with(|| ProcessStats {
-                    started_ns: t,
-                    ..Default::default()
-                });
-                p.argv = argv.clone();
-                p.peak_resident_bytes = p.peak_resident_bytes.max(old_peak);
-                self.totals.spaces += 1;
-            }
+            Event::Exec { .. } => self.totals.spaces += 1,
             Event::Fork {
-                pid, child, kind, ..
-            } => {
-                // A child starts as a copy of its creator, argv included, until it execs.
-                let argv = self
-                    .processes
-                    .get(pid)
-                    .map(|p| p.argv.clone())
-                    .unwrap_or_default();
-                self.processes.insert(
-                    *child,
-                    ProcessStats {
-                        argv,
-                        started_ns: t,
-                        ..Default::default()
-                    },
-                );
-                if *kind == ForkKind::Fork {
-                    self.totals.spaces += 1;
-                }
-            }
+                kind: ForkKind::Fork,
+                ..
+            } => self.totals.spaces += 1,
             // A range described again, or the rest of a change split in lines, is no syscall of
             // the program's.
             Event::Map { cause: Some(_), .. } | Event::Unmap { cause: Some(_), .. } => {}
-            Event::Map { pid, .. } | Event::Brk { pid, .. } => {
-                self.processes.entry(*pid).or_default().maps += 1;
-                self.totals.maps += 1;
-            }
-            Event::Unmap { pid, .. } => {
-                self.processes.entry(*pid).or_default().unmaps += 1;
-                self.totals.unmaps += 1;
-            }
-            Event::Resident { pid, faults, .. } => {
-                self.processes.entry(*pid).or_default().faults += *faults;
+            Event::Map { .. } | Event::Brk { .. } => self.totals.maps += 1,
+            Event::Unmap { .. } => self.totals.unmaps += 1,
+            Event::Resident { faults, .. } => {
                 self.totals.faults += *faults;
                 self.totals.resident_events += 1;
             }
             Event::Exit {
                 pid,
                 space,
-                status,
-                signal,
                 name,
                 resident_bytes,
                 peak_resident_bytes,
@@ -345,17 +294,10 @@ impl StateActor {
                 let (now, peak) = self.space_resident(*space);
                 *resident_bytes = now;
                 *peak_resident_bytes = peak;
-                let p = self.processes.entry(*pid).or_default();
                 // The tracer gave its comm; argv[0] is the program's own name for itself.
-                if let Some(argv0) = p.argv.first() {
+                if let Some(argv0) = self.lives.live.get(pid).and_then(|p| p.argv.first()) {
                     *name = Some(program_name(argv0));
                 }
-                p.name = name.clone();
-                p.ended_ns = Some(t);
-                p.resident_bytes = now;
-                p.peak_resident_bytes = p.peak_resident_bytes.max(peak);
-                p.status = *status;
-                p.signal = signal.clone();
             }
             Event::Warning { what, space, .. } => {
                 self.totals.warnings += 1;
@@ -380,19 +322,15 @@ impl StateActor {
     }
 
     async fn finish(mut self) -> RunReport {
-        // Processes still in a space (never reaped: the tracer stopped early) count as they are.
-        for (pid, space) in self.model.process_space.clone() {
-            let (now, peak) = self.space_resident(space);
-            let p = self.processes.entry(pid).or_default();
-            p.resident_bytes = now;
-            p.peak_resident_bytes = p.peak_resident_bytes.max(peak);
-        }
+        // Processes never reaped (the tracer stopped early) count as they are now.
         let end = self.last_t_ns;
-        let processes: Vec<ProcessSummary> = self
-            .processes
+        let mut lives = std::mem::take(&mut self.ended);
+        lives.extend(self.lives.still_alive(&self.model));
+        lives.sort_by_key(|p| (p.pid, p.started_ns));
+        let processes: Vec<ProcessSummary> = lives
             .iter()
-            .map(|(&pid, p)| ProcessSummary {
-                pid,
+            .map(|p| ProcessSummary {
+                pid: p.pid,
                 name: p
                     .name
                     .clone()
@@ -400,7 +338,7 @@ impl StateActor {
                 argv: p.argv.clone(),
                 resident_bytes: p.resident_bytes,
                 peak_resident_bytes: p.peak_resident_bytes,
-                faults: p.faults,
+                faults: p.first_touches,
                 maps: p.maps,
                 unmaps: p.unmaps,
                 lifetime_ns: p.ended_ns.unwrap_or(end).saturating_sub(p.started_ns),

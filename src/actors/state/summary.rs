@@ -114,8 +114,8 @@ fn end(p: &ProcessSummary) -> String {
 }
 
 /// The argv on one line: control characters escaped (a newline in a `bash -c` script would
-/// break the table), shortened on a character boundary.
-fn argv_column(argv: &[String]) -> String {
+/// break a table). `replay`'s tables use it too.
+pub(crate) fn argv_line(argv: &[String]) -> String {
     let mut text = String::new();
     for (i, arg) in argv.iter().enumerate() {
         if i > 0 {
@@ -129,6 +129,12 @@ fn argv_column(argv: &[String]) -> String {
             }
         }
     }
+    text
+}
+
+/// [`argv_line`], shortened on a character boundary.
+fn argv_column(argv: &[String]) -> String {
+    let text = argv_line(argv);
     if text.chars().count() > ARGV_CHARS {
         let mut short: String = text.chars().take(ARGV_CHARS - 3).collect();
         short.push_str("...");

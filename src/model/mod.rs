@@ -3,6 +3,8 @@
 //! `mevi-actors replay` (and the tests) rebuild one from a written stream: both use this code, so
 //! what a user replays is what the tracer believed.
 
+pub mod processes;
+
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::ops::Range;
@@ -972,52 +974,11 @@ mod tests {
         }
     }
 
-    fn with_cause(event: Event, why: MapCause) -> Event {
-        match event {
-            Event::Map {
-                pid,
-                tid,
-                space,
-                start,
-                end,
-                prot,
-                kind,
-                path,
-                tracked,
-                state,
-                follow,
-                ..
-            } => Event::Map {
-                pid,
-                tid,
-                space,
-                start,
-                end,
-                prot,
-                kind,
-                path,
-                tracked,
-                state,
-                follow,
-                cause: Some(why),
-            },
-            Event::Unmap {
-                pid,
-                tid,
-                space,
-                start,
-                end,
-                ..
-            } => Event::Unmap {
-                pid,
-                tid,
-                space,
-                start,
-                end,
-                cause: Some(why),
-            },
-            other => other,
+    fn with_cause(mut event: Event, why: MapCause) -> Event {
+        if let Event::Map { cause, .. } | Event::Unmap { cause, .. } = &mut event {
+            *cause = Some(why);
         }
+        event
     }
 
     /// Pages first touched by a read are the zero page until dropped; they move with a remap and
