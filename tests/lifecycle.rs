@@ -208,9 +208,9 @@ fn a_child_whose_parent_is_killed_before_its_fork_is_reported_is_still_followed(
 /// reads the request's current value itself), and changes nothing in what the stream says.
 #[test]
 fn idle_poll_holds_the_cpu_latency_request_while_tracing() {
-    let read_request = "import struct; \
-        print(struct.unpack('i', open('/dev/cpu_dma_latency', 'rb').read(4))[0])";
-    let t = trace(&["--idle-poll"], &["/usr/bin/python3", "-c", read_request]);
+    // The request's value: one native 32-bit integer.
+    let read_request = ["od", "-An", "-td4", "-N4", "/dev/cpu_dma_latency"];
+    let t = trace(&["--idle-poll"], &read_request);
     assert_eq!(t.status, 0, "{}", t.stderr);
     assert_eq!(
         t.stdout.trim(),

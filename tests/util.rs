@@ -154,6 +154,16 @@ pub fn run_in_background(
     cmd.args(["run", "-o"]).arg(file).arg("--").args(program);
     if own_group {
         cmd.process_group(0);
+        // A job control shell's foreground job gets SIGINT and SIGQUIT at their default action,
+        // whatever the shell inherited (a test run started in the background ignores them).
+        // SAFETY: signal(2) is async-signal-safe, and nothing else runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+                Ok(())
+            });
+        }
     }
     std::thread::spawn(move || run_bounded(&mut cmd))
 }
