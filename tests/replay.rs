@@ -649,3 +649,45 @@ fn replay_of_a_long_stream_stays_within_its_live_state() {
         peak >> 20
     );
 }
+
+/// Two mappings made apart that the kernel merged come back to a fork child as one line of
+/// `/proc/PID/maps`: the child still has them apart, each made where its parent made it, and
+/// keeps the pages its parent had only read as zero pages (the kernel copies them as they are).
+#[test]
+fn a_fork_child_keeps_merged_mappings_apart_and_its_zero_pages() {
+    let s = Stream::of(&[workload("u11_fork_merged")]);
+    let answer = replay_json(&s, &["--maps-at-exit"]);
+    let parent_pid = n(s.lines.iter().find(|l| l["ev"] == "exec").unwrap(), "pid");
+    let child_pid = n(s.lines.iter().find(|l| l["ev"] == "fork").unwrap(), "child");
+    let parent = about(&answer, parent_pid);
+    let child = about(&answer, child_pid);
+    let mapping_at = |space: &Value, start: u64| -> Value {
+        space["mappings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| n(m, "start") == start)
+            .unwrap_or_else(|| panic!("no mapping at {start:#x}: {space}"))
+            .clone()
+    };
+    let mut makers = Vec::new();
+    for name in ["first", "second"] {
+        let t = s.truth("region", name);
+        let (start, end) = (n(t, "start"), n(t, "end"));
+        let made = |m: &Value| (n(m, "made_t_ns"), n(m, "made_tid"));
+        let in_parent = mapping_at(parent, start);
+        let in_child = mapping_at(child, start);
+        assert_eq!(n(&in_child, "end"), end, "{name} on its own: {in_child}");
+        assert_eq!(made(&in_child), made(&in_parent), "{name}: {in_child}");
+        makers.push(made(&in_parent));
+        // Present pages as the kernel counts them, in both; the read ones are zero pages.
+        let (resident, zero, _) = pages_within(child, start, end);
+        assert_eq!(resident, n(t, "present"), "{name}");
+        assert_eq!(
+            pages_within(parent, start, end),
+            (resident, zero, 64 - resident)
+        );
+        assert_eq!(zero, if name == "first" { 8 } else { 0 }, "{name}");
+    }
+    assert!(makers[0].0 < makers[1].0, "made apart: {makers:?}");
+}

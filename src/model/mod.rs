@@ -34,6 +34,27 @@ pub struct Made {
     pub tid: i32,
 }
 
+impl Mapping {
+    /// Whether a mapping described again as `kind` at `path` is this one: a thread's stack the
+    /// kernel no longer calls `[stack]` (a fork child's) is still the stack.
+    fn continued_by(&self, kind: MapKind, path: Option<&str>) -> bool {
+        let same_kind = self.kind == kind
+            || matches!(
+                (self.kind, kind),
+                (MapKind::Stack, MapKind::Anon) | (MapKind::Anon, MapKind::Stack)
+            );
+        same_kind && self.path.as_deref() == path
+    }
+}
+
+/// What a `redescribe` unmap removed: the mappings and zero pages its `map` lines bring back.
+#[derive(Clone, Debug)]
+struct Redescribed {
+    space: SpaceId,
+    mappings: RangeMap<u64, Mapping>,
+    zero: RangeSet<u64>,
+}
+
 /// One address space as the stream describes it.
 #[derive(Clone, Debug, Default)]
 pub struct AddressSpace {
@@ -312,8 +333,8 @@ pub struct Replay {
     /// `split` lines that continue it.
     last_made: Option<(SpaceId, Made)>,
     /// What a `redescribe` unmap just removed, in which space: its `map` lines describe the
-    /// same mappings again, and keep their makers.
-    redescribed: Option<(SpaceId, RangeMap<u64, Mapping>)>,
+    /// same mappings again, and keep their makers and zero pages.
+    redescribed: Option<Redescribed>,
     /// The resident bytes of every live space added up, and the largest that sum has been: the
     /// tree's concurrent peak, and the time (`t_ns`) of the line that first reached it.
     pub tree_resident_bytes: u64,
@@ -390,8 +411,8 @@ impl Replay {
             self.problems.push(problem);
         }
         // A description again is over at the space's next line of any other kind.
-        if let Some((space, _)) = &self.redescribed
-            && event.space() == Some(*space)
+        if let Some(r) = &self.redescribed
+            && event.space() == Some(r.space)
             && !matches!(event, Event::Map { cause: Some(_), .. })
         {
             self.redescribed = None;
@@ -470,16 +491,42 @@ impl Replay {
                 cause,
                 ..
             } => {
-                let made = self.made_by(*space, *cause, *start, *kind, path.as_deref(), *tid);
-                let m = Mapping {
+                let mapping = |made| Mapping {
                     kind: *kind,
                     prot: prot.clone(),
                     path: path.clone(),
                     tracked: *tracked,
                     made,
                 };
+                if cause.is_some()
+                    && let Some(r) = self.redescribed.take_if(|r| r.space == *space)
+                {
+                    // The same mappings again, as the kernel has them (in runs of one page
+                    // state, `split`): merged ones come back as one line, and each part keeps its
+                    // own maker and zero pages. What was not there before is made now.
+                    let now = self.made_now(*tid);
+                    let range = *start..*end;
+                    let s = self.space_mut(*space);
+                    s.replace(range.clone(), Some(mapping(now)), *state);
+                    for (part, before) in r.mappings.overlapping(&range) {
+                        if before.continued_by(*kind, path.as_deref()) {
+                            let clip = part.start.max(range.start)..part.end.min(range.end);
+                            s.mappings.insert(clip, mapping(before.made));
+                        }
+                    }
+                    if *state == Some(PageState::Resident) && *tracked {
+                        for zero in r.zero.overlapping(&range) {
+                            s.zero
+                                .insert(zero.start.max(range.start)..zero.end.min(range.end));
+                        }
+                    }
+                    self.last_made = Some((*space, now));
+                    self.redescribed = Some(r);
+                    return;
+                }
+                let made = self.made_by(*space, *cause, *start, *kind, path.as_deref(), *tid);
                 self.space_mut(*space)
-                    .replace(*start..*end, Some(m), *state);
+                    .replace(*start..*end, Some(mapping(made)), *state);
             }
             Event::Unmap {
                 space,
@@ -490,11 +537,20 @@ impl Replay {
             } => {
                 let s = self.space_mut(*space);
                 if *cause == Some(MapCause::Redescribe) {
-                    let mut removed = RangeMap::new();
-                    for (r, m) in s.mappings.overlapping(&(*start..*end)) {
-                        removed.insert(r.start.max(*start)..r.end.min(*end), m.clone());
+                    let range = *start..*end;
+                    let mut mappings = RangeMap::new();
+                    for (r, m) in s.mappings.overlapping(&range) {
+                        mappings.insert(r.start.max(range.start)..r.end.min(range.end), m.clone());
                     }
-                    self.redescribed = Some((*space, removed));
+                    let mut zero = RangeSet::new();
+                    for r in s.zero.overlapping(&range) {
+                        zero.insert(r.start.max(range.start)..r.end.min(range.end));
+                    }
+                    self.redescribed = Some(Redescribed {
+                        space: *space,
+                        mappings,
+                        zero,
+                    });
                 }
                 self.space_mut(*space).replace(*start..*end, None, None)
             }
@@ -518,11 +574,7 @@ impl Replay {
                 tracked,
                 ..
             } => {
-                let now = Made {
-                    seq: self.current_seq.unwrap_or_default(),
-                    t_ns: self.current_t_ns,
-                    tid: *tid,
-                };
+                let now = self.made_now(*tid);
                 let s = self.space_mut(*space);
                 if new > old {
                     // The heap grows: the part it adds is the heap that was made before.
@@ -617,21 +669,24 @@ impl Replay {
                 .filter(|(s, _)| *s == space)
                 .map(|(_, made)| made),
             Some(MapCause::Redescribe) => self
-                .redescribed
-                .as_ref()
-                .filter(|(s, _)| *s == space)
-                .and_then(|(_, removed)| removed.get(&start))
-                .or_else(|| self.spaces.get(&space)?.mappings.get(&start))
+                .spaces
+                .get(&space)
+                .and_then(|s| s.mappings.get(&start))
                 .filter(same)
                 .map(|m| m.made),
         };
-        let made = before.unwrap_or(Made {
+        let made = before.unwrap_or_else(|| self.made_now(tid));
+        self.last_made = Some((space, made));
+        made
+    }
+
+    /// A mapping made by the line being applied, in thread `tid`.
+    fn made_now(&self, tid: i32) -> Made {
+        Made {
             seq: self.current_seq.unwrap_or_default(),
             t_ns: self.current_t_ns,
             tid,
-        });
-        self.last_made = Some((space, made));
-        made
+        }
     }
 
     fn space_mut(&mut self, space: SpaceId) -> &mut AddressSpace {
