@@ -691,3 +691,22 @@ fn a_fork_child_keeps_merged_mappings_apart_and_its_zero_pages() {
     }
     assert!(makers[0].0 < makers[1].0, "made apart: {makers:?}");
 }
+
+/// A trace made with `--no-faults` measured no resident memory: replay says so, never 0 B.
+#[test]
+fn a_trace_without_faults_is_said_not_to_measure_resident_memory() {
+    let file = crate::util::scratch("no-faults");
+    let (status, _, stderr) = run_bounded(
+        Command::new(bin())
+            .args(["run", "--no-faults", "-o"])
+            .arg(&file)
+            .args(["--", "/bin/true"]),
+    );
+    assert_eq!(status, 0, "{stderr}");
+    let (status, stdout, stderr) = run_bounded(Command::new(bin()).arg("replay").arg(&file));
+    std::fs::remove_file(&file).ok();
+    assert_eq!(status, 0, "{stderr}");
+    assert!(stdout.contains("not measured"), "{stdout}");
+    assert!(!stdout.contains(" 0 B"), "{stdout}");
+    assert!(stderr.contains("--no-faults"), "{stderr}");
+}

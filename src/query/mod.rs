@@ -86,6 +86,9 @@ pub(crate) struct State {
     pub page_size: u64,
     /// The last line applied.
     pub last: Option<(u64, u64)>,
+    /// First touches were followed (the `start` line's `faults`): without them (`--no-faults`)
+    /// no resident figure was measured.
+    pub faults: bool,
 }
 
 impl Default for State {
@@ -96,6 +99,7 @@ impl Default for State {
             clock: Clock::default(),
             page_size: 4096,
             last: None,
+            faults: true,
         }
     }
 }
@@ -103,11 +107,15 @@ impl Default for State {
 impl State {
     fn apply(&mut self, line: &Line) {
         if let Event::Start {
-            wall_ns, page_size, ..
+            wall_ns,
+            page_size,
+            faults,
+            ..
         } = &line.event
         {
             self.clock.wall_ns = *wall_ns;
             self.page_size = (*page_size).max(1);
+            self.faults = *faults;
         }
         self.processes.before(&self.replay, line);
         self.replay.apply_line(line);
@@ -196,6 +204,13 @@ fn report(source: &Source, state: &State, stopped: bool) -> i32 {
         crate::to_stderr!(
             "mevi-actors: {}: no summary line: the trace is incomplete (cut short), and so are \
              these figures",
+            source.name()
+        );
+    }
+    if !state.faults {
+        crate::to_stderr!(
+            "mevi-actors: {}: traced with --no-faults: first touches and resident memory were \
+             not measured (every resident figure here is 0)",
             source.name()
         );
     }

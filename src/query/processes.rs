@@ -107,9 +107,13 @@ impl Table {
             out,
             "{:>8} {:>11} {:>11} {:>8} {:>5} {:>6} {:>10} {:>10}  {:<8} {}",
             p.pid,
-            format::size(p.peak_resident_bytes),
-            format::size(p.resident_bytes),
-            p.first_touches,
+            measured(state, p.peak_resident_bytes),
+            measured(state, p.resident_bytes),
+            if state.faults {
+                p.first_touches.to_string()
+            } else {
+                "-".into()
+            },
             p.maps,
             p.unmaps,
             Clock::ms(p.started_ns),
@@ -136,6 +140,12 @@ impl Query for Table {
         if self.json {
             return Ok(());
         }
+        if !state.faults {
+            return writeln!(
+                out,
+                "resident: not measured (the trace was made with --no-faults)"
+            );
+        }
         let replay = &state.replay;
         let one_space = replay
             .spaces
@@ -151,5 +161,14 @@ impl Query for Table {
             format::size(replay.tree_peak_resident_bytes),
             state.clock.when(replay.tree_peak_t_ns)
         )
+    }
+}
+
+/// A resident figure for a table, or `-` when the trace did not measure it (`--no-faults`).
+fn measured(state: &State, bytes: u64) -> String {
+    if state.faults {
+        format::size(bytes)
+    } else {
+        "-".into()
     }
 }
