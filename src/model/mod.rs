@@ -356,6 +356,12 @@ impl Replay {
             ));
         }
         self.next_seq = line.seq + 1;
+        if line.t_ns < self.current_t_ns {
+            self.problems.push(format!(
+                "seq {}: t_ns {} goes back from {}",
+                line.seq, line.t_ns, self.current_t_ns
+            ));
+        }
         if let Some(range) = inverted_range(&line.event) {
             // Not a change anything could make: a damaged or forged line.
             self.problems.push(format!(
@@ -784,6 +790,20 @@ mod tests {
             path: "/x".into(),
             argv: vec![],
         }
+    }
+
+    #[test]
+    fn a_time_that_goes_back_is_a_problem() {
+        let mut r = Replay::new();
+        for (seq, t_ns) in [(0, 10), (1, 5)] {
+            r.apply_line(&Line {
+                seq,
+                t_ns,
+                event: exec(),
+            });
+        }
+        assert_eq!(r.problems.len(), 1, "{:?}", r.problems);
+        assert!(r.problems[0].contains("goes back"));
     }
 
     #[test]

@@ -53,22 +53,28 @@ impl Source {
         self.skipped
     }
 
-    /// Makes the source readable twice: stdin is copied to a file that has no name (removed as
-    /// soon as made), so memory stays bounded.
+    /// Makes the source readable twice: stdin, a pipe or anything else that cannot be rewound
+    /// (`<(zcat t.gz)`) is copied to a file that has no name (`O_TMPFILE`: gone with us), so
+    /// memory stays bounded.
     pub fn spool(&mut self) -> Result<(), Failure> {
-        if !matches!(self.input, Input::Stdin) {
+        if let Input::File(f) = &self.input
+            && f.metadata().is_ok_and(|m| m.is_file())
+        {
             return Ok(());
         }
         let dir = std::env::temp_dir();
-        let path = dir.join(format!("mevi-actors-replay-{}", std::process::id()));
         let spooled = (|| -> io::Result<File> {
+            use std::os::unix::fs::OpenOptionsExt;
             let mut file = File::options()
                 .read(true)
                 .write(true)
-                .create_new(true)
-                .open(&path)?;
-            std::fs::remove_file(&path)?;
-            io::copy(&mut io::stdin().lock(), &mut file)?;
+                .mode(0o600)
+                .custom_flags(libc::O_TMPFILE)
+                .open(&dir)?;
+            match &mut self.input {
+                Input::Stdin => io::copy(&mut io::stdin().lock(), &mut file)?,
+                Input::File(f) => io::copy(f, &mut file)?,
+            };
             file.rewind()?;
             Ok(file)
         })();
@@ -78,9 +84,9 @@ impl Source {
                 Ok(())
             }
             Err(e) => {
-                std::fs::remove_file(&path).ok();
                 crate::to_stderr!(
-                    "mevi-actors: cannot keep stdin in {} to read it twice: {e}",
+                    "mevi-actors: cannot keep {} in {} to read it twice: {e}",
+                    self.name(),
                     dir.display()
                 );
                 Err(Failure(1))

@@ -107,8 +107,30 @@ impl Timeline {
     }
 }
 
+/// Samples of one unchanged state beyond which the rest are left out (half at each end).
+const QUIET_SAMPLES: u64 = 1000;
+
 impl Query for Timeline {
     fn before(&mut self, state: &State, line: &Line, out: &mut dyn Write) -> io::Result<Flow> {
+        // Nothing changes between two lines: a long quiet stretch (or a damaged `t_ns` far ahead)
+        // gives its first samples and its last, not millions of the same.
+        let ticks = line
+            .t_ns
+            .saturating_sub(self.next_ns)
+            .div_ceil(self.every_ns);
+        if ticks > QUIET_SAMPLES {
+            for _ in 0..QUIET_SAMPLES / 2 {
+                self.sample(state, self.next_ns, out)?;
+                self.next_ns = self.next_ns.saturating_add(self.every_ns);
+            }
+            let skipped = ticks - QUIET_SAMPLES;
+            self.next_ns = self
+                .next_ns
+                .saturating_add(skipped.saturating_mul(self.every_ns));
+            if !self.json {
+                writeln!(out, "{:>12} (unchanged: {skipped} samples left out)", "...")?;
+            }
+        }
         while line.t_ns > self.next_ns {
             self.sample(state, self.next_ns, out)?;
             self.next_ns = self.next_ns.saturating_add(self.every_ns);
