@@ -62,7 +62,12 @@ pub fn workload() -> i32 {
     // Every thread has been joined: the fork copies a process with one thread.
     match in_fork_child(child_work) {
         Ok(true) => {
-            println!("demo workload: 4 threads and a fork child done");
+            // Not println!: a reader gone (`demo 2>&1 | head`) is no reason to panic.
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stdout(),
+                "demo workload: 4 threads and a fork child done"
+            );
             0
         }
         Ok(false) => 1,

@@ -477,6 +477,11 @@ impl Drop for WorldCopy {
 pub fn can_become_nobody() -> bool {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
+        assert_ne!(
+            std::env::var("CI").as_deref(),
+            Ok("true"),
+            "CI runs as root"
+        );
         eprintln!("skipped: needs root to become an unprivileged user");
         return false;
     }

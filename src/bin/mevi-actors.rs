@@ -66,7 +66,7 @@ enum Command {
         /// stream before the program is slowed down to the reader's pace. If the reader goes away
         /// (EPIPE), the program runs on to its end, traced, and the rest of the stream is dropped
         /// (one line on stderr).
-        #[arg(long, value_name = "SIZE", default_value = "4MiB", value_parser = buffer_size)]
+        #[arg(long, value_name = "SIZE", default_value = mevi_actors::actors::state::DEFAULT_BUFFER, value_parser = buffer_size)]
         buffer: u32,
         /// Keep idle CPUs polling instead of halting while tracing (holds /dev/cpu_dma_latency
         /// at 0). Hand-offs between the program, the tracer and the lanes then cost far less,

@@ -402,10 +402,9 @@ fn placeholder() -> io::Result<OwnedFd> {
     }
 }
 
-/// `UFFD_USER_MODE_ONLY` of `<linux/userfaultfd.h>` (Linux 5.11): a descriptor that sees only
-/// faults taken in user mode, which `userfaultfd(2)` gives without privilege; the binding
-/// predates it.
-pub const UFFD_USER_MODE_ONLY: i32 = 1;
+/// `UFFD_USER_MODE_ONLY` (Linux 5.11): a descriptor that sees only faults taken in user mode,
+/// which `userfaultfd(2)` gives without privilege.
+pub const UFFD_USER_MODE_ONLY: i32 = sys::UFFD_USER_MODE_ONLY as i32;
 
 /// Whether `userfaultfd(2)` gives this process a descriptor with `flags` (besides close-on-exec
 /// and non-blocking). Without `UFFD_USER_MODE_ONLY` it takes `CAP_SYS_PTRACE` or

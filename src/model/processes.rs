@@ -80,8 +80,16 @@ impl Processes {
         })
     }
 
+    /// Applies `line` to `replay`, keeping each process's account of it: the one sequence the
+    /// state actor and `replay` both follow.
+    pub fn apply(&mut self, replay: &mut Replay, line: &Line) {
+        self.before(replay, line);
+        replay.apply_line(line);
+        self.after(replay, line);
+    }
+
     /// Before `replay` applies `line`: what it says of its process.
-    pub fn before(&mut self, replay: &Replay, line: &Line) {
+    fn before(&mut self, replay: &Replay, line: &Line) {
         self.ended = None;
         let t = line.t_ns;
         let event = &line.event;
@@ -141,7 +149,7 @@ impl Processes {
 
     /// After `replay` applied `line`: the peaks of the processes whose space grew or that joined
     /// one.
-    pub fn after(&mut self, replay: &Replay, line: &Line) {
+    fn after(&mut self, replay: &Replay, line: &Line) {
         let joined = match line.event {
             Event::Exec { pid, .. } => Some(pid),
             Event::Fork { child, .. } => Some(child),
@@ -183,4 +191,23 @@ impl Processes {
             })
             .collect()
     }
+}
+
+/// An argv on one line: control characters escaped (a newline in a `bash -c` script would break
+/// a table). The summary's and `replay`'s tables use it.
+pub fn argv_line(argv: &[String]) -> String {
+    let mut text = String::new();
+    for (i, arg) in argv.iter().enumerate() {
+        if i > 0 {
+            text.push(' ');
+        }
+        for c in arg.chars() {
+            if c.is_control() {
+                text.extend(c.escape_default());
+            } else {
+                text.push(c);
+            }
+        }
+    }
+    text
 }

@@ -54,7 +54,7 @@ pub(crate) fn range(r: &Range<u64>) -> String {
 }
 
 /// An argv on one line, its control characters escaped.
-pub(crate) use crate::actors::state::argv_line as argv;
+pub(crate) use crate::model::processes::argv_line as argv;
 
 /// [`argv`] shortened for a table's last column (`--json` has it whole).
 pub(crate) fn argv_short(words: &[String]) -> String {

@@ -117,9 +117,7 @@ impl State {
             self.page_size = (*page_size).max(1);
             self.faults = *faults;
         }
-        self.processes.before(&self.replay, line);
-        self.replay.apply_line(line);
-        self.processes.after(&self.replay, line);
+        self.processes.apply(&mut self.replay, line);
         self.last = Some((line.seq, line.t_ns));
     }
 

@@ -18,8 +18,7 @@ use std::time::Duration;
 use async_channel::{Receiver, Sender};
 
 use self::output::Output;
-pub use self::output::{DEFAULT_BUFFER_BYTES, WaitsForRoom};
-pub(crate) use self::summary::argv_line;
+pub use self::output::{DEFAULT_BUFFER, DEFAULT_BUFFER_BYTES, WaitsForRoom};
 pub use self::summary::human_summary;
 use crate::event::{
     Event, ForkKind, Line, ProcessSummary, RunTotals, SpaceId, VerifyTotals, WarningKind,
@@ -145,9 +144,7 @@ impl StateActor {
         self.last_t_ns = line.t_ns;
         self.next_seq = line.seq + 1;
         self.count(&mut line);
-        self.lives.before(&self.model, &line);
-        self.model.apply_line(&line);
-        self.lives.after(&self.model, &line);
+        self.lives.apply(&mut self.model, &line);
         self.ended.extend(self.lives.ended.take());
         match probe {
             Some(probe) => self.verify(&mut line.event, probe).await,

@@ -24,6 +24,8 @@ const BATCH_BYTES: usize = 64 << 10;
 /// The default of `--buffer`: a few seconds of a busy program's lines, small beside the memory
 /// of the program being traced.
 pub const DEFAULT_BUFFER_BYTES: u32 = 4 << 20;
+/// The same, as `--buffer` shows and takes it.
+pub const DEFAULT_BUFFER: &str = "4MiB";
 
 /// The stream's file or pipe, written as if it blocked: a descriptor left non-blocking by
 /// whoever gave it to us (a shell, a parent's `O_NONBLOCK` pipe) answers EAGAIN when full, which
@@ -303,6 +305,14 @@ mod tests {
                 message: "é".repeat(3),
             },
         }
+    }
+
+    #[test]
+    fn the_default_buffer_reads_as_its_bytes() {
+        assert_eq!(
+            parse_size::parse_size(DEFAULT_BUFFER).unwrap(),
+            u64::from(DEFAULT_BUFFER_BYTES)
+        );
     }
 
     #[tokio::test]

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use humansize::{BINARY, format_size};
 
 use crate::event::{ProcessSummary, RunTotals};
+use crate::model::processes::argv_line;
 
 /// The argv column shows at most this many characters.
 const ARGV_CHARS: usize = 60;
@@ -111,25 +112,6 @@ fn end(p: &ProcessSummary) -> String {
         (Some(code), None) => format!("exit {code}"),
         (None, None) => "-".into(),
     }
-}
-
-/// The argv on one line: control characters escaped (a newline in a `bash -c` script would
-/// break a table). `replay`'s tables use it too.
-pub(crate) fn argv_line(argv: &[String]) -> String {
-    let mut text = String::new();
-    for (i, arg) in argv.iter().enumerate() {
-        if i > 0 {
-            text.push(' ');
-        }
-        for c in arg.chars() {
-            if c.is_control() {
-                text.extend(c.escape_default());
-            } else {
-                text.push(c);
-            }
-        }
-    }
-    text
 }
 
 /// [`argv_line`], shortened on a character boundary.
