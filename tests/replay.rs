@@ -739,3 +739,25 @@ fn a_timeline_over_a_long_quiet_stretch_leaves_the_same_samples_out() {
     );
     assert!(stdout.contains("samples left out"), "{stdout}");
 }
+
+/// A space its last process leaves by `exec` ends there: `--maps-at-exit` lists it too, saying
+/// which program the process went on to run, and then the new space at the process's exit.
+#[test]
+fn maps_at_exit_lists_a_space_left_by_exec() {
+    let s = Stream::of(&[workload("exec_thread")]);
+    let answer = replay_json(&s, &["--maps-at-exit"]);
+    let execs: Vec<&Value> = s.lines.iter().filter(|l| l["ev"] == "exec").collect();
+    assert_eq!(execs.len(), 2);
+    let pid = n(execs[0], "pid");
+    assert_eq!(answer.len(), 2, "{answer:?}");
+    let left = &answer[0];
+    assert_eq!(n(left, "pid"), pid);
+    assert_eq!(n(left, "space"), n(execs[0], "space"));
+    assert_eq!(left["exec"], execs[1]["path"], "{left}");
+    assert_eq!(left["exited"], false);
+    assert!(n(left, "resident_bytes") > 0, "{left}");
+    let ended = &answer[1];
+    assert_eq!(n(ended, "space"), n(execs[1], "space"));
+    assert_eq!(ended["exited"], true);
+    assert!(ended.get("exec").is_none());
+}

@@ -1,6 +1,6 @@
-//! `replay --maps-at-exit`: the mappings still there when each space's last process exited,
-//! largest first, with where each was made: the mapping-level view of what a program never
-//! gave back.
+//! `replay --maps-at-exit`: the mappings still there when each space's last process exited (or
+//! left it by `exec`), largest first, with where each was made: the mapping-level view of what a
+//! program never gave back.
 
 use std::io::{self, Write};
 use std::ops::Range;
@@ -24,8 +24,11 @@ struct SpaceJson<'a> {
     t_ns: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     wall: Option<String>,
-    /// False for a process still running at the last line.
+    /// False for a process still running at the last line, or one that left by `exec`.
     exited: bool,
+    /// The program a process that left its space by `exec` went on to run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    exec: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     status: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -37,6 +40,17 @@ struct SpaceJson<'a> {
 
 pub(crate) struct MapsAtExit {
     json: bool,
+}
+
+/// How the last process of a space left it.
+#[derive(Clone, Copy)]
+enum Left<'a> {
+    /// Its `exit` (the process's status and signal say how).
+    Exit,
+    /// An `exec` of this program: the old program's space ended there.
+    Exec(&'a str),
+    /// Not seen: still running at the last line.
+    Running,
 }
 
 impl MapsAtExit {
@@ -65,14 +79,13 @@ impl MapsAtExit {
         maps
     }
 
-    /// One space as its last process `p` leaves it at `t_ns` (its `exit`; none for a process
-    /// still running at the last line).
+    /// One space as its last process `p` leaves it at `t_ns`.
     fn write(
         &self,
         state: &State,
         space: SpaceId,
         p: &Process,
-        t_ns: u64,
+        (t_ns, left): (u64, Left),
         out: &mut dyn Write,
     ) -> io::Result<()> {
         let Some(s) = state.replay.spaces.get(&space) else {
@@ -87,7 +100,11 @@ impl MapsAtExit {
                 space,
                 t_ns,
                 wall: state.clock.wall_ns(t_ns),
-                exited: p.ended_ns.is_some(),
+                exited: matches!(left, Left::Exit),
+                exec: match left {
+                    Left::Exec(path) => Some(path),
+                    _ => None,
+                },
                 status: p.status,
                 signal: p.signal.as_deref(),
                 resident_bytes: s.resident_bytes,
@@ -101,9 +118,10 @@ impl MapsAtExit {
             return out.flush();
         }
         let mapped: u64 = maps.iter().map(|(r, _)| r.end - r.start).sum();
-        let end = match p.ended_ns {
-            Some(_) => p.end(),
-            None => "still running at the last line".into(),
+        let end = match left {
+            Left::Exit => p.end(),
+            Left::Exec(path) => format!("exec'd {path}"),
+            Left::Running => "still running at the last line".into(),
         };
         writeln!(
             out,
@@ -126,23 +144,28 @@ impl MapsAtExit {
 
 impl Query for MapsAtExit {
     fn before(&mut self, state: &State, line: &Line, out: &mut dyn Write) -> io::Result<Flow> {
-        let Event::Exit { pid, space, .. } = &line.event else {
-            return Ok(Flow::Go);
+        let (pid, left) = match &line.event {
+            Event::Exit { pid, .. } => (*pid, Left::Exit),
+            Event::Exec { pid, path, .. } => (*pid, Left::Exec(path)),
+            _ => return Ok(Flow::Go),
         };
         let replay = &state.replay;
-        // Only the last process of a space ends it (a vfork child leaves its parent's behind).
-        let last = replay.process_space.get(pid) == Some(space)
-            && replay
-                .process_space
-                .values()
-                .filter(|s| *s == space)
-                .count()
-                == 1;
-        if !last {
+        // Only the last process of a space ends it (a vfork child leaves its parent's behind);
+        // the traced program's first exec leaves no space.
+        let Some(&space) = replay.process_space.get(&pid) else {
+            return Ok(Flow::Go);
+        };
+        let last = replay
+            .process_space
+            .values()
+            .filter(|&&s| s == space)
+            .count()
+            == 1;
+        if !last || line.event.creates_space() == Some(space) {
             return Ok(Flow::Go);
         }
-        let mut p = state.processes.live.get(pid).cloned().unwrap_or_default();
-        p.pid = *pid;
+        let mut p = state.processes.live.get(&pid).cloned().unwrap_or_default();
+        p.pid = pid;
         if let Event::Exit {
             name,
             status,
@@ -155,7 +178,7 @@ impl Query for MapsAtExit {
             p.signal = signal.clone();
             p.ended_ns = Some(line.t_ns);
         }
-        self.write(state, *space, &p, line.t_ns, out)?;
+        self.write(state, space, &p, (line.t_ns, left), out)?;
         Ok(Flow::Go)
     }
 
@@ -170,7 +193,7 @@ impl Query for MapsAtExit {
                 continue;
             }
             seen.push(space);
-            self.write(state, space, &p, state.t_ns(), out)?;
+            self.write(state, space, &p, (state.t_ns(), Left::Running), out)?;
         }
         Ok(())
     }
