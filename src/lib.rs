@@ -22,6 +22,7 @@ pub mod event;
 pub mod kernel;
 pub mod model;
 pub mod query;
+pub mod report;
 pub mod run;
 pub mod test_hooks;
 pub mod verify;

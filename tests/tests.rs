@@ -12,6 +12,7 @@ mod lifecycle;
 mod memory;
 mod process_order;
 mod replay;
+mod report;
 mod stream;
 mod stress;
 mod verify;
