@@ -89,27 +89,11 @@ fn leak_sanitizer_reports_as_untraced() {
         let report = "ERROR: LeakSanitizer: detected memory leaks";
         assert!(stderr.contains(report), "untraced: {stderr}");
         let t = trace_within(&["--verify"], &argv, HANG);
-        // What a failed check found, and the lines about that range, to tell a race from a bug.
-        let evidence = || {
-            let checks: Vec<String> = t
-                .lines
-                .iter()
-                .filter(|l| match &l.event {
-                    Event::Verify {
-                        mismatched_pages, ..
-                    } => *mismatched_pages > 0,
-                    Event::Warning { .. } => true,
-                    _ => false,
-                })
-                .map(|l| serde_json::to_string(l).unwrap())
-                .collect();
-            format!("{}\n{}", checks.join("\n"), t.stderr)
-        };
         assert_eq!(
             (t.status, &t.stdout),
             (status, &stdout),
             "{args:?}: {}",
-            evidence()
+            t.evidence()
         );
         assert!(t.stderr.contains(report), "{args:?}: {}", t.stderr);
         assert!(

@@ -4,24 +4,7 @@
 
 use std::time::Duration;
 
-use mevi_actors::event::Event;
-
-use crate::util::{Traced, installed, trace_within};
-
-fn first_mismatches(t: &Traced) -> Vec<String> {
-    t.lines
-        .iter()
-        .filter_map(|l| match &l.event {
-            Event::Verify {
-                mismatched_pages,
-                first_mismatches,
-                ..
-            } if *mismatched_pages > 0 => Some(format!("seq {}: {first_mismatches:?}", l.seq)),
-            _ => None,
-        })
-        .take(5)
-        .collect()
-}
+use crate::util::{installed, trace_within};
 
 #[test]
 fn stress_ng_memory_stressors_agree_with_the_kernel() {
@@ -55,9 +38,9 @@ fn stress_ng_memory_stressors_agree_with_the_kernel() {
         ],
         Duration::from_secs(300),
     );
-    assert_eq!(t.status, 0, "{}", t.stderr);
+    assert_eq!(t.status, 0, "{}", t.evidence());
     let v = t.verify_totals();
-    assert_eq!(v.mismatched_pages, 0, "{:?}", first_mismatches(&t));
+    assert_eq!(v.mismatched_pages, 0, "{}", t.evidence());
     assert!(v.points >= 10, "only {} checks", v.points);
 }
 
@@ -95,8 +78,8 @@ fn python_threads_allocating_agree_with_the_kernel() {
         &[python, "-c", THREADED_ALLOCATION],
         Duration::from_secs(300),
     );
-    assert_eq!(t.status, 0, "{}", t.stderr);
+    assert_eq!(t.status, 0, "{}", t.evidence());
     let v = t.verify_totals();
-    assert_eq!(v.mismatched_pages, 0, "{:?}", first_mismatches(&t));
+    assert_eq!(v.mismatched_pages, 0, "{}", t.evidence());
     assert!(v.points >= 2, "only {} checks", v.points);
 }

@@ -324,6 +324,60 @@ impl Traced {
             .unwrap_or_else(|| panic!("no summary line in the stream\n{}", self.stderr))
     }
 
+    /// For a failed run: the `verify` lines that found mismatches, every warning, and the
+    /// stream's lines about the first mismatched ranges (what each side was told), then stderr.
+    pub fn evidence(&self) -> String {
+        let mut out = Vec::new();
+        let mut ranges = Vec::new();
+        for l in &self.lines {
+            match &l.event {
+                Event::Verify {
+                    space,
+                    mismatched_pages,
+                    first_mismatches,
+                    ..
+                } if *mismatched_pages > 0 => {
+                    out.push(serde_json::to_string(l).unwrap());
+                    ranges.extend(first_mismatches.iter().map(|m| (*space, m.start..m.end)));
+                }
+                Event::Warning { .. } => out.push(serde_json::to_string(l).unwrap()),
+                _ => {}
+            }
+        }
+        ranges.truncate(3);
+        let touches = |l: &Line| {
+            let v = serde_json::to_value(&l.event).unwrap();
+            let n = |k: &str| v.get(k).and_then(serde_json::Value::as_u64);
+            let spans = [
+                ("start", "end"),
+                ("old_start", "old_end"),
+                ("new_start", "new_end"),
+                ("old", "new"),
+            ];
+            ranges.iter().any(|(space, r)| {
+                l.event.space() == Some(*space)
+                    && spans.iter().any(|(a, b)| match (n(a), n(b)) {
+                        (Some(a), Some(b)) => a.min(b) < r.end && a.max(b) > r.start,
+                        _ => false,
+                    })
+            })
+        };
+        let about: Vec<String> = self
+            .lines
+            .iter()
+            .filter(|l| touches(l))
+            .map(|l| serde_json::to_string(l).unwrap())
+            .collect();
+        let skip = about.len().saturating_sub(60);
+        out.push(format!(
+            "lines about the first mismatched ranges (last 60 of {}):",
+            about.len()
+        ));
+        out.extend(about.into_iter().skip(skip));
+        out.push(self.stderr.clone());
+        out.join("\n")
+    }
+
     /// The summary's `--verify` totals.
     pub fn verify_totals(&self) -> VerifyTotals {
         self.summary()
