@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use crate::actors::lane::LaneConfig;
 use crate::actors::sequencer::Sequencer;
-use crate::actors::state::{RunReport, StateActor, StateOptions, WaitsForRoom};
+use crate::actors::state::{ReportTap, RunReport, StateActor, StateOptions, WaitsForRoom};
 use crate::actors::supervisor::{self, Supervisor};
 use crate::actors::tracer::{TraceError, Tracer, TracerConfig};
 use crate::event::{Event, SCHEMA, VerifyTotals};
@@ -47,6 +47,8 @@ pub struct RunOptions {
     pub corrupt_state: bool,
     /// `--buffer`: bytes of lines that may wait for the stream's reader.
     pub buffer_bytes: u32,
+    /// `--report FILE`: write the HTML report there when the run ends.
+    pub report: Option<PathBuf>,
 }
 
 /// How long a lane reads its empty userfaultfd again before it sleeps: the next fault of a
@@ -116,6 +118,15 @@ pub fn run(options: RunOptions) -> RunOutcome {
             Err(e) => return fail(1, format!("mevi-actors: stdout: {e}")),
         },
     };
+    // Created now, as the stream's file is: a path that cannot be written fails before the
+    // program runs, not after.
+    let report = match &options.report {
+        Some(path) => match std::fs::File::create(path) {
+            Ok(f) => Some(ReportTap::new(path.clone(), f)),
+            Err(e) => return fail(1, format!("mevi-actors: --report {}: {e}", path.display())),
+        },
+        None => None,
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("mevi-actors-io")
@@ -152,7 +163,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
         faults: options.faults,
         buffer_bytes: options.buffer_bytes,
     };
-    let (state, state_handle) = StateActor::new(STATE_CAPACITY, writer, state_options);
+    let (state, state_handle) = StateActor::new(STATE_CAPACITY, writer, state_options, report);
     let (sequencer, sequencer_handle) = Sequencer::new(SEQUENCER_CAPACITY, state_handle, started);
     let thp = if test_hooks::fails(Fault::ThpAlways, None) {
         ThpPolicy::Always

@@ -164,3 +164,185 @@ fn records_rebuild_the_demo_at_any_time() {
         encoder.keyframes.len()
     );
 }
+
+// --- issue 12: the report file ---
+
+/// The meta block and the record bytes (still base64) of a report file.
+fn report_parts(html: &str) -> (serde_json::Value, String) {
+    let block = |id: &str| {
+        let open = format!("id=\"{id}\">");
+        let start = html
+            .find(&open)
+            .unwrap_or_else(|| panic!("no {id} block in the report"))
+            + open.len();
+        let len = html[start..].find("</script>").expect("the block ends");
+        html[start..start + len].to_string()
+    };
+    let meta = serde_json::from_str(&block("mevi-meta")).expect("the meta is JSON");
+    (meta, block("mevi-records"))
+}
+
+#[test]
+fn run_report_writes_the_page_report_makes_from_the_stream() {
+    let page_of_run = scratch("run-report.html");
+    let t = trace(
+        &["--report", page_of_run.to_str().unwrap()],
+        &[workload("fork_touch")],
+    );
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    let stream = scratch("run-report.jsonl");
+    let text: String = t
+        .lines
+        .iter()
+        .map(|l| serde_json::to_string(l).unwrap() + "\n")
+        .collect();
+    std::fs::write(&stream, text).unwrap();
+    let page_of_report = scratch("report.html");
+    let (status, _, stderr) = run_bounded(
+        Command::new(bin())
+            .arg("report")
+            .arg(&stream)
+            .arg("-o")
+            .arg(&page_of_report),
+    );
+    assert_eq!(status, 0, "{stderr}");
+    let a = std::fs::read_to_string(&page_of_run).unwrap();
+    let b = std::fs::read_to_string(&page_of_report).unwrap();
+    for f in [&page_of_run, &page_of_report, &stream] {
+        std::fs::remove_file(f).ok();
+    }
+    let (meta_a, records_a) = report_parts(&a);
+    let (meta_b, records_b) = report_parts(&b);
+    assert_eq!(
+        meta_a, meta_b,
+        "the same meta from the run and from its stream"
+    );
+    assert_eq!(records_a, records_b, "the same records");
+    assert_eq!(a, b, "the same file");
+
+    // The figures the page shows are the summary's.
+    let (processes, totals) = t.summary();
+    let shown = meta_a["processes"].as_array().unwrap();
+    assert_eq!(shown.len(), processes.len());
+    for p in processes {
+        let row = shown
+            .iter()
+            .find(|r| r["pid"] == p.pid)
+            .unwrap_or_else(|| panic!("pid {} not in the report", p.pid));
+        assert_eq!(
+            row["peak_resident_bytes"], p.peak_resident_bytes,
+            "pid {}",
+            p.pid
+        );
+        assert_eq!(row["resident_bytes"], p.resident_bytes, "pid {}", p.pid);
+        assert_eq!(row["first_touches"], p.faults, "pid {}", p.pid);
+    }
+    let tree_max = meta_a["buckets"]["tree"]["max"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_u64())
+        .max();
+    assert_eq!(tree_max, Some(totals.tree_peak_resident_bytes));
+    assert_eq!(meta_a["complete"], true);
+    // Every layout and lifecycle line is a row (well under the cap).
+    let layout = t
+        .lines
+        .iter()
+        .filter(|l| {
+            !matches!(
+                l.event,
+                Event::Start { .. }
+                    | Event::Resident { .. }
+                    | Event::Verify { .. }
+                    | Event::Summary { .. }
+            )
+        })
+        .count();
+    assert_eq!(meta_a["events"]["rows"].as_array().unwrap().len(), layout);
+    // The records decode to the end state.
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(records_a)
+        .unwrap();
+    assert_eq!(meta_a["records"]["bytes"], bytes.len());
+    let mut decoder = Decoder::new(&bytes);
+    decoder.advance_to(u64::MAX).unwrap();
+    let (replay, _) = crate::util::replay_keeping_ends(&t.lines);
+    assert_same(u64::MAX, &replay, &decoder.spaces);
+}
+
+#[test]
+fn report_says_what_it_cannot_write() {
+    let stream = scratch("report-bad.jsonl");
+    let (status, _, stderr) = run_bounded(Command::new(bin()).arg("demo").arg("-o").arg(&stream));
+    assert_eq!(status, 0, "{stderr}");
+    // From stdin, the page needs a place.
+    let (status, _, stderr) = run_bounded(
+        Command::new(bin())
+            .arg("report")
+            .arg("-")
+            .stdin(std::fs::File::open(&stream).unwrap()),
+    );
+    assert_eq!(status, 2, "{stderr}");
+    assert!(stderr.contains("-o FILE"), "{stderr}");
+    // Never over the trace itself.
+    let (status, _, stderr) = run_bounded(
+        Command::new(bin())
+            .arg("report")
+            .arg(&stream)
+            .arg("-o")
+            .arg(&stream),
+    );
+    assert_eq!(status, 2, "{stderr}");
+    assert!(std::fs::metadata(&stream).unwrap().len() > 0);
+    // A folder that does not exist: one line, status 1.
+    let (status, _, stderr) = run_bounded(
+        Command::new(bin())
+            .arg("report")
+            .arg(&stream)
+            .arg("-o")
+            .arg("/nonexistent/r.html"),
+    );
+    assert_eq!(status, 1, "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("/nonexistent/r.html"), "{stderr}");
+    // The default place is beside the trace; `-o -` is stdout.
+    let (status, stdout, stderr) = run_bounded(Command::new(bin()).arg("report").arg(&stream));
+    assert_eq!(status, 0, "{stderr}");
+    assert!(stdout.is_empty());
+    let beside = stream.with_extension("html");
+    let page = std::fs::read_to_string(&beside).unwrap();
+    assert!(page.starts_with("<!doctype html>"), "{}", &page[..100]);
+    let (status, stdout, stderr) = run_bounded(
+        Command::new(bin())
+            .arg("report")
+            .arg(&stream)
+            .arg("-o")
+            .arg("-"),
+    );
+    assert_eq!(status, 0, "{stderr}");
+    assert_eq!(stdout, page);
+    std::fs::remove_file(&beside).ok();
+    std::fs::remove_file(&stream).ok();
+}
+
+#[test]
+fn run_report_to_a_bad_path_fails_before_the_program_runs() {
+    let marker = scratch("report-ran");
+    let (status, _, stderr) = run_bounded(
+        Command::new(bin())
+            .args([
+                "run",
+                "--report",
+                "/nonexistent/r.html",
+                "-o",
+                "/dev/null",
+                "--",
+            ])
+            .args(["/bin/touch", marker.to_str().unwrap()]),
+    );
+    assert_eq!(status, 1, "{stderr}");
+    assert!(stderr.contains("/nonexistent/r.html"), "{stderr}");
+    assert!(!marker.exists(), "the program ran");
+}

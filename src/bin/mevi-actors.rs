@@ -1,4 +1,4 @@
-//! The command line: `run`, `demo`, `replay`, `doctor`.
+//! The command line: `run`, `demo`, `replay`, `report`, `doctor`.
 
 #![forbid(unsafe_code)]
 
@@ -73,6 +73,10 @@ enum Command {
         /// notably on virtual machines, at the price of busy idle CPUs. Needs root.
         #[arg(long)]
         idle_poll: bool,
+        /// When the run ends, also write the HTML report of the stream to FILE (as `report`
+        /// would from the stream).
+        #[arg(long, value_name = "FILE")]
+        report: Option<PathBuf>,
         /// Test hook (test builds only): forget the first resident page in the replayed state,
         /// so that --verify must find a mismatch.
         #[cfg(feature = "test-hooks")]
@@ -97,6 +101,9 @@ enum Command {
         /// As for `run`.
         #[arg(long, value_name = "MS", default_value_t = DEFAULT_COALESCE_MS)]
         coalesce_ms: u64,
+        /// Also write the HTML report to FILE, as for `run`.
+        #[arg(long, value_name = "FILE")]
+        report: Option<PathBuf>,
     },
     /// Answer questions from a written stream: its processes, the state at an instant, what
     /// was still mapped at each exit, resident memory over time.
@@ -127,6 +134,21 @@ enum Command {
         #[arg(long, value_name = "MS", group = "mode", value_parser = clap::value_parser!(u64).range(1..))]
         timeline: Option<u64>,
         /// A stream written by `run` (`-` for stdin).
+        file: PathBuf,
+    },
+    /// Draw a written stream as one HTML page: processes, resident memory over time, every
+    /// address space at any instant (time travel), threads, layout events and checks.
+    ///
+    /// The page is one file with everything inline: it opens from disk in a browser and
+    /// makes no network request (docs/report.md). Exit status as for `replay`.
+    Report {
+        /// Where to write the page; by default the trace's name with `.html` (`-` is stdout).
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Skip lines that are not stream lines, with a warning for each, instead of stopping.
+        #[arg(long)]
+        lenient: bool,
+        /// A stream written by `run` (`-` for stdin, then -o is needed).
         file: PathBuf,
     },
     /// Check that `run` can follow first touches here, and say what to change if not.
@@ -175,6 +197,7 @@ fn main() -> ExitCode {
             coalesce_ms,
             idle_poll,
             buffer,
+            report,
             #[cfg(feature = "test-hooks")]
             test_corrupt_state,
             program,
@@ -192,6 +215,7 @@ fn main() -> ExitCode {
                 idle_poll,
                 corrupt_state: test_corrupt_state,
                 buffer_bytes: buffer,
+                report,
             })
             .status
         }
@@ -200,6 +224,7 @@ fn main() -> ExitCode {
             no_faults,
             verify,
             coalesce_ms,
+            report,
         } => {
             let exe = match std::env::current_exe() {
                 Ok(exe) => exe,
@@ -219,6 +244,7 @@ fn main() -> ExitCode {
                 idle_poll: false,
                 corrupt_state: false,
                 buffer_bytes: mevi_actors::actors::state::DEFAULT_BUFFER_BYTES,
+                report,
             })
             .status
         }
@@ -245,6 +271,15 @@ fn main() -> ExitCode {
                 mode,
             })
         }
+        Command::Report {
+            output,
+            lenient,
+            file,
+        } => mevi_actors::report::run(&mevi_actors::report::Options {
+            file,
+            output,
+            lenient,
+        }),
         Command::Doctor => {
             use std::io::Write;
             let report = mevi_actors::doctor::examine();

@@ -6,7 +6,7 @@ mod at;
 mod format;
 mod maps_at_exit;
 mod processes;
-mod reader;
+pub(crate) mod reader;
 mod timeline;
 
 use std::io::{self, Write};
@@ -183,14 +183,14 @@ fn run_to(options: &Options, out: &mut dyn Write) -> Result<i32, Failure> {
             source.rewind()?;
             source.read(&mut at::StateAt::at_peak(finder, json), out)?;
             // What the whole stream says, not only the part read up to the peak.
-            return Ok(report(&source, &whole, false));
+            return Ok(stream_status(&source, &whole, false));
         }
     };
-    Ok(report(&source, &state, stopped))
+    Ok(stream_status(&source, &state, stopped))
 }
 
 /// Says on stderr what the stream itself says went wrong; the exit status that follows.
-fn report(source: &Source, state: &State, stopped: bool) -> i32 {
+pub(crate) fn stream_status(source: &Source, state: &State, stopped: bool) -> i32 {
     let replay = &state.replay;
     for warning in &replay.warnings {
         crate::to_stderr!("mevi-actors: stream warning: {warning}");

@@ -7,6 +7,7 @@
 //! takes the next line, so every check still sees exactly the lines before it.
 
 mod output;
+mod report;
 mod summary;
 #[cfg(test)]
 mod tests;
@@ -19,6 +20,7 @@ use async_channel::{Receiver, Sender};
 
 use self::output::Output;
 pub use self::output::{DEFAULT_BUFFER, DEFAULT_BUFFER_BYTES, WaitsForRoom};
+pub use self::report::ReportTap;
 pub use self::summary::human_summary;
 use crate::event::{
     Event, ForkKind, Line, ProcessSummary, RunTotals, SpaceId, VerifyTotals, WarningKind,
@@ -93,6 +95,8 @@ pub struct StateActor {
     /// the second was never checked.
     checked_spaces: BTreeSet<SpaceId>,
     left_out_spaces: BTreeSet<SpaceId>,
+    /// `--report`: the page's builder, fed every line.
+    report: Option<ReportTap>,
 }
 
 impl StateActor {
@@ -100,6 +104,7 @@ impl StateActor {
         capacity: usize,
         writer: Box<dyn Write + Send>,
         options: StateOptions,
+        report: Option<ReportTap>,
     ) -> (Self, StateHandle) {
         let (tx, inbox) = async_channel::bounded(capacity);
         let actor = Self {
@@ -117,6 +122,7 @@ impl StateActor {
             options,
             checked_spaces: BTreeSet::new(),
             left_out_spaces: BTreeSet::new(),
+            report,
         };
         (actor, StateHandle { tx })
     }
@@ -144,12 +150,19 @@ impl StateActor {
         self.last_t_ns = line.t_ns;
         self.next_seq = line.seq + 1;
         self.count(&mut line);
+        if let Some(tap) = &mut self.report {
+            tap.before(&self.model, &line);
+        }
         self.lives.apply(&mut self.model, &line);
-        self.ended.extend(self.lives.ended.take());
         match probe {
             Some(probe) => self.verify(&mut line.event, probe).await,
             None => self.not_checked(&mut line.event),
         }
+        // After the check: the page shows what it found.
+        if let Some(tap) = &mut self.report {
+            tap.after(&self.model, &self.lives, &line);
+        }
+        self.ended.extend(self.lives.ended.take());
         if self.options.corrupt_first_touch
             && let Event::Resident {
                 pid,
@@ -368,6 +381,11 @@ impl StateActor {
                 totals: self.totals.clone(),
             },
         };
+        if let Some(mut tap) = self.report.take() {
+            tap.before(&self.model, &summary);
+            tap.after(&self.model, &self.lives, &summary);
+            tap.finish(&self.model, &self.lives).await;
+        }
         self.output.push(summary).await;
         self.output.finish().await;
         if self.options.human_summary {

@@ -1,0 +1,228 @@
+//! The report's overview curves: values over time in a bounded number of buckets. A bucket's
+//! width doubles (neighbours merged) whenever the trace outgrows them, so memory stays fixed
+//! however long the trace is; views zoomed in further read the records instead.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+/// At most this many buckets per curve.
+pub const MAX_BUCKETS: u64 = 2048;
+/// The first width: about a millisecond.
+const FIRST_WIDTH_NS: u64 = 1 << 20;
+
+/// A level over time (resident bytes): per bucket its largest value and its value at the end.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Level {
+    /// The bucket of `max[0]`.
+    pub first: u64,
+    pub max: Vec<u64>,
+    pub last: Vec<u64>,
+    /// No more values: it is not carried on to the end.
+    #[serde(skip)]
+    pub closed: bool,
+}
+
+impl Level {
+    /// `value` from bucket `i` on; the buckets since the last value keep that value.
+    fn set(&mut self, i: u64, value: u64) {
+        if self.max.is_empty() {
+            self.first = i;
+            self.max.push(value);
+            self.last.push(value);
+        }
+        self.carry_to(i);
+        let at = (i - self.first) as usize;
+        self.max[at] = self.max[at].max(value);
+        self.last[at] = value;
+    }
+
+    /// Extends the curve up to bucket `i` with its last value.
+    fn carry_to(&mut self, i: u64) {
+        let Some(&last) = self.last.last() else {
+            return;
+        };
+        while self.first + (self.max.len() as u64) <= i {
+            self.max.push(last);
+            self.last.push(last);
+        }
+    }
+
+    fn halve(&mut self) {
+        let (max, last) = (
+            std::mem::take(&mut self.max),
+            std::mem::take(&mut self.last),
+        );
+        let first = self.first / 2;
+        for (k, (m, l)) in max.into_iter().zip(last).enumerate() {
+            let j = ((self.first + k as u64) / 2 - first) as usize;
+            if j == self.max.len() {
+                self.max.push(m);
+                self.last.push(l);
+            } else {
+                self.max[j] = self.max[j].max(m);
+                self.last[j] = l;
+            }
+        }
+        self.first = first;
+    }
+}
+
+/// A count over time (first-touch pages): per bucket the sum.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Count {
+    pub first: u64,
+    pub n: Vec<u64>,
+}
+
+impl Count {
+    fn add(&mut self, i: u64, n: u64) {
+        if self.n.is_empty() {
+            self.first = i;
+        }
+        let at = (i - self.first) as usize;
+        if at >= self.n.len() {
+            self.n.resize(at + 1, 0);
+        }
+        self.n[at] += n;
+    }
+
+    fn halve(&mut self) {
+        let n = std::mem::take(&mut self.n);
+        let first = self.first / 2;
+        for (k, v) in n.into_iter().enumerate() {
+            let j = ((self.first + k as u64) / 2 - first) as usize;
+            if j == self.n.len() {
+                self.n.push(v);
+            } else {
+                self.n[j] += v;
+            }
+        }
+        self.first = first;
+    }
+}
+
+/// Every curve of the report, on one time axis.
+#[derive(Debug, Serialize)]
+pub struct Buckets {
+    pub width_ns: u64,
+    /// Buckets up to the trace's end.
+    pub n: u64,
+    /// The whole tree's resident bytes.
+    pub tree: Level,
+    /// Each space's resident bytes, over its life.
+    pub spaces: BTreeMap<u64, Level>,
+    /// First-touch pages per thread (by tid; 0 = found by a scan).
+    pub touches: BTreeMap<i32, Count>,
+}
+
+impl Default for Buckets {
+    fn default() -> Self {
+        Buckets {
+            width_ns: FIRST_WIDTH_NS,
+            n: 0,
+            tree: Level::default(),
+            spaces: BTreeMap::new(),
+            touches: BTreeMap::new(),
+        }
+    }
+}
+
+impl Buckets {
+    /// The bucket of `t_ns`, widening every curve until it fits.
+    fn bucket(&mut self, t_ns: u64) -> u64 {
+        while t_ns / self.width_ns >= MAX_BUCKETS {
+            self.width_ns *= 2;
+            self.tree.halve();
+            self.spaces.values_mut().for_each(Level::halve);
+            self.touches.values_mut().for_each(Count::halve);
+        }
+        let i = t_ns / self.width_ns;
+        self.n = self.n.max(i + 1);
+        i
+    }
+
+    pub fn tree(&mut self, t_ns: u64, bytes: u64) {
+        let i = self.bucket(t_ns);
+        self.tree.set(i, bytes);
+    }
+
+    pub fn space(&mut self, t_ns: u64, space: u64, bytes: u64) {
+        let i = self.bucket(t_ns);
+        let level = self.spaces.entry(space).or_default();
+        level.closed = false;
+        level.set(i, bytes);
+    }
+
+    /// The space has no process from `t_ns` on: its curve stops there.
+    pub fn space_ended(&mut self, t_ns: u64, space: u64) {
+        self.space(t_ns, space, 0);
+        if let Some(level) = self.spaces.get_mut(&space) {
+            level.closed = true;
+        }
+    }
+
+    pub fn touches(&mut self, t_ns: u64, tid: i32, pages: u64) {
+        let i = self.bucket(t_ns);
+        self.touches.entry(tid).or_default().add(i, pages);
+    }
+
+    /// The trace ended at `t_ns`: open curves are carried on to it.
+    pub fn finish(&mut self, t_ns: u64) {
+        let i = self.bucket(t_ns);
+        self.tree.carry_to(i);
+        for level in self.spaces.values_mut().filter(|l| !l.closed) {
+            level.carry_to(i);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_level_keeps_its_peak_and_its_last_value_through_widening() {
+        let mut b = Buckets::default();
+        b.tree(0, 10);
+        b.tree(5, 50);
+        b.tree(6, 20);
+        // Far enough to widen several times.
+        let far = FIRST_WIDTH_NS * MAX_BUCKETS * 4;
+        b.tree(far, 7);
+        b.finish(far + 1);
+        assert!(b.tree.max.len() as u64 <= MAX_BUCKETS);
+        assert_eq!(b.tree.first, 0);
+        assert_eq!(b.tree.max[0], 50, "the peak survives merging");
+        assert_eq!(b.tree.last[0], 20, "the value at the bucket's end");
+        assert_eq!(*b.tree.last.last().unwrap(), 7);
+        assert_eq!(b.tree.max.len() as u64, b.n);
+    }
+
+    #[test]
+    fn a_space_curve_covers_its_life_only() {
+        let mut b = Buckets::default();
+        let w = FIRST_WIDTH_NS;
+        b.space(3 * w, 1, 4096);
+        b.space(5 * w + 1, 1, 8192);
+        b.space_ended(7 * w, 1);
+        b.finish(20 * w);
+        let s = &b.spaces[&1];
+        assert_eq!(s.first, 3);
+        assert_eq!(s.max, [4096, 4096, 8192, 8192, 8192]);
+        assert_eq!(s.last, [4096, 4096, 8192, 8192, 0]);
+        assert_eq!(b.n, 21);
+    }
+
+    #[test]
+    fn counts_add_up_across_merges() {
+        let mut b = Buckets::default();
+        let w = FIRST_WIDTH_NS;
+        for i in 0..(MAX_BUCKETS * 3) {
+            b.touches(i * w, 7, 1);
+        }
+        let c = &b.touches[&7];
+        assert_eq!(c.n.iter().sum::<u64>(), MAX_BUCKETS * 3);
+        assert!(c.n.len() as u64 <= MAX_BUCKETS);
+    }
+}

@@ -1,0 +1,245 @@
+//! The rows of the report's event table: one per layout or lifecycle line, the rest said in a
+//! short `detail` a person reads.
+
+use super::meta::EventRow;
+use crate::event::{Event, Line};
+use crate::model::processes::argv_line;
+
+/// The table's row for `line`, or none for lines the table leaves to other views (`resident`,
+/// `verify`, `start`, `summary`).
+pub fn row(line: &Line) -> Option<EventRow> {
+    let (seq, t) = (line.seq, line.t_ns);
+    let row = |ev, pid, tid, space, range: Option<(u64, u64)>, detail: String| {
+        Some((
+            seq,
+            t,
+            ev,
+            pid,
+            tid,
+            space,
+            range.map(|r| r.0),
+            range.map(|r| r.1),
+            detail,
+        ))
+    };
+    match &line.event {
+        Event::Map {
+            pid,
+            tid,
+            space,
+            start,
+            end,
+            prot,
+            kind,
+            path,
+            tracked,
+            cause,
+            ..
+        } => {
+            let mut detail = format!("{} {prot}", json_name(kind));
+            if let Some(path) = path {
+                detail += &format!(" {path}");
+            }
+            if !tracked {
+                detail += " untracked";
+            }
+            if let Some(cause) = cause {
+                detail += &format!(" ({})", json_name(cause));
+            }
+            row(
+                "map",
+                Some(*pid),
+                Some(*tid),
+                Some(*space),
+                Some((*start, *end)),
+                detail,
+            )
+        }
+        Event::Unmap {
+            pid,
+            tid,
+            space,
+            start,
+            end,
+            cause,
+        } => row(
+            "unmap",
+            Some(*pid),
+            Some(*tid),
+            Some(*space),
+            Some((*start, *end)),
+            cause.map(|c| json_name(&c)).unwrap_or_default(),
+        ),
+        Event::Remap {
+            pid,
+            tid,
+            space,
+            old_start,
+            old_end,
+            new_start,
+            new_end,
+            dontunmap,
+        } => row(
+            "remap",
+            Some(*pid),
+            Some(*tid),
+            Some(*space),
+            Some((*new_start, *new_end)),
+            format!(
+                "from {old_start:#x}-{old_end:#x}{}",
+                if *dontunmap { " (dontunmap)" } else { "" }
+            ),
+        ),
+        Event::Brk {
+            pid,
+            tid,
+            space,
+            old,
+            new,
+            tracked,
+            ..
+        } => row(
+            "brk",
+            Some(*pid),
+            Some(*tid),
+            Some(*space),
+            Some((*old, *new)),
+            if *tracked { "" } else { "untracked" }.into(),
+        ),
+        Event::Protect {
+            pid,
+            tid,
+            space,
+            start,
+            end,
+            prot,
+        } => row(
+            "protect",
+            Some(*pid),
+            Some(*tid),
+            Some(*space),
+            Some((*start, *end)),
+            prot.clone(),
+        ),
+        Event::Discard {
+            pid,
+            tid,
+            space,
+            start,
+            end,
+            advice,
+        } => row(
+            "discard",
+            Some(*pid),
+            Some(*tid),
+            Some(*space),
+            Some((*start, *end)),
+            advice.clone(),
+        ),
+        Event::Exec {
+            pid,
+            tid,
+            space,
+            argv,
+            ..
+        } => row(
+            "exec",
+            Some(*pid),
+            Some(*tid),
+            Some(*space),
+            None,
+            argv_line(argv),
+        ),
+        Event::Fork {
+            pid,
+            tid,
+            child,
+            kind,
+            space,
+            child_space,
+        } => row(
+            "fork",
+            Some(*pid),
+            Some(*tid),
+            Some(*space),
+            None,
+            format!("{} child {child} in space {child_space}", json_name(kind)),
+        ),
+        Event::Thread {
+            pid,
+            tid,
+            child,
+            space,
+            name,
+        } => row(
+            "thread",
+            Some(*pid),
+            Some(*tid),
+            Some(*space),
+            None,
+            format!("child {child} {}", name.as_deref().unwrap_or("")),
+        ),
+        Event::ThreadExit {
+            pid,
+            tid,
+            space,
+            name,
+        } => row(
+            "thread_exit",
+            Some(*pid),
+            Some(*tid),
+            Some(*space),
+            None,
+            name.clone().unwrap_or_default(),
+        ),
+        Event::Exit {
+            pid,
+            tid,
+            space,
+            status,
+            signal,
+            name,
+            ..
+        } => {
+            let end = match (status, signal) {
+                (_, Some(signal)) => signal.clone(),
+                (Some(code), None) => format!("exit {code}"),
+                (None, None) => String::new(),
+            };
+            let name = name.as_deref().unwrap_or("");
+            row(
+                "exit",
+                Some(*pid),
+                Some(*tid),
+                Some(*space),
+                None,
+                format!("{end} {name}"),
+            )
+        }
+        Event::Warning {
+            pid,
+            space,
+            what,
+            message,
+        } => row(
+            "warning",
+            *pid,
+            None,
+            *space,
+            None,
+            format!("{}: {message}", json_name(what)),
+        ),
+        Event::Start { .. }
+        | Event::Resident { .. }
+        | Event::Verify { .. }
+        | Event::Summary { .. } => None,
+    }
+}
+
+/// A field's name as the stream writes it (`anon`, `redescribe`, `clone_vm`).
+fn json_name<T: serde::Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => String::new(),
+    }
+}

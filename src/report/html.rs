@@ -1,0 +1,65 @@
+//! The report file: the page's template with its style, data and script put in place. Nothing
+//! is fetched from anywhere: the file is the whole report.
+
+use std::io::{self, Write};
+
+use base64::engine::general_purpose::STANDARD;
+use base64::write::EncoderWriter;
+
+use super::meta::Meta;
+use super::page::{SCRIPTS, STYLE, TEMPLATE};
+
+/// Where the template takes each part (each marker alone on its line, once).
+const STYLE_MARK: &str = "<!--MEVI:STYLE-->";
+const DATA_MARK: &str = "<!--MEVI:DATA-->";
+const SCRIPT_MARK: &str = "<!--MEVI:SCRIPT-->";
+const TITLE_MARK: &str = "<!--MEVI:TITLE-->";
+
+/// Writes the report of `meta` and `records` to `out`.
+pub fn write(out: &mut dyn Write, meta: &Meta, records: &[u8]) -> io::Result<()> {
+    let mut rest = TEMPLATE;
+    for mark in [TITLE_MARK, STYLE_MARK, DATA_MARK, SCRIPT_MARK] {
+        let (before, after) = rest.split_once(mark).ok_or_else(|| {
+            io::Error::other(format!("the page's template has no {mark} (a build fault)"))
+        })?;
+        out.write_all(before.as_bytes())?;
+        match mark {
+            TITLE_MARK => out.write_all(escape_text(&meta.title).as_bytes())?,
+            STYLE_MARK => {
+                out.write_all(b"<style>\n")?;
+                out.write_all(STYLE.as_bytes())?;
+                out.write_all(b"</style>")?;
+            }
+            DATA_MARK => write_data(out, meta, records)?,
+            _ => {
+                out.write_all(b"<script>\n")?;
+                for script in SCRIPTS {
+                    out.write_all(script.as_bytes())?;
+                    out.write_all(b"\n")?;
+                }
+                out.write_all(b"</script>")?;
+            }
+        }
+        rest = after;
+    }
+    out.write_all(rest.as_bytes())
+}
+
+fn write_data(out: &mut dyn Write, meta: &Meta, records: &[u8]) -> io::Result<()> {
+    out.write_all(b"<script type=\"application/json\" id=\"mevi-meta\">")?;
+    let json = serde_json::to_string(meta).map_err(io::Error::other)?;
+    // `<` never appears raw, so no `</script>` in a path or argv can end the block early.
+    out.write_all(json.replace('<', "\\u003c").as_bytes())?;
+    out.write_all(b"</script>\n<script type=\"application/octet-stream\" id=\"mevi-records\">")?;
+    let mut encoder = EncoderWriter::new(&mut *out, &STANDARD);
+    encoder.write_all(records)?;
+    let out = encoder.finish()?;
+    out.write_all(b"</script>")
+}
+
+/// Text for an HTML element's content.
+fn escape_text(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
