@@ -11,10 +11,15 @@ use crate::actors::lane::LaneConfig;
 use crate::actors::sequencer::Sequencer;
 use crate::actors::state::{ReportTap, RunReport, StateActor, StateOptions, WaitsForRoom};
 use crate::actors::supervisor::{self, Supervisor};
-use crate::actors::tracer::{TraceError, Tracer, TracerConfig};
+use crate::actors::tracer::{ProgramEnd, TraceError, Tracer, TracerConfig};
 use crate::event::{Event, SCHEMA, VerifyTotals};
 use crate::kernel::thp::ThpPolicy;
 use crate::kernel::{spawn, uffd};
+use crate::model::Replay;
+use crate::model::processes::Processes;
+use crate::report::build::Builder;
+use crate::report::live::Hub;
+use crate::report::serve::{self, Server};
 use crate::test_hooks::{self, Fault};
 
 /// Inbox sizes. Large enough to absorb bursts, small enough that a stalled reader of the stream
@@ -49,6 +54,12 @@ pub struct RunOptions {
     pub buffer_bytes: u32,
     /// `--report FILE`: write the HTML report there when the run ends.
     pub report: Option<PathBuf>,
+    /// `--serve ADDR`: serve the live page there while the program runs.
+    pub serve: Option<std::net::SocketAddr>,
+    /// `--ui-interval-ms`: how often the live page is sent what is new.
+    pub ui_interval: std::time::Duration,
+    /// `--serve-linger SECS`: serve this long after the program ends (None: until Ctrl-C).
+    pub serve_linger: Option<std::time::Duration>,
 }
 
 /// How long a lane reads its empty userfaultfd again before it sleeps: the next fault of a
@@ -120,11 +131,38 @@ pub fn run(options: RunOptions) -> RunOutcome {
     };
     // Created now, as the stream's file is: a path that cannot be written fails before the
     // program runs, not after.
-    let report = match &options.report {
-        Some(path) => match std::fs::File::create(path) {
-            Ok(f) => Some(ReportTap::new(path.clone(), f)),
+    let mut report = None;
+    if let Some(path) = &options.report {
+        match std::fs::File::create(path) {
+            Ok(f) => report = Some(ReportTap::default().to_file(path.clone(), f)),
             Err(e) => return fail(1, format!("mevi-actors: --report {}: {e}", path.display())),
-        },
+        }
+    }
+    let server = match options.serve {
+        Some(addr) => {
+            let hub = Hub::new(Builder::default().snapshot(&Replay::new(), &Processes::default()));
+            let title = crate::model::processes::argv_line(
+                &options
+                    .argv
+                    .iter()
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect::<Vec<_>>(),
+            );
+            match Server::start(addr, hub.clone(), title, options.ui_interval) {
+                Ok(server) => {
+                    crate::to_stderr!("mevi-actors: serving {}", server.url);
+                    if addr.ip().is_unspecified() {
+                        crate::to_stderr!(
+                            "mevi-actors: --serve {addr}: every interface: whoever reaches this \
+                             machine can read the trace"
+                        );
+                    }
+                    report = Some(report.unwrap_or_default().to_hub(hub, options.ui_interval));
+                    Some(server)
+                }
+                Err(e) => return fail(1, format!("mevi-actors: --serve {addr}: {e}")),
+            }
+        }
         None => None,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -236,6 +274,42 @@ pub fn run(options: RunOptions) -> RunOutcome {
     // None: the state actor failed (the supervisor has it).
     let report = runtime.block_on(state_task).ok().and_then(Result::ok);
     runtime.shutdown_background();
+    let outcome = conclude(traced, report, &supervisor);
+    if let Some(server) = server {
+        linger(server, outcome.status, options.serve_linger);
+    }
+    outcome
+}
+
+/// After the program ended, the live page stays up until Ctrl-C (or `--serve-linger`).
+fn linger(server: Server, status: i32, linger: Option<std::time::Duration>) {
+    let until = match linger {
+        Some(d) => format!("for {} s", d.as_secs_f64()),
+        None => "until Ctrl-C".into(),
+    };
+    crate::to_stderr!(
+        "mevi-actors: the program ended (status {status}); still serving {} {until}",
+        server.url
+    );
+    if let Err(e) = serve::wait_to_stop(linger) {
+        crate::to_stderr!("mevi-actors: --serve: waiting for Ctrl-C: {e}");
+    }
+    drop(server);
+}
+
+/// The run's exit status and report, from how the tracer and the actors ended.
+fn conclude(
+    traced: Result<Result<ProgramEnd, TraceError>, String>,
+    report: Option<RunReport>,
+    supervisor: &Supervisor,
+) -> RunOutcome {
+    let fail = |status: i32, message: String| {
+        crate::to_stderr!("{message}");
+        RunOutcome {
+            status,
+            report: None,
+        }
+    };
     let status = match traced {
         Ok(Ok(end)) => end.shell_status(),
         Ok(Err(TraceError::Io(e))) => return fail(1, format!("mevi-actors: {e}")),

@@ -13,6 +13,7 @@ mod memory;
 mod process_order;
 mod replay;
 mod report;
+mod serve;
 mod stream;
 mod stress;
 mod verify;

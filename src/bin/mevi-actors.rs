@@ -3,8 +3,10 @@
 #![forbid(unsafe_code)]
 
 use std::ffi::OsString;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use mevi_actors::query::{self, At, Mode};
@@ -77,6 +79,17 @@ enum Command {
         /// would from the stream).
         #[arg(long, value_name = "FILE")]
         report: Option<PathBuf>,
+        /// Serve the report's page live while the program runs, at ADDR (by default
+        /// 127.0.0.1 on a free port; the URL is printed on stderr). After the program ends the
+        /// page stays up until Ctrl-C (or --serve-linger); the exit status is the program's.
+        #[arg(long, value_name = "ADDR", num_args = 0..=1, require_equals = true, default_missing_value = "127.0.0.1:0")]
+        serve: Option<SocketAddr>,
+        /// How often the live page is sent what is new, in milliseconds.
+        #[arg(long, value_name = "MS", default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..))]
+        ui_interval_ms: u64,
+        /// With --serve: stop serving SECS seconds after the program ends, instead of at Ctrl-C.
+        #[arg(long, value_name = "SECS", requires = "serve")]
+        serve_linger: Option<u64>,
         /// Test hook (test builds only): forget the first resident page in the replayed state,
         /// so that --verify must find a mismatch.
         #[cfg(feature = "test-hooks")]
@@ -198,6 +211,9 @@ fn main() -> ExitCode {
             idle_poll,
             buffer,
             report,
+            serve,
+            ui_interval_ms,
+            serve_linger,
             #[cfg(feature = "test-hooks")]
             test_corrupt_state,
             program,
@@ -216,6 +232,9 @@ fn main() -> ExitCode {
                 corrupt_state: test_corrupt_state,
                 buffer_bytes: buffer,
                 report,
+                serve,
+                ui_interval: Duration::from_millis(ui_interval_ms),
+                serve_linger: serve_linger.map(Duration::from_secs),
             })
             .status
         }
@@ -245,6 +264,9 @@ fn main() -> ExitCode {
                 corrupt_state: false,
                 buffer_bytes: mevi_actors::actors::state::DEFAULT_BUFFER_BYTES,
                 report,
+                serve: None,
+                ui_interval: Duration::from_millis(32),
+                serve_linger: None,
             })
             .status
         }

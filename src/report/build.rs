@@ -18,6 +18,8 @@ use crate::model::Replay;
 use crate::model::processes::{Process, Processes, argv_line};
 
 const PROBLEMS_KEPT: usize = 1_000;
+/// Rows of the event table a live page is sent each time.
+const LIVE_EVENT_ROWS: usize = 2_000;
 
 pub struct Builder {
     pub encoder: Encoder,
@@ -43,6 +45,7 @@ impl Builder {
             encoder: Encoder::new(keyframe_every),
             meta: Meta {
                 format: FORMAT,
+                live: false,
                 version: env!("CARGO_PKG_VERSION"),
                 page_size: 4096,
                 faults: true,
@@ -351,10 +354,31 @@ impl Builder {
         }
     }
 
-    /// The trace ended: the last keyframe, the processes still alive, and the meta whole.
-    pub fn finish(mut self, replay: &Replay, processes: &Processes) -> (Meta, Vec<u8>) {
-        let end = self.meta.end_ns;
-        self.encoder.keyframe(replay, end);
+    /// The meta so far as JSON, for a page following the run: the processes alive with their
+    /// figures now, and the last rows of the event table (the whole table comes at the end).
+    pub fn snapshot(&mut self, replay: &Replay, processes: &Processes) -> String {
+        self.alive_now(replay, processes);
+        self.meta.buckets.finish(self.meta.end_ns);
+        self.meta.records = self.records_index();
+        self.meta.live = true;
+        if self.saw_verify {
+            self.meta.verify = Some(Verify {
+                totals: self.verify.totals.clone(),
+                points: Vec::new(),
+                left_out: self.verify.left_out + self.verify.points.len() as u64,
+            });
+        }
+        let last = self.meta.events.last(LIVE_EVENT_ROWS);
+        let kept = std::mem::replace(&mut self.meta.events.rows, last);
+        let json = serde_json::to_string(&self.meta).unwrap_or_default();
+        self.meta.events.rows = kept;
+        self.meta.live = false;
+        self.meta.verify = None;
+        json
+    }
+
+    /// The figures of the processes alive, as they are now.
+    fn alive_now(&mut self, replay: &Replay, processes: &Processes) {
         for alive in processes.still_alive(replay) {
             if let Some(&p) = self.process_at.get(&alive.pid) {
                 let life = &mut self.meta.processes[p];
@@ -365,9 +389,30 @@ impl Builder {
                 life.unmaps = alive.unmaps;
             }
         }
+    }
+
+    fn records_index(&self) -> RecordsIndex {
+        let encoder = &self.encoder;
+        RecordsIndex {
+            count: encoder.records,
+            bytes: encoder.bytes.len() as u64,
+            keyframes: encoder
+                .keyframes
+                .iter()
+                .map(|k| [k.t_ns, k.record, k.offset as u64])
+                .collect(),
+        }
+    }
+
+    /// The trace ended: the last keyframe, the processes still alive, and the meta whole.
+    pub fn finish(mut self, replay: &Replay, processes: &Processes) -> (Meta, Vec<u8>) {
+        let end = self.meta.end_ns;
+        self.encoder.keyframe(replay, end);
+        self.alive_now(replay, processes);
         self.meta.buckets.finish(end);
         self.meta.events.finish();
         self.meta.complete = self.meta.summary.is_some();
+        self.meta.records = self.records_index();
         self.meta.problems = replay
             .problems
             .iter()
@@ -377,16 +422,6 @@ impl Builder {
         if self.saw_verify {
             self.meta.verify = Some(self.verify);
         }
-        let encoder = self.encoder;
-        self.meta.records = RecordsIndex {
-            count: encoder.records,
-            bytes: encoder.bytes.len() as u64,
-            keyframes: encoder
-                .keyframes
-                .iter()
-                .map(|k| [k.t_ns, k.record, k.offset as u64])
-                .collect(),
-        };
-        (self.meta, encoder.bytes)
+        (self.meta, self.encoder.bytes)
     }
 }

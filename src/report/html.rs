@@ -15,8 +15,14 @@ const DATA_MARK: &str = "<!--MEVI:DATA-->";
 const SCRIPT_MARK: &str = "<!--MEVI:SCRIPT-->";
 const TITLE_MARK: &str = "<!--MEVI:TITLE-->";
 
-/// Writes the report of `meta` and `records` to `out`.
-pub fn write(out: &mut dyn Write, meta: &Meta, records: &[u8]) -> io::Result<()> {
+/// Writes the report of a whole trace to `out`.
+pub fn write_report(out: &mut dyn Write, meta: &Meta, records: &[u8]) -> io::Result<()> {
+    let json = serde_json::to_string(meta).map_err(io::Error::other)?;
+    write(out, &meta.title, &json, records)
+}
+
+/// Writes the page of `meta` (its JSON, with `title`) and `records` to `out`.
+pub fn write(out: &mut dyn Write, title: &str, meta: &str, records: &[u8]) -> io::Result<()> {
     let mut rest = TEMPLATE;
     for mark in [TITLE_MARK, STYLE_MARK, DATA_MARK, SCRIPT_MARK] {
         let (before, after) = rest.split_once(mark).ok_or_else(|| {
@@ -24,7 +30,7 @@ pub fn write(out: &mut dyn Write, meta: &Meta, records: &[u8]) -> io::Result<()>
         })?;
         out.write_all(before.as_bytes())?;
         match mark {
-            TITLE_MARK => out.write_all(escape_text(&meta.title).as_bytes())?,
+            TITLE_MARK => out.write_all(escape_text(title).as_bytes())?,
             STYLE_MARK => {
                 out.write_all(b"<style>\n")?;
                 out.write_all(STYLE.as_bytes())?;
@@ -45,11 +51,10 @@ pub fn write(out: &mut dyn Write, meta: &Meta, records: &[u8]) -> io::Result<()>
     out.write_all(rest.as_bytes())
 }
 
-fn write_data(out: &mut dyn Write, meta: &Meta, records: &[u8]) -> io::Result<()> {
+fn write_data(out: &mut dyn Write, meta: &str, records: &[u8]) -> io::Result<()> {
     out.write_all(b"<script type=\"application/json\" id=\"mevi-meta\">")?;
-    let json = serde_json::to_string(meta).map_err(io::Error::other)?;
     // `<` never appears raw, so no `</script>` in a path or argv can end the block early.
-    out.write_all(json.replace('<', "\\u003c").as_bytes())?;
+    out.write_all(meta.replace('<', "\\u003c").as_bytes())?;
     out.write_all(b"</script>\n<script type=\"application/octet-stream\" id=\"mevi-records\">")?;
     let mut encoder = EncoderWriter::new(&mut *out, &STANDARD);
     encoder.write_all(records)?;

@@ -19,6 +19,8 @@ pub const WARNINGS_KEPT: usize = 10_000;
 #[derive(Debug, Serialize)]
 pub struct Meta {
     pub format: u32,
+    /// A page served while the program runs (`run --serve`): more comes over its event stream.
+    pub live: bool,
     pub version: &'static str,
     pub page_size: u64,
     pub faults: bool,
@@ -143,6 +145,15 @@ impl Events {
 
     pub fn finish(&mut self) {
         self.rows.extend(self.tail.drain(..));
+    }
+
+    /// The last `n` rows so far.
+    pub fn last(&self, n: usize) -> Vec<EventRow> {
+        let from_tail = self.tail.len().min(n);
+        let from_rows = (n - from_tail).min(self.rows.len());
+        let mut last: Vec<EventRow> = self.rows[self.rows.len() - from_rows..].to_vec();
+        last.extend(self.tail.iter().skip(self.tail.len() - from_tail).cloned());
+        last
     }
 }
 

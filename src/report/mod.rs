@@ -9,9 +9,11 @@ pub mod decode;
 mod events;
 pub mod format;
 pub mod html;
+pub mod live;
 pub mod meta;
 pub mod page;
 pub mod records;
+pub mod serve;
 pub mod wire;
 
 #[cfg(test)]
@@ -120,11 +122,11 @@ pub fn run(options: &Options) -> i32 {
 pub fn write_to(output: &Path, meta: &Meta, records: &[u8]) -> io::Result<()> {
     if output.as_os_str() == "-" {
         let mut out = BufWriter::new(io::stdout().lock());
-        html::write(&mut out, meta, records)?;
+        html::write_report(&mut out, meta, records)?;
         return out.flush();
     }
     let mut out = BufWriter::new(File::create(output)?);
-    html::write(&mut out, meta, records)?;
+    html::write_report(&mut out, meta, records)?;
     out.flush()?;
     out.into_inner().map_err(|e| e.into_error())?.sync_all()
 }

@@ -129,7 +129,14 @@ impl StateActor {
 
     pub async fn run(mut self) -> RunReport {
         // The contract: flushed at least every 100 ms, so `| jq` sees events live.
-        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        // A live page (`--serve`) hears of a quiet spell's last lines within its interval.
+        let every = Duration::from_millis(100);
+        let every = self
+            .report
+            .as_ref()
+            .and_then(ReportTap::interval)
+            .map_or(every, |ui| ui.clamp(Duration::from_millis(1), every));
+        let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
@@ -137,7 +144,12 @@ impl StateActor {
                     Ok(StateMessage { line, probe }) => self.on_line(line, probe).await,
                     Err(_) => break,
                 },
-                _ = tick.tick() => self.output.flush().await,
+                _ = tick.tick() => {
+                    self.output.flush().await;
+                    if let Some(tap) = &mut self.report {
+                        tap.publish(&self.model, &self.lives);
+                    }
+                }
             }
         }
         self.finish().await

@@ -1,0 +1,323 @@
+//! `run --serve`: the live page's server, spoken to as a browser would (plain HTTP/1.1 and
+//! Server-Sent Events over a socket), with the real tracer behind it. The page itself in a real
+//! browser is tests/report_page.rs's.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use serde_json::Value;
+
+use crate::util::{bin, parse_stream, run_bounded, scratch};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// A `run --serve` in the background: killed if the test fails.
+struct Served {
+    child: Child,
+    stderr: mpsc::Receiver<String>,
+    addr: SocketAddr,
+    stream: std::path::PathBuf,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::fs::remove_file(&self.stream).ok();
+    }
+}
+
+impl Served {
+    fn start(flags: &[&str], program: &[&str]) -> Served {
+        let stream = scratch("served.jsonl");
+        let mut child = Command::new(bin())
+            .arg("run")
+            .args(flags)
+            .arg("-o")
+            .arg(&stream)
+            .arg("--")
+            .args(program)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting mevi-actors");
+        let (tx, stderr) = mpsc::channel();
+        let pipe = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let mut served = Served {
+            child,
+            stderr,
+            addr: "127.0.0.1:1".parse().unwrap(),
+            stream,
+        };
+        let line = served.stderr_line("serving http://");
+        let url = line.split("serving http://").nth(1).unwrap();
+        served.addr = url.trim_end_matches('/').parse().expect("an address");
+        served
+    }
+
+    /// Waits for a stderr line containing `text`.
+    fn stderr_line(&self, text: &str) -> String {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.stderr.recv_timeout(left) {
+                Ok(line) if line.contains(text) => return line,
+                Ok(_) => {}
+                Err(e) => panic!("no stderr line with {text:?}: {e}"),
+            }
+        }
+    }
+
+    /// The exit status, within the test's patience.
+    fn status(&mut self) -> i32 {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                use std::os::unix::process::ExitStatusExt;
+                return status
+                    .code()
+                    .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+            }
+            assert!(Instant::now() < deadline, "mevi-actors did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn connect(addr: SocketAddr, path: &str, host: &str) -> TcpStream {
+    let mut s = TcpStream::connect(addr).expect("connecting");
+    s.set_read_timeout(Some(WAIT)).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    s
+}
+
+/// A whole response: status code and body.
+fn get(addr: SocketAddr, path: &str, host: &str) -> (u16, String) {
+    let mut text = String::new();
+    connect(addr, path, host)
+        .read_to_string(&mut text)
+        .expect("reading the response");
+    let code = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_string();
+    (code, body)
+}
+
+/// Server-Sent Events up to `end`: (event, id, data) each.
+fn events_to_the_end(addr: SocketAddr) -> Vec<(String, String, String)> {
+    let mut reader = BufReader::new(connect(addr, "/events", &addr.to_string()));
+    let mut events = Vec::new();
+    let (mut event, mut id, mut data) = (String::new(), String::new(), String::new());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let n = reader.read_line(&mut line).expect("reading events");
+        assert!(n > 0, "the stream closed before `end`");
+        let line = line.trim_end_matches(['\r', '\n']);
+        if let Some(v) = line.strip_prefix("event: ") {
+            event = v.into();
+        } else if let Some(v) = line.strip_prefix("id: ") {
+            id = v.into();
+        } else if let Some(v) = line.strip_prefix("data: ") {
+            data += v;
+        } else if line.is_empty() && !event.is_empty() {
+            let done = event == "end";
+            events.push((
+                std::mem::take(&mut event),
+                std::mem::take(&mut id),
+                std::mem::take(&mut data),
+            ));
+            if done {
+                return events;
+            }
+        }
+    }
+}
+
+fn sigint(served: &Served) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(served.child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+}
+
+// --- issue 12: run --serve ---
+
+#[test]
+fn serve_sends_the_whole_run_then_serves_until_ctrl_c_with_the_programs_status() {
+    let script = "head -c 30000000 /dev/zero | tr '\\0' x > /dev/null; sleep 0.5; exit 7";
+    let mut served = Served::start(&["--serve"], &["sh", "-c", script]);
+    let addr = served.addr;
+    // The page is the report's, marked live.
+    let (code, page) = get(addr, "/", &addr.to_string());
+    assert_eq!(code, 200);
+    assert!(
+        page.contains("id=\"mevi-meta\">{\"format\":1,\"live\":true"),
+        "{}",
+        &page[..page.len().min(400)]
+    );
+    let events = events_to_the_end(addr);
+    served.stderr_line("still serving");
+    // Still serving after the end: a late browser gets everything.
+    let late = events_to_the_end(addr);
+    sigint(&served);
+    assert_eq!(served.status(), 7, "the program's status");
+
+    for events in [&events, &late] {
+        let mut bytes = Vec::new();
+        for (event, id, data) in events.iter().filter(|e| e.0 == "records") {
+            bytes.extend(
+                base64::engine::general_purpose::STANDARD
+                    .decode(data)
+                    .unwrap(),
+            );
+            assert_eq!(
+                id.parse::<usize>().unwrap(),
+                bytes.len(),
+                "{event}: its id is the bytes so far"
+            );
+        }
+        let metas: Vec<Value> = events
+            .iter()
+            .filter(|e| e.0 == "meta")
+            .map(|e| serde_json::from_str(&e.2).unwrap())
+            .collect();
+        let last = metas.last().expect("a meta");
+        assert_eq!(last["live"], false, "the last meta is the whole report's");
+        assert_eq!(last["complete"], true);
+        assert_eq!(
+            last["records"]["bytes"],
+            bytes.len(),
+            "every record byte came"
+        );
+        // The figures are the stream's summary.
+        let lines = parse_stream(&std::fs::read_to_string(&served.stream).unwrap());
+        let summary = serde_json::to_value(&lines.last().unwrap().event).unwrap();
+        assert_eq!(summary["ev"], "summary");
+        assert_eq!(last["summary"]["totals"], summary["totals"]);
+        for p in summary["processes"].as_array().unwrap() {
+            let shown = last["processes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|q| q["pid"] == p["pid"])
+                .expect("every process");
+            assert_eq!(shown["peak_resident_bytes"], p["peak_resident_bytes"]);
+            assert_eq!(shown["resident_bytes"], p["resident_bytes"]);
+        }
+    }
+    assert!(
+        events.iter().filter(|e| e.0 == "records").count() > 1,
+        "updates came while the program ran"
+    );
+}
+
+#[test]
+fn serve_answers_its_own_address_only() {
+    let mut served = Served::start(&["--serve", "--serve-linger", "0"], &["sleep", "1"]);
+    let addr = served.addr;
+    assert!(addr.ip().is_loopback(), "loopback by default: {addr}");
+    let (code, _) = get(addr, "/", "attacker.example");
+    assert_eq!(code, 403, "a page of another name must not read the trace");
+    let (code, _) = get(addr, "/events", "attacker.example:80");
+    assert_eq!(code, 403);
+    let (code, _) = get(addr, "/", &format!("localhost:{}", addr.port()));
+    assert_eq!(code, 200);
+    let (code, _) = get(addr, "/nothing", &addr.to_string());
+    assert_eq!(code, 404);
+    assert_eq!(served.status(), 0);
+}
+
+#[test]
+fn two_runs_serve_at_once_on_ports_of_their_own() {
+    let mut a = Served::start(&["--serve", "--serve-linger", "0"], &["sleep", "1"]);
+    let mut b = Served::start(&["--serve", "--serve-linger", "0"], &["sleep", "1"]);
+    assert_ne!(a.addr, b.addr);
+    for s in [&a, &b] {
+        let (code, page) = get(s.addr, "/", &s.addr.to_string());
+        assert_eq!(code, 200);
+        assert!(page.contains("<title>sleep 1</title>"));
+    }
+    assert_eq!(a.status(), 0);
+    assert_eq!(b.status(), 0);
+}
+
+#[test]
+fn a_browser_that_never_reads_does_not_hold_the_program_back() {
+    let script = "head -c 50000000 /dev/zero | tr '\\0' x > /dev/null; exit 3";
+    let mut served = Served::start(
+        &["--serve", "--serve-linger", "0", "--coalesce-ms", "0"],
+        &["sh", "-c", script],
+    );
+    // Connected, asked, and never read.
+    let _stuck: Vec<TcpStream> = (0..4)
+        .map(|_| connect(served.addr, "/events", &served.addr.to_string()))
+        .collect();
+    assert_eq!(served.status(), 3);
+    let lines = parse_stream(&std::fs::read_to_string(&served.stream).unwrap());
+    assert!(
+        matches!(
+            lines.last().unwrap().event,
+            mevi_actors::event::Event::Summary { .. }
+        ),
+        "the stream is whole"
+    );
+}
+
+#[test]
+fn serve_refuses_an_address_it_cannot_have_before_the_program_runs() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let marker = scratch("served-ran");
+    let (status, _, stderr) = run_bounded(
+        Command::new(bin())
+            .args([
+                "run",
+                &format!("--serve={addr}"),
+                "-o",
+                "/dev/null",
+                "--",
+                "touch",
+            ])
+            .arg(&marker),
+    );
+    assert_eq!(status, 1, "{stderr}");
+    assert!(stderr.contains(&addr.to_string()), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(!marker.exists(), "the program ran");
+    // Not an address at all: a usage error.
+    let (status, _, _) =
+        run_bounded(Command::new(bin()).args(["run", "--serve=nowhere", "--", "true"]));
+    assert_eq!(status, 2);
+    // `--serve PROGRAM` is the program, never the address.
+    let (status, _, stderr) = run_bounded(Command::new(bin()).args([
+        "run",
+        "--serve",
+        "--serve-linger",
+        "0",
+        "-o",
+        "/dev/null",
+        "true",
+    ]));
+    assert_eq!(status, 0, "{stderr}");
+}
