@@ -5,6 +5,7 @@ mod util;
 
 mod as_untraced;
 mod bad_input;
+mod browser;
 mod doctor;
 mod failures;
 mod foreign;
@@ -13,6 +14,7 @@ mod memory;
 mod process_order;
 mod replay;
 mod report;
+mod report_page;
 mod serve;
 mod stream;
 mod stress;

@@ -54,6 +54,8 @@ impl Builder {
                 wall_ns: None,
                 wall: None,
                 end_ns: 0,
+                tree_peak_resident_bytes: 0,
+                tree_peak_t_ns: 0,
                 complete: false,
                 records: RecordsIndex::default(),
                 processes: Vec::new(),
@@ -84,6 +86,8 @@ impl Builder {
         self.encoder.after(replay, line);
         let t = line.t_ns;
         self.meta.end_ns = self.meta.end_ns.max(t);
+        self.meta.tree_peak_resident_bytes = replay.tree_peak_resident_bytes;
+        self.meta.tree_peak_t_ns = replay.tree_peak_t_ns;
         self.lives(replay, processes, line);
         self.meta.buckets.tree(t, replay.tree_resident_bytes);
         if let Some(space) = line.event.space()
@@ -230,6 +234,10 @@ impl Builder {
                     .unwrap_or_default();
                 let c = self.process_born(*child, Some(*pid), t, argv);
                 self.enters(c, *child_space, t);
+                // A fork's copy is born with its parent's pages: its curve starts here.
+                if let Some(s) = replay.spaces.get(child_space) {
+                    self.meta.buckets.space(t, *child_space, s.resident_bytes);
+                }
             }
             Event::Thread {
                 pid, child, name, ..

@@ -29,6 +29,10 @@ pub struct Meta {
     pub wall_ns: Option<u64>,
     pub wall: Option<String>,
     pub end_ns: u64,
+    /// The whole tree's largest resident total and the first line that reached it (the
+    /// instant `replay --at peak` shows).
+    pub tree_peak_resident_bytes: u64,
+    pub tree_peak_t_ns: u64,
     /// The summary was read: every process's end is known.
     pub complete: bool,
     pub records: RecordsIndex,

@@ -177,7 +177,7 @@ async fn page(State(app): State<App>, headers: HeaderMap) -> Response {
     }
     let (_, meta) = app.hub.meta();
     let mut body = Vec::new();
-    match super::html::write(&mut body, &app.title, &meta, &[]) {
+    match super::html::write(&mut body, &app.title, &meta, &[], super::html::Page::Live) {
         Ok(()) => Html(body).into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }

@@ -90,9 +90,12 @@ impl ReportTap {
     /// The whole meta to the live page, and the page to its file (on a blocking thread: it is
     /// megabytes). A failure is said on stderr; the stream and the program's status stand.
     pub async fn finish(self, model: &Replay, lives: &Processes) {
-        let (meta, records) = self.builder.finish(model, lives);
+        let (mut meta, records) = self.builder.finish(model, lives);
         if let Some(live) = &self.live {
+            // Still a served page: one opened after the end follows its event stream too.
+            meta.live = true;
             let json = serde_json::to_string(&meta).unwrap_or_default();
+            meta.live = false;
             live.hub.end(&records[live.sent.min(records.len())..], json);
         }
         let Some((path, file)) = self.file else {

@@ -1,0 +1,126 @@
+// The report's data: the meta (JSON) and the records (base64) from the page's own blocks, and
+// what the views derive from them once (processes in tree order, labels and colours of
+// spaces). Live mode appends record bytes and meta additions later, then calls `changed()`.
+(function (M) {
+  const D = (M.data = {
+    meta: null,
+    timeline: null,
+    page: 4096,
+    end: 0, // the last line's t_ns (at least 1, so a window is never empty)
+    processes: [], // in tree order, each with `depth`
+    byPid: new Map(),
+    spaceInfo: new Map(), // id -> {id, label, colour, pids}
+    listeners: [],
+  });
+
+  function text(id) {
+    const e = document.getElementById(id);
+    if (!e) throw new Error("the page has no #" + id + " block");
+    return e.textContent;
+  }
+
+  /** Reads the page's data blocks; throws on a data error. */
+  D.load = function () {
+    const meta = JSON.parse(text("mevi-meta"));
+    if (meta.format !== 1) throw new Error("report format " + meta.format + " is not 1");
+    const bytes = M.fromBase64(text("mevi-records"));
+    // A page served by `run --serve` gets its records from the server's stream: it is live, or
+    // (opened after the run) has none inline although the meta counts them.
+    const counted = (meta.records && meta.records.bytes) || 0;
+    D.streamed = !!meta.live || (bytes.length === 0 && counted > 0 && /^https?:$/.test(location.protocol));
+    if (!D.streamed && meta.records && meta.records.bytes != null && meta.records.bytes !== bytes.length) {
+      throw new Error("records: " + bytes.length + " bytes, the meta says " + meta.records.bytes);
+    }
+    D.meta = meta;
+    D.page = meta.page_size || 4096;
+    D.timeline = new M.Timeline(bytes, (meta.records && meta.records.keyframes) || []);
+    derive();
+  };
+
+  /** Live mode: record bytes to append and, when it changed, the whole meta anew. */
+  D.update = function (bytes, meta) {
+    if (bytes && bytes.length) D.timeline.append(bytes);
+    if (meta) {
+      D.meta = meta;
+      D.timeline.keyframes = (meta.records && meta.records.keyframes) || [];
+      derive();
+    }
+    for (const f of D.listeners) f();
+  };
+
+  D.onChange = (f) => D.listeners.push(f);
+
+  function derive() {
+    const meta = D.meta;
+    D.end = Math.max(1, meta.end_ns || 0);
+    const procs = meta.processes || [];
+    D.byPid = new Map(procs.map((p) => [p.pid, p]));
+    // Tree order: each process after its parent, siblings by birth.
+    const children = new Map();
+    const roots = [];
+    for (const p of procs) {
+      if (p.ppid != null && D.byPid.has(p.ppid) && p.ppid !== p.pid) {
+        if (!children.has(p.ppid)) children.set(p.ppid, []);
+        children.get(p.ppid).push(p);
+      } else roots.push(p);
+    }
+    const byBirth = (a, b) => a.born_ns - b.born_ns || a.pid - b.pid;
+    D.processes = [];
+    const seen = new Set();
+    const walk = (p, depth) => {
+      if (seen.has(p.pid)) return;
+      seen.add(p.pid);
+      p.depth = depth;
+      D.processes.push(p);
+      for (const c of (children.get(p.pid) || []).sort(byBirth)) walk(c, depth + 1);
+    };
+    roots.sort(byBirth).forEach((p) => walk(p, 0));
+    D.threadsByTid = new Map((meta.threads || []).map((t) => [t.tid, t]));
+    D.spaceInfo = new Map();
+    (meta.spaces || []).forEach((s, i) => {
+      const pids = s.pids || [];
+      const first = D.byPid.get(pids[0]);
+      const who = pids.length
+        ? "pid " + pids.join(", ") + (first ? " " + first.name : "")
+        : "no process";
+      D.spaceInfo.set(s.id, { id: s.id, pids, label: "space " + s.id + " · " + who, colour: M.paletteColour(i), life: s });
+    });
+  }
+
+  /** A space's label and colour (one the meta does not name gets a plain one). */
+  D.space = function (id) {
+    let s = D.spaceInfo.get(id);
+    if (!s) {
+      s = { id, pids: [], label: "space " + id, colour: M.paletteColour(D.spaceInfo.size), life: null };
+      D.spaceInfo.set(id, s);
+    }
+    return s;
+  };
+
+  /** The name a thread is known by (its last, then first), or null. */
+  D.threadName = function (tid) {
+    const t = D.threadsByTid.get(tid);
+    if (t && (t.name_at_exit || t.name)) return t.name_at_exit || t.name;
+    // A main thread without a name of its own goes by its program's.
+    const p = D.byPid.get(tid);
+    return p ? (p.name || "").split("/").pop() || null : null;
+  };
+
+  /** The figures the page shows as the trace gives them (never recomputed). */
+  D.figures = function () {
+    const meta = D.meta;
+    const totals = meta.summary && meta.summary.totals;
+    const tree = meta.buckets && (meta.buckets.tree || null);
+    const treeMax = tree ? tree.max : meta.buckets && meta.buckets.tree_max;
+    const treeLast = tree ? tree.last : meta.buckets && meta.buckets.tree_last;
+    let peak = totals && totals.tree_peak_resident_bytes;
+    if (peak == null && treeMax) peak = treeMax.reduce((a, b) => Math.max(a, b), 0);
+    return {
+      processes: (meta.processes || []).map((p) => ({
+        pid: p.pid, peak_resident_bytes: p.peak_resident_bytes, resident_bytes: p.resident_bytes,
+      })),
+      tree_peak_resident_bytes: peak == null ? null : peak,
+      final_tree_resident_bytes: treeLast && treeLast.length ? treeLast[treeLast.length - 1] : null,
+    };
+  };
+})(MEVI);
