@@ -287,13 +287,18 @@ fn linger(server: Server, status: i32, linger: Option<std::time::Duration>) {
         Some(d) => format!("for {} s", d.as_secs_f64()),
         None => "until Ctrl-C".into(),
     };
+    let stop = match serve::StopSignals::listen() {
+        Ok(stop) => stop,
+        Err(e) => {
+            crate::to_stderr!("mevi-actors: --serve: cannot wait for Ctrl-C ({e}); stopping now");
+            return;
+        }
+    };
     crate::to_stderr!(
         "mevi-actors: the program ended (status {status}); still serving {} {until}",
         server.url
     );
-    if let Err(e) = serve::wait_to_stop(linger) {
-        crate::to_stderr!("mevi-actors: --serve: waiting for Ctrl-C: {e}");
-    }
+    stop.wait(linger);
     drop(server);
 }
 

@@ -137,30 +137,51 @@ impl Drop for Server {
     }
 }
 
-/// Blocks until Ctrl-C (SIGINT), SIGTERM or SIGHUP, or `linger` has passed.
-pub fn wait_to_stop(linger: Option<Duration>) -> io::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(async {
-        let mut int = signal(SignalKind::interrupt())?;
-        let mut term = signal(SignalKind::terminate())?;
-        let mut hup = signal(SignalKind::hangup())?;
-        let linger = async {
-            match linger {
-                Some(d) => tokio::time::sleep(d).await,
-                None => std::future::pending().await,
-            }
+/// Ctrl-C (SIGINT), SIGTERM and SIGHUP, heard from the moment this is made: made before the
+/// user is told that Ctrl-C stops the server, so that no such signal falls between the two.
+pub struct StopSignals {
+    runtime: tokio::runtime::Runtime,
+    signals: [tokio::signal::unix::Signal; 3],
+}
+
+impl StopSignals {
+    pub fn listen() -> io::Result<StopSignals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let signals = {
+            let _in_runtime = runtime.enter();
+            [
+                signal(SignalKind::interrupt())?,
+                signal(SignalKind::terminate())?,
+                signal(SignalKind::hangup())?,
+            ]
         };
-        tokio::select! {
-            _ = int.recv() => {}
-            _ = term.recv() => {}
-            _ = hup.recv() => {}
-            _ = linger => {}
-        }
-        Ok(())
-    })
+        Ok(StopSignals { runtime, signals })
+    }
+
+    /// Blocks until one of the signals comes, or `linger` has passed.
+    pub fn wait(self, linger: Option<Duration>) {
+        let StopSignals {
+            runtime,
+            signals: [mut int, mut term, mut hup],
+        } = self;
+        runtime.block_on(async {
+            let linger = async {
+                match linger {
+                    Some(d) => tokio::time::sleep(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+                _ = hup.recv() => {}
+                _ = linger => {}
+            }
+        });
+    }
 }
 
 fn forbidden() -> Response {

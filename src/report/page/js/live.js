@@ -17,6 +17,7 @@
     const m = meta;
     meta = null;
     M.data.update(bytes, m);
+    document.body.setAttribute("data-records-bytes", String(M.data.timeline.bytes.length));
   }
 
   function later() {
@@ -27,6 +28,7 @@
     /** Follows the server's stream; a page opened from a file never calls this. */
     start() {
       document.body.setAttribute("data-live", "running");
+      document.body.setAttribute("data-records-bytes", "0");
       source = new EventSource("events");
       source.addEventListener("records", (ev) => {
         pending.push(M.fromBase64(ev.data));

@@ -342,11 +342,16 @@
 
     /** Records appended (live mode): the decoder reads on from where it stopped. */
     append(bytes) {
-      const all = new Uint8Array(this.bytes.length + bytes.length);
-      all.set(this.bytes);
-      all.set(bytes, this.bytes.length);
-      this.bytes = all;
-      if (this.dec) this.dec.r.bytes = all;
+      // Room grows by doubling: a run's updates copy its bytes a few times, not once each.
+      const len = this.bytes.length, need = len + bytes.length;
+      if (!this.room || need > this.room.length) {
+        const room = new Uint8Array(Math.max(need, 2 * len, 1 << 16));
+        room.set(this.bytes);
+        this.room = room;
+      }
+      this.room.set(bytes, len);
+      this.bytes = this.room.subarray(0, need);
+      if (this.dec) this.dec.r.bytes = this.bytes;
     }
   }
 
