@@ -295,7 +295,27 @@ fn report_says_what_it_cannot_write() {
             .arg(&stream),
     );
     assert_eq!(status, 2, "{stderr}");
+    // Nor under another name: a link to it.
+    let link = stream.with_extension("link.html");
+    std::os::unix::fs::symlink(&stream, &link).unwrap();
+    let (status, _, stderr) = run_bounded(
+        Command::new(bin())
+            .arg("report")
+            .arg(&stream)
+            .arg("-o")
+            .arg(&link),
+    );
+    std::fs::remove_file(&link).ok();
+    assert_eq!(status, 2, "{stderr}");
     assert!(std::fs::metadata(&stream).unwrap().len() > 0);
+    // stdin to stdout is two ends, not one file.
+    let (status, stdout, stderr) = run_bounded(
+        Command::new(bin())
+            .args(["report", "-", "-o", "-"])
+            .stdin(std::fs::File::open(&stream).unwrap()),
+    );
+    assert_eq!(status, 0, "{stderr}");
+    assert!(stdout.starts_with("<!doctype html>"));
     // A folder that does not exist: one line, status 1.
     let (status, _, stderr) = run_bounded(
         Command::new(bin())
@@ -345,4 +365,46 @@ fn run_report_to_a_bad_path_fails_before_the_program_runs() {
     assert_eq!(status, 1, "{stderr}");
     assert!(stderr.contains("/nonexistent/r.html"), "{stderr}");
     assert!(!marker.exists(), "the program ran");
+}
+
+#[test]
+fn a_stream_whose_time_goes_back_is_reported_not_a_crash() {
+    let stream = scratch("report-back.jsonl");
+    let (status, _, stderr) = run_bounded(Command::new(bin()).arg("demo").arg("-o").arg(&stream));
+    assert_eq!(status, 0, "{stderr}");
+    // A late first touch said to be at time 0: damaged, as a hand-edited stream could be.
+    let text = std::fs::read_to_string(&stream).unwrap();
+    let mut lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let late = lines
+        .iter()
+        .rposition(|l| l["ev"] == "resident")
+        .expect("a resident line");
+    lines[late]["t_ns"] = 0.into();
+    let damaged: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    std::fs::write(&stream, damaged).unwrap();
+    let page = stream.with_extension("html");
+    let (status, _, stderr) = run_bounded(
+        Command::new(bin())
+            .arg("report")
+            .arg(&stream)
+            .arg("-o")
+            .arg(&page),
+    );
+    let html = std::fs::read_to_string(&page).unwrap_or_default();
+    std::fs::remove_file(&stream).ok();
+    std::fs::remove_file(&page).ok();
+    assert_eq!(status, 1, "a stream problem, said: {stderr}");
+    assert!(stderr.contains("goes back"), "{stderr}");
+    let (meta, _) = report_parts(&html);
+    assert!(
+        meta["problems"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p.as_str().unwrap().contains("goes back")),
+        "the page shows the problem"
+    );
 }

@@ -33,18 +33,33 @@ impl Drop for Served {
 
 impl Served {
     fn start(flags: &[&str], program: &[&str]) -> Served {
+        Self::start_ignoring(flags, program, None)
+    }
+
+    /// `start`, with mevi-actors started with `ignored` ignored (as `nohup` does SIGHUP).
+    fn start_ignoring(flags: &[&str], program: &[&str], ignored: Option<i32>) -> Served {
+        use std::os::unix::process::CommandExt;
         let stream = scratch("served.jsonl");
-        let mut child = Command::new(bin())
-            .arg("run")
+        let mut cmd = Command::new(bin());
+        cmd.arg("run")
             .args(flags)
             .arg("-o")
             .arg(&stream)
             .arg("--")
             .args(program)
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("starting mevi-actors");
+            .stderr(Stdio::piped());
+        if let Some(signal) = ignored {
+            // SAFETY: signal(2) is async-signal-safe, and nothing else runs between fork and
+            // exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    libc::signal(signal, libc::SIG_IGN);
+                    Ok(())
+                });
+            }
+        }
+        let mut child = cmd.spawn().expect("starting mevi-actors");
         let (tx, stderr) = mpsc::channel();
         let pipe = child.stderr.take().unwrap();
         std::thread::spawn(move || {
@@ -154,11 +169,11 @@ fn events_to_the_end(addr: SocketAddr) -> Vec<(String, String, String)> {
 }
 
 fn sigint(served: &Served) {
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(served.child.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
+    send(served, nix::sys::signal::Signal::SIGINT);
+}
+
+fn send(served: &Served, signal: nix::sys::signal::Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(served.child.id() as i32), signal).unwrap();
 }
 
 // --- issue 12: run --serve ---
@@ -309,6 +324,16 @@ fn serve_refuses_an_address_it_cannot_have_before_the_program_runs() {
     assert!(stderr.contains(&addr.to_string()), "{stderr}");
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert!(!marker.exists(), "the program ran");
+    // A page asked for too is not left behind, empty, as if it were one.
+    let page = scratch("served-report.html");
+    let (status, _, stderr) = run_bounded(
+        Command::new(bin())
+            .args(["run", &format!("--serve={addr}"), "--report"])
+            .arg(&page)
+            .args(["-o", "/dev/null", "--", "true"]),
+    );
+    assert_eq!(status, 1, "{stderr}");
+    assert!(!page.exists(), "an empty report was left");
     // Not an address at all: a usage error.
     let (status, _, _) =
         run_bounded(Command::new(bin()).args(["run", "--serve=nowhere", "--", "true"]));
@@ -324,4 +349,21 @@ fn serve_refuses_an_address_it_cannot_have_before_the_program_runs() {
         "true",
     ]));
     assert_eq!(status, 0, "{stderr}");
+}
+
+#[test]
+fn a_hangup_ignored_at_start_stays_ignored_while_the_page_is_served() {
+    use nix::sys::signal::Signal;
+    let mut served = Served::start_ignoring(&["--serve"], &["true"], Some(libc::SIGHUP));
+    served.stderr_line("still serving");
+    send(&served, Signal::SIGHUP);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        served.child.try_wait().unwrap().is_none(),
+        "a SIGHUP ignored at start stopped the server"
+    );
+    let (code, _) = get(served.addr, "/", &served.addr.to_string());
+    assert_eq!(code, 200);
+    sigint(&served);
+    assert_eq!(served.status(), 0);
 }

@@ -114,6 +114,8 @@ pub struct Buckets {
     pub spaces: BTreeMap<u64, Level>,
     /// First-touch pages per thread (by tid; 0 = found by a scan).
     pub touches: BTreeMap<i32, Count>,
+    #[serde(skip)]
+    latest_ns: u64,
 }
 
 impl Default for Buckets {
@@ -124,13 +126,18 @@ impl Default for Buckets {
             tree: Level::default(),
             spaces: BTreeMap::new(),
             touches: BTreeMap::new(),
+            latest_ns: 0,
         }
     }
 }
 
 impl Buckets {
-    /// The bucket of `t_ns`, widening every curve until it fits.
+    /// The bucket of `t_ns`, widening every curve until it fits. A time before one already
+    /// seen (a stream whose time goes back, a problem `replay` reports) counts as that one:
+    /// curves only move forward.
     fn bucket(&mut self, t_ns: u64) -> u64 {
+        let t_ns = t_ns.max(self.latest_ns);
+        self.latest_ns = t_ns;
         while t_ns / self.width_ns >= MAX_BUCKETS {
             self.width_ns *= 2;
             self.tree.halve();
@@ -212,6 +219,21 @@ mod tests {
         assert_eq!(s.max, [4096, 4096, 8192, 8192, 8192]);
         assert_eq!(s.last, [4096, 4096, 8192, 8192, 0]);
         assert_eq!(b.n, 21);
+    }
+
+    #[test]
+    fn a_time_that_goes_back_counts_as_the_latest() {
+        let mut b = Buckets::default();
+        let w = FIRST_WIDTH_NS;
+        b.space(5 * w, 1, 10);
+        b.touches(5 * w, 3, 1);
+        b.space(w, 1, 20);
+        b.touches(0, 3, 1);
+        b.tree(0, 7);
+        assert_eq!(b.spaces[&1].first, 5);
+        assert_eq!(b.spaces[&1].last, [20]);
+        assert_eq!(b.touches[&3].n, [2]);
+        assert_eq!(b.tree.first, 5);
     }
 
     #[test]

@@ -31,6 +31,8 @@ pub struct Builder {
     /// Verify totals counted from the lines (the summary's replace them when it comes).
     verify: Verify,
     saw_verify: bool,
+    /// Failed and passed checks listed so far (each kind up to `POINTS_KEPT`).
+    verify_listed: (usize, usize),
 }
 
 impl Default for Builder {
@@ -73,6 +75,7 @@ impl Builder {
             space_at: HashMap::new(),
             verify: Verify::default(),
             saw_verify: false,
+            verify_listed: (0, 0),
         }
     }
 
@@ -252,19 +255,20 @@ impl Builder {
                 }
             }
             Event::Exit { pid, tid, .. } => {
-                if let Some(ended) = &processes.ended {
-                    self.process_ended(ended);
-                }
+                // Its threads end with it (those that ended before are ended already).
                 let tids: Vec<i32> = self
-                    .meta
-                    .threads
-                    .iter()
-                    .filter(|th| th.pid == *pid && th.ended_ns.is_none())
-                    .map(|th| th.tid)
+                    .process_at
+                    .get(pid)
+                    .map(|&p| self.meta.processes[p].threads.clone())
+                    .unwrap_or_default()
+                    .into_iter()
                     .chain([*tid])
                     .collect();
                 for tid in tids {
                     self.thread_ended(tid, t, None);
+                }
+                if let Some(ended) = &processes.ended {
+                    self.process_ended(ended);
                 }
                 self.spaces_left(replay, t);
             }
@@ -318,8 +322,10 @@ impl Builder {
                 totals.checked_pages += checked_pages;
                 totals.mismatched_pages += mismatched_pages;
                 let failed = *mismatched_pages > 0;
-                let passed_listed = self.verify.points.len() - totals.failed_points as usize;
-                if failed || passed_listed < POINTS_KEPT {
+                let (failed_listed, passed_listed) = &mut self.verify_listed;
+                let listed = if failed { failed_listed } else { passed_listed };
+                if *listed < POINTS_KEPT {
+                    *listed += 1;
                     self.verify.points.push(VerifyPoint {
                         seq,
                         t_ns: t,

@@ -103,8 +103,13 @@ pub fn row(line: &Line) -> Option<EventRow> {
             Some(*pid),
             Some(*tid),
             Some(*space),
-            Some((*old, *new)),
-            if *tracked { "" } else { "untracked" }.into(),
+            // The span between the old and the new break, in address order.
+            Some((*old.min(new), *old.max(new))),
+            format!(
+                "{}{}",
+                if new >= old { "grows" } else { "shrinks" },
+                if *tracked { "" } else { " untracked" }
+            ),
         ),
         Event::Protect {
             pid,

@@ -9,8 +9,9 @@ use tokio::sync::watch;
 
 /// What a browser's stream sends next.
 pub struct Update {
-    /// Record bytes from the asked offset (at most the asked number).
-    pub records: Vec<u8>,
+    /// Whole publications of record bytes from the asked offset: a record is never cut, so
+    /// the page can decode what it has.
+    pub records: Vec<Arc<[u8]>>,
     /// The offset after them.
     pub offset: usize,
     /// The latest meta, if newer than the one the browser has: (version, JSON).
@@ -20,10 +21,17 @@ pub struct Update {
 }
 
 struct Shared {
-    records: Vec<u8>,
+    /// Each publication's bytes, with the offset where it ends.
+    chunks: Vec<(usize, Arc<[u8]>)>,
     meta: Arc<str>,
     meta_version: u64,
     ended: bool,
+}
+
+impl Shared {
+    fn len(&self) -> usize {
+        self.chunks.last().map_or(0, |(end, _)| *end)
+    }
 }
 
 pub struct Hub {
@@ -37,7 +45,7 @@ impl Hub {
     pub fn new(meta: String) -> Arc<Self> {
         Arc::new(Hub {
             shared: Mutex::new(Shared {
-                records: Vec::new(),
+                chunks: Vec::new(),
                 meta: meta.into(),
                 meta_version: 1,
                 ended: false,
@@ -51,13 +59,19 @@ impl Hub {
         self.shared.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// New record bytes, and a newer meta if there is one.
+    /// New record bytes (whole records), and a newer meta if there is one.
     pub fn publish(&self, records: &[u8], meta: Option<String>) {
+        // Copied before the lock is taken: browsers' streams take it too.
+        let chunk: Option<Arc<[u8]>> = (!records.is_empty()).then(|| records.into());
+        let meta: Option<Arc<str>> = meta.map(Into::into);
         {
             let mut shared = self.shared();
-            shared.records.extend_from_slice(records);
+            if let Some(chunk) = chunk {
+                let end = shared.len() + chunk.len();
+                shared.chunks.push((end, chunk));
+            }
             if let Some(meta) = meta {
-                shared.meta = meta.into();
+                shared.meta = meta;
                 shared.meta_version += 1;
             }
         }
@@ -80,18 +94,66 @@ impl Hub {
         (shared.meta_version, shared.meta.clone())
     }
 
-    /// What a browser that has `offset` bytes and meta `meta_seen` gets next.
+    /// What a browser that has `offset` bytes and meta `meta_seen` gets next: whole
+    /// publications from `offset` (or from the start of the one it falls in), up to about
+    /// `max_bytes` (at least one).
     pub fn since(&self, offset: usize, meta_seen: u64, max_bytes: usize) -> Update {
         let shared = self.shared();
-        let from = offset.min(shared.records.len());
-        let to = shared.records.len().min(from.saturating_add(max_bytes));
+        let first = shared.chunks.partition_point(|(end, _)| *end <= offset);
+        let mut records = Vec::new();
+        let mut taken = 0;
+        let mut at = first
+            .checked_sub(1)
+            .map_or(0, |before| shared.chunks[before].0);
+        for (end, chunk) in &shared.chunks[first..] {
+            if !records.is_empty() && taken + chunk.len() > max_bytes {
+                break;
+            }
+            taken += chunk.len();
+            records.push(chunk.clone());
+            at = *end;
+        }
         let meta =
             (shared.meta_version > meta_seen).then(|| (shared.meta_version, shared.meta.clone()));
         Update {
-            records: shared.records[from..to].to_vec(),
-            offset: to,
+            records,
+            offset: at,
             meta,
-            ended: shared.ended && to == shared.records.len(),
+            ended: shared.ended && at == shared.len(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_browser_gets_whole_publications_in_order_and_never_a_cut_one() {
+        let hub = Hub::new("{}".into());
+        hub.publish(&[1; 10], None);
+        hub.publish(&[2; 10], Some("{\"a\":1}".into()));
+        hub.publish(&[3; 10], None);
+        // At most 15 bytes: one publication, never a part of the next.
+        let u = hub.since(0, 0, 15);
+        assert_eq!(u.records.concat(), [1; 10]);
+        assert_eq!(u.offset, 10);
+        assert_eq!(u.meta.as_ref().map(|m| m.0), Some(2));
+        let u = hub.since(u.offset, 2, 25);
+        assert_eq!(u.records.concat(), [[2; 10], [3; 10]].concat());
+        assert_eq!((u.offset, u.meta.is_none(), u.ended), (30, true, false));
+        // A publication larger than the limit still goes, whole.
+        hub.publish(&[4; 40], None);
+        let u = hub.since(30, 2, 15);
+        assert_eq!(u.records.concat(), [4; 40]);
+        // An offset inside a publication (a forged resume) starts at that publication.
+        let u = hub.since(15, 2, 100);
+        assert_eq!(u.records[0][0], 2);
+        assert_eq!(u.offset, 70);
+        hub.end(&[], "{}".into());
+        let u = hub.since(70, 2, 100);
+        assert!(u.records.is_empty() && u.ended && u.meta.is_some());
+        // Past the end: nothing, and the end.
+        assert!(hub.since(1 << 40, 9, 1).ended);
     }
 }

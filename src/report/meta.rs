@@ -12,7 +12,7 @@ use crate::event::{Mismatch, VerifyTotals, WarningKind};
 pub const FORMAT: u32 = 1;
 /// Layout and lifecycle rows kept from the start and from the end of a trace.
 pub const EVENTS_KEPT: usize = 20_000;
-/// Passed checks listed (every failed one is, up to as many again).
+/// Checks listed: the first so many failed ones, and as many passed ones.
 pub const POINTS_KEPT: usize = 2_000;
 pub const WARNINGS_KEPT: usize = 10_000;
 
@@ -165,7 +165,7 @@ impl Events {
 pub struct Verify {
     pub totals: VerifyTotals,
     pub points: Vec<VerifyPoint>,
-    /// Passed points not listed.
+    /// Checks not listed.
     pub left_out: u64,
 }
 

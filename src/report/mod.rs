@@ -73,6 +73,19 @@ fn default_output(trace: &Path) -> Option<PathBuf> {
     (trace.as_os_str() != "-").then(|| trace.with_extension("html"))
 }
 
+/// Whether writing `output` would overwrite `trace` (the same file under any name; `-` is
+/// stdin on one side and stdout on the other, never the same).
+fn same_file(output: &Path, trace: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if output.as_os_str() == "-" || trace.as_os_str() == "-" {
+        return false;
+    }
+    match (std::fs::metadata(output), std::fs::metadata(trace)) {
+        (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+        _ => false,
+    }
+}
+
 /// Runs `report`; the exit status: 0, 1 (unreadable input or unwritable output, or a stream
 /// with problems), 2 (usage, or a line that is not a stream line without `--lenient`).
 pub fn run(options: &Options) -> i32 {
@@ -86,7 +99,7 @@ pub fn run(options: &Options) -> i32 {
         );
         return 2;
     };
-    if output == options.file {
+    if same_file(&output, &options.file) {
         crate::to_stderr!(
             "mevi-actors: report: {} is the trace itself; give another -o",
             output.display()

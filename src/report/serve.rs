@@ -23,7 +23,8 @@ use tokio::sync::oneshot;
 
 use super::live::Hub;
 
-/// Record bytes in one event at most (a late browser gets the history in pieces).
+/// Record bytes in one event, about (a late browser gets the history in pieces, each whole
+/// publications).
 const MAX_EVENT_BYTES: usize = 4 << 20;
 
 #[derive(Clone)]
@@ -44,7 +45,7 @@ impl App {
         headers
             .get(header::HOST)
             .and_then(|h| h.to_str().ok())
-            .is_some_and(|h| hosts.iter().any(|ok| ok == h))
+            .is_some_and(|h| hosts.iter().any(|ok| ok.eq_ignore_ascii_case(h)))
     }
 }
 
@@ -68,13 +69,17 @@ impl Server {
         let bound = listener.local_addr()?;
         let port = bound.port();
         let hosts = (!bound.ip().is_unspecified()).then(|| {
-            [
-                bound.to_string(),
-                format!("localhost:{port}"),
-                format!("127.0.0.1:{port}"),
-                format!("[::1]:{port}"),
-            ]
-            .into()
+            let mut names = vec![bound.ip().to_string(), "localhost".into()];
+            if let std::net::IpAddr::V6(ip) = bound.ip() {
+                names[0] = format!("[{ip}]");
+            }
+            names.extend(["127.0.0.1".into(), "[::1]".into()]);
+            // A browser leaves out the port it defaults to.
+            let mut hosts: Vec<String> = names.iter().map(|n| format!("{n}:{port}")).collect();
+            if port == 80 {
+                hosts.extend(names);
+            }
+            hosts.into()
         });
         let app = App {
             hub,
@@ -138,26 +143,29 @@ impl Drop for Server {
 }
 
 /// Ctrl-C (SIGINT), SIGTERM and SIGHUP, heard from the moment this is made: made before the
-/// user is told that Ctrl-C stops the server, so that no such signal falls between the two.
+/// user is told that Ctrl-C stops the server, so that no such signal falls between the two. A
+/// signal mevi-actors was started with ignored stays ignored (`nohup`'s SIGHUP), as during the
+/// run.
 pub struct StopSignals {
     runtime: tokio::runtime::Runtime,
-    signals: [tokio::signal::unix::Signal; 3],
+    signals: Vec<tokio::signal::unix::Signal>,
 }
 
 impl StopSignals {
     pub fn listen() -> io::Result<StopSignals> {
+        use nix::sys::signal::Signal;
         use tokio::signal::unix::{SignalKind, signal};
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        let signals = {
-            let _in_runtime = runtime.enter();
-            [
-                signal(SignalKind::interrupt())?,
-                signal(SignalKind::terminate())?,
-                signal(SignalKind::hangup())?,
-            ]
-        };
+        let mut signals = Vec::new();
+        let entered = runtime.enter();
+        for stop in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+            if !crate::kernel::signals::is_ignored(stop) {
+                signals.push(signal(SignalKind::from_raw(stop as i32))?);
+            }
+        }
+        drop(entered);
         Ok(StopSignals { runtime, signals })
     }
 
@@ -165,7 +173,7 @@ impl StopSignals {
     pub fn wait(self, linger: Option<Duration>) {
         let StopSignals {
             runtime,
-            signals: [mut int, mut term, mut hup],
+            mut signals,
         } = self;
         runtime.block_on(async {
             let linger = async {
@@ -174,10 +182,15 @@ impl StopSignals {
                     None => std::future::pending().await,
                 }
             };
+            let any_signal = async {
+                if signals.is_empty() {
+                    return std::future::pending().await;
+                }
+                let arrivals = signals.iter_mut().map(|s| Box::pin(s.recv()));
+                futures::future::select_all(arrivals).await;
+            };
             tokio::select! {
-                _ = int.recv() => {}
-                _ = term.recv() => {}
-                _ = hup.recv() => {}
+                _ = any_signal => {}
                 _ = linger => {}
             }
         });
@@ -243,7 +256,7 @@ impl Follower {
                     Event::default()
                         .event("records")
                         .id(self.offset.to_string())
-                        .data(STANDARD.encode(&update.records)),
+                        .data(STANDARD.encode(update.records.concat())),
                 );
             }
             if update.ended {

@@ -393,12 +393,16 @@ impl StateActor {
                 totals: self.totals.clone(),
             },
         };
-        if let Some(mut tap) = self.report.take() {
+        let tap = self.report.take().map(|mut tap| {
             tap.before(&self.model, &summary);
             tap.after(&self.model, &self.lives, &summary);
+            tap
+        });
+        self.output.push(summary).await;
+        // The stream's last line is on its way before the page (megabytes) is written.
+        if let Some(tap) = tap {
             tap.finish(&self.model, &self.lives).await;
         }
-        self.output.push(summary).await;
         self.output.finish().await;
         if self.options.human_summary {
             // Never a panic on a stderr that has gone (to_stderr!).

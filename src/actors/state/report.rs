@@ -15,7 +15,7 @@ use crate::report::build::Builder;
 use crate::report::live::Hub;
 
 /// The meta, which is larger than the bytes a few lines add, goes to a live page at most this
-/// often.
+/// often, and only when lines came.
 const META_EVERY: Duration = Duration::from_millis(250);
 
 /// The page's builder, and where its results go.
@@ -31,7 +31,11 @@ struct Live {
     hub: Arc<Hub>,
     interval: Duration,
     published: Instant,
-    meta_published: Instant,
+    /// When the next meta may go: its making takes the state actor's time, so the larger it
+    /// is, the rarer it goes (at most 1/20 of the time is spent on it).
+    next_meta: Instant,
+    /// Lines came since the last meta.
+    news: bool,
     /// Record bytes already in the hub.
     sent: usize,
 }
@@ -48,7 +52,8 @@ impl ReportTap {
             hub,
             interval,
             published: now,
-            meta_published: now - META_EVERY,
+            next_meta: now,
+            news: true,
             sent: 0,
         });
         self
@@ -65,6 +70,9 @@ impl ReportTap {
 
     pub fn after(&mut self, model: &Replay, lives: &Processes, line: &Line) {
         self.builder.after(model, lives, line);
+        if let Some(live) = &mut self.live {
+            live.news = true;
+        }
         self.publish(model, lives);
     }
 
@@ -78,19 +86,24 @@ impl ReportTap {
             return;
         }
         live.published = now;
-        let meta = (now.duration_since(live.meta_published) >= META_EVERY).then(|| {
-            live.meta_published = now;
-            self.builder.snapshot(model, lives)
+        let meta = (live.news && now >= live.next_meta).then(|| {
+            live.news = false;
+            let meta = self.builder.snapshot(model, lives);
+            live.next_meta = now + (now.elapsed() * 20).max(META_EVERY);
+            meta
         });
         let bytes = &self.builder.encoder.bytes;
-        live.hub.publish(&bytes[live.sent.min(bytes.len())..], meta);
+        let new = &bytes[live.sent.min(bytes.len())..];
+        if !new.is_empty() || meta.is_some() {
+            live.hub.publish(new, meta);
+        }
         live.sent = bytes.len();
     }
 
     /// The whole meta to the live page, and the page to its file (on a blocking thread: it is
     /// megabytes). A failure is said on stderr; the stream and the program's status stand.
-    pub async fn finish(self, model: &Replay, lives: &Processes) {
-        let (mut meta, records) = self.builder.finish(model, lives);
+    pub async fn finish(mut self, model: &Replay, lives: &Processes) {
+        let (mut meta, records) = std::mem::take(&mut self.builder).finish(model, lives);
         if let Some(live) = &self.live {
             // Still a served page: one opened after the end follows its event stream too.
             meta.live = true;
@@ -98,7 +111,7 @@ impl ReportTap {
             meta.live = false;
             live.hub.end(&records[live.sent.min(records.len())..], json);
         }
-        let Some((path, file)) = self.file else {
+        let Some((path, file)) = self.file.take() else {
             return;
         };
         let written = tokio::task::spawn_blocking(move || -> io::Result<()> {
@@ -111,6 +124,16 @@ impl ReportTap {
         .unwrap_or_else(|e| Err(io::Error::other(e.to_string())));
         if let Err(e) = written {
             crate::to_stderr!("mevi-actors: --report {}: {e}", path.display());
+        }
+    }
+}
+
+impl Drop for ReportTap {
+    /// A run that failed before its end writes no page: the file made to check its path goes,
+    /// rather than stay empty as if it were one.
+    fn drop(&mut self) {
+        if let Some((path, _)) = self.file.take() {
+            let _ = std::fs::remove_file(path);
         }
     }
 }
