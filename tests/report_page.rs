@@ -4,7 +4,6 @@
 //! process's end the kernel's pagemap; its scrubber and time window move what it shows
 //! (docs/report.md; the page's API: window.mevi).
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -12,6 +11,10 @@ use std::time::Instant;
 use serde_json::Value;
 
 use crate::browser::{Browser, Page};
+use crate::page::{
+    DRAWN, Source, assert_clean, assert_figures_are_summarys, assert_state_is_replays, body,
+    eval_json, ms, n, number, open, replay_at, seek, spread_times,
+};
 use crate::util::{PAGE, bin, run_bounded, scratch, workload};
 
 /// The lines the events table lists (layout and lifecycle, not `resident` or `verify`).
@@ -109,17 +112,6 @@ impl Report {
         last
     }
 
-    /// `replay --at T --json`: one object per space live at `t_ns`.
-    fn replay_at(&self, t_ns: u64) -> Vec<Value> {
-        let (status, stdout, stderr) = run_bounded(
-            Command::new(bin())
-                .args(["replay", "--json", "--at", &ms(t_ns)])
-                .arg(&self.trace),
-        );
-        assert_eq!(status, 0, "replay --at {}: {stderr}", ms(t_ns));
-        json_lines(&stdout)
-    }
-
     fn truths_of<'a>(&'a self, kind: &str) -> impl Iterator<Item = &'a Value> + use<'a> {
         let kind = kind.to_owned();
         self.truths
@@ -140,20 +132,14 @@ impl Report {
             .filter(|l| EVENT_KINDS.contains(&l["ev"].as_str().unwrap_or_default()))
     }
 
-    /// Three instants spread over the trace, each just after a layout line, at whole
-    /// microseconds (so that `replay --at` in milliseconds names the same instant).
+    /// Three instants spread over the trace, each just after a line of the events table.
     fn spread_times(&self) -> Vec<u64> {
         let layout: Vec<u64> = self
             .events()
             .filter(|l| l["ev"] != "exit")
             .map(|l| n(l, "t_ns"))
             .collect();
-        let times: Vec<u64> = [1, 2, 3]
-            .iter()
-            .map(|q| (layout[layout.len() * q / 4] / 1000 + 1) * 1000)
-            .collect();
-        assert!(times[0] < times[2], "{times:?}");
-        times
+        spread_times(&layout)
     }
 
     /// The instant just before `pid`'s exit line: every line of its space before that line, and
@@ -186,268 +172,11 @@ fn json_lines(text: &str) -> Vec<Value> {
         .collect()
 }
 
-fn n(v: &Value, key: &str) -> u64 {
-    v[key]
-        .as_u64()
-        .unwrap_or_else(|| panic!("no number {key} in {v}"))
-}
-
-/// `t_ns` in milliseconds, as `replay --at` reads them (exactly, to the nanosecond).
-fn ms(t_ns: u64) -> String {
-    format!("{}.{:06}", t_ns / 1_000_000, t_ns % 1_000_000)
-}
-
-/// Opens the report and waits for `mevi.ready`.
-fn open<'b>(browser: &'b Browser, url: &str) -> Page<'b> {
-    let started = Instant::now();
-    let page = browser.open(url).unwrap();
-    if let Err(e) = page.eval("mevi.ready.then(() => true)") {
-        panic!(
-            "the page did not get ready: {e:?}\nwhat it logged: {:#?}",
-            page.problems()
-        );
-    }
-    eprintln!("page ready {:?} after opening it", started.elapsed());
-    assert_eq!(body(&page, "ready"), "1");
-    page
-}
-
-/// `<body data-NAME>`.
-fn body(page: &Page, name: &str) -> String {
-    let value = page
-        .eval(&format!("document.body.getAttribute('data-{name}')"))
-        .unwrap();
-    value.as_str().unwrap_or_default().to_string()
-}
-
-/// JS to JSON, BigInts (if the page uses them for addresses) as decimal strings.
-fn eval_json(page: &Page, js: &str) -> Value {
-    let text = page
-        .eval(&format!(
-            "(async () => JSON.stringify(await ({js}), \
-               (k, v) => typeof v === 'bigint' ? v.toString() : v))()"
-        ))
-        .unwrap();
-    serde_json::from_str(text.as_str().unwrap_or("null")).unwrap()
-}
-
-/// No console error or warning, no exception, no error in the browser's log, no request but
-/// the document's own, no CSP violation, no error the page counted itself.
-fn assert_clean(page: &Page) {
-    let problems = page.problems();
-    assert!(
-        problems.is_empty(),
-        "the page logged:\n{}",
-        problems.join("\n")
-    );
-    let document = page.url.split('#').next().unwrap();
-    let requests = page.requests();
-    assert!(
-        requests
-            .iter()
-            .all(|r| r.split('#').next() == Some(document)),
-        "requests other than the document: {requests:?}"
-    );
-    assert_eq!(body(page, "csp-violations"), "0");
-    assert_eq!(body(page, "errors"), "0");
-}
-
-/// The page's figures are the summary's: each process's peak and final resident, the tree's
-/// peak.
-fn assert_figures(page: &Page, report: &Report) {
-    let figures = eval_json(page, "mevi.figures()");
-    let summary = report.summary();
-    let by_pid = |processes: &Value| -> BTreeMap<u64, (u64, u64)> {
-        processes
-            .as_array()
-            .unwrap_or_else(|| panic!("no processes in {processes}"))
-            .iter()
-            .map(|p| {
-                let size = |k| number(&p[k]).unwrap_or_else(|| panic!("no {k} in {p}"));
-                (
-                    n(p, "pid"),
-                    (size("peak_resident_bytes"), size("resident_bytes")),
-                )
-            })
-            .collect()
-    };
-    assert_eq!(
-        by_pid(&figures["processes"]),
-        by_pid(&summary["processes"]),
-        "(peak, final) resident per pid: the page vs the summary"
-    );
-    assert_eq!(
-        number(&figures["tree_peak_resident_bytes"]),
-        Some(n(&summary["totals"], "tree_peak_resident_bytes")),
-        "the tree's peak: {figures}"
-    );
-}
-
-/// A number the page gave, as a JSON number or a decimal string (a BigInt).
-fn number(v: &Value) -> Option<u64> {
-    v.as_u64().or_else(|| v.as_str()?.parse().ok())
-}
-
-/// Whether the page's `got` is `replay`'s `want`. JS numbers are doubles: an address above
-/// 2^53 comes back as the double nearest it (exact for a page-aligned address, but printed
-/// with other digits), so those are compared as doubles.
-fn same(want: &Value, got: &Value) -> bool {
-    if want == got {
-        return true;
-    }
-    match (want.as_u64(), got) {
-        (Some(w), Value::String(s)) => s.parse::<u64>().ok() == Some(w),
-        (Some(w), Value::Number(g)) => w > 1 << 53 && g.as_f64() == Some(w as f64),
-        _ => false,
-    }
-}
-
-/// Moves the cursor with `mevi.seek` and lets the page draw.
-fn seek(page: &Page, t_ns: u64) {
-    let cursor = page
-        .eval(&format!(
-            "(async () => {{ mevi.seek({t_ns}); {DRAWN} return mevi.cursor(); }})()"
-        ))
-        .unwrap();
-    assert_eq!(number(&cursor), Some(t_ns), "cursor after seek({t_ns})");
-    assert_eq!(body(page, "t-ns"), t_ns.to_string());
-}
-
-/// Waits for two animation frames (the page may draw in one), or 500 ms in a tab that draws
-/// none: a statement for an async function.
-const DRAWN: &str = "await new Promise(done => { \
-     requestAnimationFrame(() => requestAnimationFrame(done)); setTimeout(done, 500); });";
-
-/// The fields of a mapping in `replay --at --json` (absent there: null in `mevi.state()`).
-const FIELDS: &[&str] = &[
-    "start",
-    "end",
-    "kind",
-    "prot",
-    "path",
-    "tracked",
-    "resident_pages",
-    "zero_pages",
-    "untouched_pages",
-    "made_seq",
-    "made_t_ns",
-    "made_tid",
-];
-
-/// At the cursor, `mevi.state()` and the `.mapping` elements of the address-space view are
-/// `replay --at` of the same instant, space by space and mapping by mapping; the replay's answer.
-fn assert_state_is_replays(page: &Page, report: &Report, t_ns: u64) -> Vec<Value> {
-    let at = format!("at {} ms", ms(t_ns));
-    let want = report.replay_at(t_ns);
-    let got = eval_json(page, "mevi.state()");
-    let got = got
-        .as_array()
-        .unwrap_or_else(|| panic!("{at}: state() is {got}"));
-    let ids = |spaces: &[Value]| {
-        spaces
-            .iter()
-            .map(|s| s["space"].clone())
-            .collect::<Vec<_>>()
-    };
-    assert_eq!(ids(got), ids(&want), "{at}: the live spaces");
-    for (w, g) in want.iter().zip(got) {
-        let space = format!("{at}, space {}", w["space"]);
-        for key in ["resident_bytes", "peak_resident_bytes"] {
-            assert!(
-                same(&w[key], &g[key]),
-                "{space}: {key}: replay {} page {}",
-                w[key],
-                g[key]
-            );
-        }
-        let (wm, gm) = (w["mappings"].as_array().unwrap(), g["mappings"].as_array());
-        let mut gm = gm
-            .unwrap_or_else(|| panic!("{space}: no mappings array in {g}"))
-            .clone();
-        gm.sort_by_key(|m| number(&m["start"]));
-        assert_eq!(
-            gm.len(),
-            wm.len(),
-            "{space}: mappings\nreplay {wm:?}\npage {gm:?}"
-        );
-        for (wm, gm) in wm.iter().zip(&gm) {
-            for &key in FIELDS {
-                let w = wm.get(key).unwrap_or(&Value::Null);
-                assert!(
-                    same(w, &gm[key]),
-                    "{space}, mapping {:#x}: {key}: replay {w} page {}\nreplay {wm}\npage {gm}",
-                    n(wm, "start"),
-                    gm[key]
-                );
-            }
-        }
-    }
-    assert_view_is_replays(page, &want, &at);
-    want
-}
-
-/// The `.mapping` elements' data attributes are the replay's mappings.
-fn assert_view_is_replays(page: &Page, want: &[Value], at: &str) {
-    let shown = eval_json(
-        page,
-        "[...document.querySelectorAll('.mapping')].map(e => ({...e.dataset}))",
-    );
-    let mut shown: Vec<Value> = shown.as_array().cloned().unwrap_or_default();
-    shown.sort_by_key(|e| (number(&e["space"]), number(&e["start"])));
-    let expected: Vec<(&Value, &Value)> = want
-        .iter()
-        .flat_map(|s| {
-            s["mappings"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(move |m| (&s["space"], m))
-        })
-        .collect();
-    assert_eq!(
-        shown.len(),
-        expected.len(),
-        "{at}: .mapping elements\nshown {shown:?}"
-    );
-    for ((space, m), e) in expected.iter().zip(&shown) {
-        let attributes = [
-            ("space", *space),
-            ("start", &m["start"]),
-            ("end", &m["end"]),
-            ("kind", &m["kind"]),
-            ("prot", &m["prot"]),
-            ("path", &m["path"]),
-            ("tracked", &m["tracked"]),
-            ("resident", &m["resident_pages"]),
-            ("zero", &m["zero_pages"]),
-            ("untouched", &m["untouched_pages"]),
-        ];
-        for (name, want) in attributes {
-            assert!(
-                same_text(want, e[name].as_str()),
-                "{at}: .mapping of space {space} at {:#x}: data-{name} is {:?}, replay says {want}\
-                 \nelement {e}",
-                n(m, "start"),
-                e[name]
-            );
-        }
-    }
-}
-
-/// Whether a data attribute (absent: None) says what the replay's `want` says.
-fn same_text(want: &Value, got: Option<&str>) -> bool {
-    match want {
-        Value::Null => got.is_none_or(str::is_empty),
-        Value::Bool(b) => {
-            let truthy = matches!(got, Some("true" | "1"));
-            let falsy = matches!(got, Some("false" | "0" | ""));
-            if *b { truthy } else { falsy }
-        }
-        Value::String(s) => got == Some(s.as_str()),
-        // Exact, even above 2^53 ([vsyscall]): an attribute is text, not a JS number.
-        Value::Number(_) => got.and_then(|g| g.parse::<u64>().ok()) == want.as_u64(),
-        _ => false,
-    }
+/// The page's state at `t_ns` (its cursor) is `replay --at`'s: the replay's answer.
+fn assert_state_is_replays_at(page: &Page, report: &Report, t_ns: u64) -> Vec<Value> {
+    let replay = replay_at(&report.trace, t_ns);
+    assert_state_is_replays(page, &replay, t_ns);
+    replay
 }
 
 /// Pages of `space` (a `state()` or `--json` object) within `[start, end)`, which its mappings
@@ -505,7 +234,7 @@ fn assert_end_is_kernels(page: &Page, report: &Report) {
         let pid = n(truth, "pid");
         let t = report.just_before_exit(pid);
         seek(page, t);
-        let replay = assert_state_is_replays(page, report, t);
+        let replay = assert_state_is_replays_at(page, report, t);
         let state = eval_json(page, "mevi.state()");
         let space = space_of(state.as_array().unwrap(), &replay, pid);
         assert_eq!(
@@ -553,14 +282,14 @@ fn the_report_of_a_fork_shows_the_summary_and_each_processs_end_as_its_kernel_ha
         return;
     };
     let page = open(&browser, &report.url());
-    assert_figures(&page, &report);
+    assert_figures_are_summarys(&page, report.summary());
     for t in report.spread_times() {
         seek(&page, t);
-        let replay = assert_state_is_replays(&page, &report, t);
+        let replay = assert_state_is_replays_at(&page, &report, t);
         assert!(!replay.is_empty(), "nothing live at {} ms", ms(t));
     }
     assert_end_is_kernels(&page, &report);
-    assert_clean(&page);
+    assert_clean(&page, Source::Offline);
     eprintln!("fork_touch: browser part {:?}", started.elapsed());
 }
 
@@ -572,7 +301,7 @@ fn the_report_of_phases_shows_the_kernels_pages_in_each_pause_and_at_the_end() {
         return;
     };
     let page = open(&browser, &report.url());
-    assert_figures(&page, &report);
+    assert_figures_are_summarys(&page, report.summary());
     let pid = n(
         report.truths_of("anon").next().expect("an anon truth"),
         "pid",
@@ -587,7 +316,7 @@ fn the_report_of_phases_shows_the_kernels_pages_in_each_pause_and_at_the_end() {
     ];
     for (i, t) in times.into_iter().enumerate() {
         seek(&page, t);
-        let replay = assert_state_is_replays(&page, &report, t);
+        let replay = assert_state_is_replays_at(&page, &report, t);
         let Some(phase) = ["1", "2"].get(i) else {
             continue;
         };
@@ -613,7 +342,7 @@ fn the_report_of_phases_shows_the_kernels_pages_in_each_pause_and_at_the_end() {
     }
     assert_end_is_kernels(&page, &report);
     assert_screenshot(&browser, &page, "report-u11_phases");
-    assert_clean(&page);
+    assert_clean(&page, Source::Offline);
     eprintln!("u11_phases: browser part {:?}", started.elapsed());
 }
 
@@ -652,7 +381,7 @@ fn the_scrubber_the_window_and_the_address_bar_move_what_the_report_shows() {
     for quarter in 0..=4 {
         let cursor = scrub(&page, quarter as f64 / 4.0);
         assert!(cursor <= end, "{cursor} after the end {end}");
-        let replay = assert_state_is_replays(&page, &report, cursor);
+        let replay = assert_state_is_replays_at(&page, &report, cursor);
         let tree: u64 = replay.iter().map(|s| n(s, "resident_bytes")).sum();
         assert_eq!(
             body(&page, "tree-resident-bytes"),
@@ -736,7 +465,7 @@ fn the_scrubber_the_window_and_the_address_bar_move_what_the_report_shows() {
             "scrubber at {f}: {cursor} not in {t0}-{t1}"
         );
     }
-    assert_state_is_replays(&page, &report, scrub(&page, 0.5));
+    assert_state_is_replays_at(&page, &report, scrub(&page, 0.5));
     drop(page);
 
     // The address bar: #t=…&w=…-… in milliseconds, applied at load.
@@ -754,8 +483,8 @@ fn the_scrubber_the_window_and_the_address_bar_move_what_the_report_shows() {
         body(&page, "window"),
         format!("{}-{}", w0 * 1_000_000, w1 * 1_000_000)
     );
-    assert_state_is_replays(&page, &report, t * 1_000_000);
-    assert_clean(&page);
+    assert_state_is_replays_at(&page, &report, t * 1_000_000);
+    assert_clean(&page, Source::Offline);
     eprintln!("controls: browser part {:?}", started.elapsed());
 }
 
@@ -791,15 +520,15 @@ fn the_report_of_the_demo_shows_its_summary_and_replays_state_and_is_drawn() {
         return;
     };
     let page = open(&browser, &report.url());
-    assert_figures(&page, &report);
+    assert_figures_are_summarys(&page, report.summary());
     let times = report.spread_times();
     for &t in &times {
         seek(&page, t);
-        let replay = assert_state_is_replays(&page, &report, t);
+        let replay = assert_state_is_replays_at(&page, &report, t);
         assert!(!replay.is_empty(), "nothing live at {} ms", ms(t));
     }
     seek(&page, times[1]);
     assert_screenshot(&browser, &page, "report-demo");
-    assert_clean(&page);
+    assert_clean(&page, Source::Offline);
     eprintln!("demo: browser part {:?}", started.elapsed());
 }

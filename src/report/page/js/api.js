@@ -45,8 +45,14 @@
     },
   };
 
-  let lastHash = null;
+  // The hash follows the view a moment later (Chromium throttles, and warns about, more than
+  // about 100 history changes in 10 s: a drag of the scrubber makes one a frame).
+  let lastHash = null, hashTimer = 0;
   function writeHash() {
+    if (!hashTimer) hashTimer = setTimeout(writeHashNow, 250);
+  }
+  function writeHashNow() {
+    hashTimer = 0;
     const A = M.axis;
     const whole = A.t0 === 0 && A.t1 === M.data.end;
     const ms = (ns) => String(+(ns / 1e6).toFixed(6));

@@ -100,6 +100,62 @@
   };
 
   /**
+   * A plot of one row per item over the window (processes, threads) that draws only the rows
+   * in view: a scroll box whose canvas, sticky and as high as the box, is redrawn on scroll,
+   * above a spacer that gives the box the whole height. (A canvas as high as every row passes
+   * the browser's limit, about 65,000 px in Chromium and 32,767 in Firefox, past a few thousand
+   * rows, and then shows nothing at all.) The time labels stay at the box's bottom.
+   * `paintRow(g, w, i, y)` draws row `i` with its top at `y`; `count()` says how many rows.
+   */
+  A.RowPlot = class {
+    constructor(parent, { row, count, paintRow, label }) {
+      this.row = row;
+      this.count = count;
+      this.paintRow = paintRow;
+      this.canvas = M.el("canvas", { class: "plot sticky", "aria-label": label });
+      this.spacer = M.el("div");
+      this.box = M.el("div", { class: "scroll rows-box" }, this.canvas, this.spacer);
+      parent.append(this.box);
+      let pending = 0;
+      this.box.addEventListener("scroll", () => {
+        if (!pending) pending = requestAnimationFrame(() => { pending = 0; this.draw(); });
+      });
+    }
+
+    /** The canvas's height: every row and the labels, at most the box's 340 px. */
+    height() {
+      return Math.min(A.ROWS_VIEW, this.count() * this.row + A.ROWS_AXIS + 6);
+    }
+
+    draw() {
+      const n = this.count(), h = this.height(), all = n * this.row + A.ROWS_AXIS + 6;
+      this.box.style.height = h + "px";
+      this.spacer.style.height = all - h + "px";
+      const { g, w } = M.fitCanvas(this.canvas, h);
+      const bottom = h - A.ROWS_AXIS, top = this.box.scrollTop;
+      A.drawGrid(g, w, 0, bottom, bottom + 6);
+      const first = Math.max(0, Math.floor((top - 4) / this.row));
+      const last = Math.min(n, Math.ceil((top + bottom - 4) / this.row));
+      g.save();
+      g.beginPath();
+      g.rect(0, 0, w, bottom);
+      g.clip();
+      for (let i = first; i < last; i++) this.paintRow(g, w, i, 4 + i * this.row - top);
+      g.restore();
+      A.drawCursor(g, w, 0, bottom);
+    }
+
+    /** The row under `y` (CSS px from the canvas's top), or -1. */
+    rowAt(y) {
+      if (y >= this.height() - A.ROWS_AXIS) return -1;
+      const i = Math.floor((y + this.box.scrollTop - 4) / this.row);
+      return i >= 0 && i < this.count() ? i : -1;
+    }
+  };
+  A.ROWS_VIEW = 340; // px: the box's height at most
+  A.ROWS_AXIS = 22; // px under the rows for the time labels
+
+  /**
    * Pointer handling shared by the time plots: a click sets the cursor, a drag selects a
    * window (shown while dragging through `onDrag(x0, x1)`); `hover(ev, t, x, y)` for tooltips.
    */

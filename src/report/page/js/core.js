@@ -33,7 +33,10 @@ const MEVI = {};
     return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, "\u2009");
   };
 
-  /** An address in hex (addresses stay below 2^53, so Number is exact). */
+  /** An address in hex. Addresses are Numbers (doubles): past 2^53 not every integer is one,
+   * but page-aligned values are exact up to 2^64 (a multiple of 2^12 below 2^64 needs 52 bits
+   * of mantissa), such as [vsyscall]'s 0xffffffffff600000; data attributes print them exactly
+   * with BigInt (`M.dec`). */
   M.hex = function (n) {
     return n == null ? "-" : "0x" + n.toString(16);
   };
@@ -63,6 +66,14 @@ const MEVI = {};
       e.append(c instanceof Node ? c : String(c));
     }
     return e;
+  };
+
+  /** Replaces `parent`'s children by `nodes`, an array of any length (a call spread, as in
+   * `replaceChildren(...nodes)`, throws a RangeError past about 100,000 arguments). */
+  M.fill = function (parent, nodes) {
+    const f = document.createDocumentFragment();
+    for (const n of nodes) f.append(n);
+    parent.replaceChildren(f);
   };
 
   /** Sizes a canvas to its CSS box at the device's pixel ratio; the context draws in CSS px. */

@@ -37,15 +37,23 @@
     derive();
   };
 
-  /** Live mode: record bytes to append and, when it changed, the whole meta anew. */
+  /** What tells one meta from the next: a meta comes up to 4 times a second, the same while
+   * the run is idle (or sent again on a reconnection), and is then not applied at all. */
+  const signature = (meta) =>
+    [meta.end_ns, meta.records && meta.records.bytes, meta.live, meta.complete].join(" ");
+
+  /** Live mode: record bytes to append and the whole meta anew (either may be missing); the
+   * listeners hear `{records, meta}`: whether bytes came, and whether the meta changed. */
   D.update = function (bytes, meta) {
-    if (bytes && bytes.length) D.timeline.append(bytes);
-    if (meta) {
+    const records = !!(bytes && bytes.length);
+    if (records) D.timeline.append(bytes);
+    const fresh = !!meta && signature(meta) !== signature(D.meta);
+    if (fresh) {
       D.meta = meta;
       D.timeline.keyframes = (meta.records && meta.records.keyframes) || [];
       derive();
     }
-    for (const f of D.listeners) f();
+    if (records || fresh) for (const f of D.listeners) f({ records, meta: fresh });
   };
 
   D.onChange = (f) => D.listeners.push(f);
@@ -80,9 +88,9 @@
     (meta.spaces || []).forEach((s, i) => {
       const pids = s.pids || [];
       const first = D.byPid.get(pids[0]);
-      const who = pids.length
-        ? "pid " + pids.join(", ") + (first ? " " + first.name : "")
-        : "no process";
+      // A shell's space holds each child it forks until the child's exec: name a few.
+      const few = pids.slice(0, 4).join(", ") + (pids.length > 4 ? " and " + (pids.length - 4) + " more" : "");
+      const who = pids.length ? "pid " + few + (first ? " " + first.name : "") : "no process";
       D.spaceInfo.set(s.id, { id: s.id, pids, label: "space " + s.id + " · " + who, colour: M.paletteColour(i), life: s });
     });
   }
@@ -110,11 +118,10 @@
   D.figures = function () {
     const meta = D.meta;
     const totals = meta.summary && meta.summary.totals;
-    const tree = meta.buckets && (meta.buckets.tree || null);
-    const treeMax = tree ? tree.max : meta.buckets && meta.buckets.tree_max;
-    const treeLast = tree ? tree.last : meta.buckets && meta.buckets.tree_last;
+    const tree = meta.buckets.tree;
+    const treeLast = tree.last;
     let peak = totals && totals.tree_peak_resident_bytes;
-    if (peak == null && treeMax) peak = treeMax.reduce((a, b) => Math.max(a, b), 0);
+    if (peak == null) peak = meta.tree_peak_resident_bytes;
     return {
       processes: (meta.processes || []).map((p) => ({
         pid: p.pid, peak_resident_bytes: p.peak_resident_bytes, resident_bytes: p.resident_bytes,

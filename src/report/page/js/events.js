@@ -6,13 +6,10 @@
   let box, body, count, pidSel, kindSel, topPad, bottomPad;
   let shown = []; // the rows matching window and filters, as arrays
   let filter = { pid: null, kind: null };
-
-  function columns() {
-    return M.data.meta.events ? M.data.meta.events.columns : ["seq", "t_ns", "ev", "pid", "tid", "space", "start", "end", "detail"];
-  }
+  let choices = null; // the pids and kinds the filters offer, as last filled
 
   function all() {
-    return (M.data.meta.events && M.data.meta.events.rows) || [];
+    return M.data.meta.events.rows;
   }
 
   function select() {
@@ -31,8 +28,11 @@
   }
 
   function rowEl(r) {
-    const [seq, t, ev, pid, tid, space, start, end, detail] = r;
-    const size = start != null && end != null && end >= start ? M.size(end - start) : "";
+    const [seq, t, ev, pid, tid, space, a, b, detail] = r;
+    // A range in address order, whichever order the row gives (a shrinking brk may give the
+    // old break first).
+    const start = a != null && b != null ? Math.min(a, b) : a, end = a != null && b != null ? Math.max(a, b) : b;
+    const size = start != null && end != null ? M.size(end - start) : "";
     return M.el("tr", { class: "event ev-" + ev, "data-seq": M.dec(seq), onclick: () => M.axis.seek(t) },
       M.el("td", { class: "num" }, String(seq)),
       M.el("td", { class: "num" }, M.ms(t)),
@@ -54,20 +54,37 @@
     bottomPad.firstChild.style.height = (shown.length - last) * ROW + "px";
     const rows = [];
     for (let i = first; i < last; i++) rows.push(rowEl(shown[i]));
-    body.replaceChildren(topPad, ...rows, bottomPad);
+    rows.unshift(topPad);
+    rows.push(bottomPad);
+    M.fill(body, rows);
   }
 
+  /** The filters' choices: every pid and kind in the rows, and the ones chosen. Filled again
+   * only when they change (a live page gets new rows 4 times a second: refilling each time
+   * would close an open list), keeping what is chosen. */
   function fillFilters() {
-    const pids = [...new Set(all().map((r) => r[3]).filter((p) => p != null))].sort((a, b) => a - b);
-    const kinds = [...new Set(all().map((r) => r[2]))].sort();
-    pidSel.replaceChildren(M.el("option", { value: "" }, "every pid"), ...pids.map((p) => M.el("option", { value: p }, String(p))));
-    kindSel.replaceChildren(M.el("option", { value: "" }, "every kind"), ...kinds.map((k) => M.el("option", { value: k }, k)));
+    const pids = new Set(), kinds = new Set();
+    for (const r of all()) {
+      if (r[3] != null) pids.add(r[3]);
+      kinds.add(r[2]);
+    }
+    // A chosen pid or kind whose rows left the live page's last rows stays a choice.
+    if (filter.pid != null) pids.add(filter.pid);
+    if (filter.kind != null) kinds.add(filter.kind);
+    const p = [...pids].sort((a, b) => a - b), k = [...kinds].sort();
+    const now = p.join(" ") + "|" + k.join(" ");
+    if (now === choices) return;
+    choices = now;
+    M.fill(pidSel, [M.el("option", { value: "" }, "every pid")].concat(p.map((x) => M.el("option", { value: x }, String(x)))));
+    M.fill(kindSel, [M.el("option", { value: "" }, "every kind")].concat(k.map((x) => M.el("option", { value: x }, x))));
+    pidSel.value = filter.pid == null ? "" : String(filter.pid);
+    kindSel.value = filter.kind == null ? "" : filter.kind;
   }
 
   function render() {
     select();
     const total = all().length;
-    const left = M.data.meta.events ? M.data.meta.events.left_out : 0;
+    const left = M.data.meta.events.left_out;
     count.textContent = M.exact(shown.length) + " of " + M.exact(total) + " events in the window" +
       (left ? " (" + M.exact(left) + " in the middle of the trace are not in the report)" : "");
     paint();
@@ -91,6 +108,7 @@
     },
     setFilter(f) {
       Object.assign(filter, f);
+      fillFilters();
       pidSel.value = filter.pid == null ? "" : String(filter.pid);
       kindSel.value = filter.kind == null ? "" : filter.kind;
       box.scrollTop = 0;
@@ -98,7 +116,7 @@
     },
     /** The rows the table shows now (window and filters), as objects. */
     rows() {
-      const cols = columns();
+      const cols = M.data.meta.events.columns;
       return shown.map((r) => Object.fromEntries(cols.map((c, i) => [c, r[i] === undefined ? null : r[i]])));
     },
     rebuild: fillFilters,

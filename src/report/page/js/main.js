@@ -25,6 +25,48 @@
     return M.el("span", { class: "figure", title: M.exact(bytes) + " B" }, M.el("b", null, M.size(bytes)), M.el("small", null, label));
   }
 
+  /** What changed since the views were last drawn; `frame()` draws it, once per animation
+   * frame however many changes came (scrubber input, seeks, live updates). `mevi.seek` and
+   * `mevi.state()` do not wait for it: the state at the cursor and the body's attributes
+   * follow at once (the axis listener in `start`). */
+  const dirty = { cursor: false, window: false, records: false, meta: false, layout: false };
+  let frameId = 0, scrubTo = null;
+
+  function redraw(...what) {
+    for (const w of what) dirty[w] = true;
+    if (!frameId) frameId = requestAnimationFrame(frame);
+  }
+
+  function frame() {
+    // The scrubber's last position moves the cursor, once a frame however fast it is dragged.
+    if (scrubTo != null) {
+      const A = M.axis, at = scrubTo;
+      scrubTo = null;
+      A.seek(A.t0 + (at / 10000) * (A.t1 - A.t0));
+    }
+    frameId = 0;
+    const d = Object.assign({}, dirty);
+    for (const k of Object.keys(dirty)) dirty[k] = false;
+    if (Object.values(d).some(Boolean)) draw(d);
+  }
+
+  function draw(d) {
+    if (d.meta) {
+      header();
+      M.resident.rebuild();
+      M.threads.rebuild();
+      M.events.rebuild();
+      M.verify.draw();
+    }
+    // The space view rebuilds only the spaces whose state changed (space.js).
+    if (d.cursor || d.records || d.meta || d.layout) M.space.draw();
+    if (d.window || d.meta) M.events.draw();
+    M.resident.draw();
+    M.processes.draw();
+    M.threads.draw();
+    showCursor();
+  }
+
   /** The scrubber (over the window) and its step buttons, and the cursor's readout. */
   function scrubber() {
     const range = $("scrubber");
@@ -32,8 +74,8 @@
     range.max = "10000";
     range.step = "1";
     range.addEventListener("input", () => {
-      const A = M.axis;
-      M.axis.seek(A.t0 + (Number(range.value) / 10000) * (A.t1 - A.t0));
+      scrubTo = Number(range.value);
+      redraw();
     });
     $("step-back").addEventListener("click", () => {
       const d = M.now.dec;
@@ -62,12 +104,6 @@
     }
   }
 
-  function drawTime() {
-    M.resident.draw();
-    M.processes.draw();
-    M.threads.draw();
-  }
-
   function start() {
     M.data.load();
     header();
@@ -88,46 +124,27 @@
     M.api.readHash();
     M.refresh();
     M.axis.on((what) => {
-      if (what === "cursor") {
-        M.refresh();
-        M.space.draw();
-      } else {
-        M.events.draw();
-      }
-      drawTime();
-      showCursor();
+      if (what === "cursor") M.refresh();
       M.api.mark();
+      redraw(what);
     });
-    M.space.draw();
-    M.events.draw();
-    drawTime();
-    showCursor();
+    draw({ cursor: true, window: true });
     M.api.mark();
     // Live mode: more data came. A window over the whole trace and a cursor at its end follow
-    // the new end; every view takes the new processes, threads and events.
+    // the new end; with a new meta every view takes the new processes, threads and events.
     let end = M.data.end;
-    M.data.onChange(() => {
+    M.data.onChange((what) => {
       const A = M.axis;
       const whole = A.t0 === 0 && A.t1 === end, atEnd = A.cursor >= end;
       end = M.data.end;
       if (whole) A.t1 = end;
       if (atEnd) A.cursor = M.data.meta.end_ns || 0;
-      header();
-      M.resident.rebuild();
-      M.threads.rebuild();
-      M.events.rebuild();
       M.refresh();
-      M.space.draw();
-      M.events.draw();
-      drawTime();
-      showCursor();
       M.api.mark();
+      if (what.meta) redraw("meta", "window", "cursor");
+      else redraw("records");
     });
-    let resize = 0;
-    window.addEventListener("resize", () => {
-      cancelAnimationFrame(resize);
-      resize = requestAnimationFrame(() => { drawTime(); M.space.draw(); });
-    });
+    window.addEventListener("resize", () => redraw("layout"));
     window.addEventListener("hashchange", () => {
       if (location.hash !== M.api.hashWritten()) M.api.readHash();
     });

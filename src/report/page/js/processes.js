@@ -1,9 +1,10 @@
 // The process tree as bars on the time axis: born to ended (to the trace's end when it never
-// said), exec ticks, coloured by how each ended. Hover gives argv, threads and figures.
+// said), exec ticks, coloured by how each ended. Hover gives argv, threads and figures. Only
+// the rows in view are drawn (A.RowPlot): a tree may have thousands of processes.
 (function (M) {
   const A = M.axis;
   const ROW = 20;
-  let canvas;
+  let plot;
 
   /** The colour of an end: exit 0, another status, a signal, or unknown. */
   M.endColour = function (p) {
@@ -13,46 +14,33 @@
     return M.colour.unknown;
   };
 
-  function rowAt(y) {
-    const i = Math.floor((y - 4) / ROW);
-    return M.data.processes[i] || null;
-  }
-
-  function draw() {
-    const procs = M.data.processes;
-    const h = Math.max(1, procs.length) * ROW + 28;
-    const { g, w } = M.fitCanvas(canvas, h);
-    const bottom = h - 22;
-    A.drawGrid(g, w, 0, bottom, bottom + 6);
+  /** Row `i`: its label (indented by depth), its life as a bar, a tick at each exec. */
+  function paintRow(g, w, i, y) {
+    const p = M.data.processes[i];
+    const mid = y + ROW / 2;
     g.font = "12px system-ui, sans-serif";
     g.textBaseline = "middle";
-    procs.forEach((p, i) => {
-      const y = 4 + i * ROW;
-      const mid = y + ROW / 2;
-      g.fillStyle = "#2b333d";
-      g.textAlign = "left";
-      const label = p.pid + " " + shortName(p);
-      g.save();
-      g.beginPath();
-      g.rect(0, y, A.left - 6, ROW);
-      g.clip();
-      g.fillText(label, 6 + 10 * Math.min(p.depth || 0, 6), mid);
-      g.restore();
-      const end = p.ended_ns == null ? M.data.end : p.ended_ns;
-      const x0 = Math.max(A.left, A.x(p.born_ns, w));
-      const x1 = Math.min(w - A.right, A.x(end, w));
-      if (x1 < A.left || x0 > w - A.right) return;
-      g.fillStyle = M.endColour(p);
-      g.globalAlpha = p.ended_ns == null ? 0.55 : 0.9;
-      g.fillRect(x0, y + 4, Math.max(1.5, x1 - x0), ROW - 8);
-      g.globalAlpha = 1;
-      g.fillStyle = "#1d2530";
-      for (const t of p.execs || []) {
-        const x = A.x(t, w);
-        if (x >= A.left && x <= w - A.right) g.fillRect(Math.round(x) - 1, y + 2, 2, ROW - 4);
-      }
-    });
-    A.drawCursor(g, w, 0, bottom);
+    g.fillStyle = "#2b333d";
+    g.textAlign = "left";
+    g.save();
+    g.beginPath();
+    g.rect(0, y, A.left - 6, ROW);
+    g.clip();
+    g.fillText(p.pid + " " + shortName(p), 6 + 10 * Math.min(p.depth || 0, 6), mid);
+    g.restore();
+    const end = p.ended_ns == null ? M.data.end : p.ended_ns;
+    const x0 = Math.max(A.left, A.x(p.born_ns, w));
+    const x1 = Math.min(w - A.right, A.x(end, w));
+    if (x1 < A.left || x0 > w - A.right) return;
+    g.fillStyle = M.endColour(p);
+    g.globalAlpha = p.ended_ns == null ? 0.55 : 0.9;
+    g.fillRect(x0, y + 4, Math.max(1.5, x1 - x0), ROW - 8);
+    g.globalAlpha = 1;
+    g.fillStyle = "#1d2530";
+    for (const t of p.execs || []) {
+      const x = A.x(t, w);
+      if (x >= A.left && x <= w - A.right) g.fillRect(Math.round(x) - 1, y + 2, 2, ROW - 4);
+    }
   }
 
   function shortName(p) {
@@ -61,7 +49,7 @@
   }
 
   function hover(ev, t, x, y) {
-    const p = rowAt(y);
+    const p = M.data.processes[plot.rowAt(y)];
     if (!p) { M.tip.hide(); return; }
     const threads = (p.threads || []).map((tid) => tid + (M.data.threadName(tid) ? " " + M.data.threadName(tid) : ""));
     const lines = [
@@ -76,14 +64,14 @@
 
   M.processes = {
     init(el) {
-      canvas = M.el("canvas", { class: "plot", "aria-label": "processes over time" });
+      plot = new A.RowPlot(el, { row: ROW, count: () => M.data.processes.length, paintRow, label: "processes over time" });
       const legend = M.el("div", { class: "legend" },
         ...[["exit 0", M.colour.exit0], ["other exit status", M.colour.exitN], ["killed by a signal", M.colour.signal], ["end unknown", M.colour.unknown]]
           .map(([l, c]) => M.el("span", { class: "legend-item" }, M.el("i", { class: "swatch", style: "background:" + c }), l)),
         M.el("span", { class: "legend-item" }, M.el("i", { class: "swatch tick" }), "exec"));
-      el.append(M.el("div", { class: "scroll tall" }, canvas), legend);
-      A.bind(canvas, { hover, labels: true });
+      el.append(legend);
+      A.bind(plot.canvas, { hover, labels: true });
     },
-    draw,
+    draw: () => plot.draw(),
   };
 })(MEVI);

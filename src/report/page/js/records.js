@@ -7,8 +7,11 @@
 
   /** A space as the records left it: mappings in address order, page runs, peak, liveness. */
   class Space {
-    constructor(id) {
+    constructor(id, stamp) {
       this.id = id;
+      // The byte offset of the last record (or keyframe) that changed it: the same stamp means
+      // the same state, whichever decoder read it (views reuse what they drew for it).
+      this.stamp = stamp;
       this.live = false;
       this.mappings = []; // {start, end, kind, tracked, prot, path, seq, t, tid}
       this.pages = new M.RunSet();
@@ -108,10 +111,12 @@
       return this.strings[id];
     }
 
-    current() {
+    /** The space the records are about, stamped as changed by the record at `at`. */
+    current(at) {
       if (this.space === null) this.r.fail("a record before any SPACE record");
       let s = this.spaces.get(this.space);
       if (!s) this.spaces.set(this.space, (s = new Space(this.space)));
+      s.stamp = at;
       return s;
     }
 
@@ -195,10 +200,10 @@
           const t = r.u();
           if (t > T) { r.at = at; break; }
           this.lastT = t;
-          this.keyframe(t);
+          this.keyframe(t, at);
           continue;
         }
-        this.apply(kind);
+        this.apply(kind, at);
       }
       this.target = T;
     }
@@ -213,7 +218,7 @@
           const kind = this.r.byte();
           if (kind >= KIND.PAGES && kind <= KIND.ENDED) { t = this.dt(); break; }
           if (kind === KIND.KEYFRAME) { t = this.r.u(); break; }
-          this.apply(kind);
+          this.apply(kind, -1);
         }
       } finally {
         [this.r.at, this.tBase, this.startBase, this.space] = save;
@@ -223,8 +228,9 @@
       return t;
     }
 
-    /** A record's fields after its kind (and time) byte, applied to the state. */
-    apply(kind) {
+    /** A record's fields after its kind (and time) byte, applied to the state; the record
+     * starts at byte `at`. */
+    apply(kind, at) {
       const r = this.r;
       switch (kind) {
         case KIND.PAGE_SIZE:
@@ -240,7 +246,7 @@
           const a = this.start();
           const len = r.len(this.page);
           const runs = this.runs(a, len);
-          this.current().setPages(a, a + len, runs);
+          this.current(at).setPages(a, a + len, runs);
           break;
         }
         case KIND.RANGE: {
@@ -248,7 +254,7 @@
           const len = r.len(this.page);
           const maps = this.pieces(a);
           const runs = this.runs(a, len);
-          const s = this.current();
+          const s = this.current(at);
           s.removeMappings(a, a + len);
           for (const m of maps) s.insertMapping(m);
           s.setPages(a, a + len, runs);
@@ -258,7 +264,7 @@
           const id = r.u();
           const copy = r.u();
           const was = this.spaces.get(id);
-          const s = new Space(id);
+          const s = new Space(id, at);
           s.live = was ? was.live : false;
           const parent = copy === 0 ? null : this.spaces.get(copy - 1);
           if (parent) s.copyFrom(parent);
@@ -271,12 +277,13 @@
           let s = this.spaces.get(id);
           if (!s) this.spaces.set(id, (s = new Space(id)));
           s.live = true;
+          s.stamp = at;
           break;
         }
         case KIND.ENDED: {
           const id = r.u();
           const was = this.spaces.get(id);
-          const s = new Space(id);
+          const s = new Space(id, at);
           s.peak = was ? was.peak : 0;
           this.spaces.set(id, s);
           break;
@@ -287,8 +294,9 @@
       }
     }
 
-    /** A keyframe's body after its time: the whole state, string table and bases anew. */
-    keyframe(t) {
+    /** A keyframe's body after its time (it starts at byte `at`): the whole state, string
+     * table and bases anew. */
+    keyframe(t, at) {
       const r = this.r;
       this.page = Math.max(2, r.u());
       this.tBase = t;
@@ -300,7 +308,7 @@
       for (let q = 0; q < ns; q++) this.strings.push(r.str());
       const n = r.u();
       for (let q = 0; q < n; q++) {
-        const s = new Space(r.u());
+        const s = new Space(r.u(), at);
         s.live = r.u() === 1;
         const peak = r.u();
         const a = r.u();

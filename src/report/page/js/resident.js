@@ -10,13 +10,11 @@
   let series = []; // {label, colour, level: {max, last} per bucket, ids} bottom to top
 
   function buckets() {
-    return M.data.meta.buckets || { width_ns: 1, n: 0, spaces: {} };
+    return M.data.meta.buckets;
   }
 
   function treeLevel() {
-    const b = buckets();
-    if (b.tree) return b.tree;
-    return { first: 0, max: b.tree_max || [], last: b.tree_last || [] };
+    return buckets().tree;
   }
 
   /** A level's value in bucket i (`which` = "max" or "last"); 0 outside its life. */

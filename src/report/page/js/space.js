@@ -215,31 +215,54 @@
   }
 
   /** Spaces drawn at once; past that, the smaller ones are listed closed (their rows are
-   * there all the same) and drawn when opened. */
+   * there all the same: the page's contract is a `.mapping` per mapping of every live space)
+   * and drawn when opened. */
   const DRAWN = 8;
 
-  function block(space, page, width, open) {
+  /** The blocks shown, by space id, each with what it was built from: a block is built again
+   * only when its space's state (its stamp), its label, or the view's width or gaps changed,
+   * so a step of the cursor rebuilds only the spaces it changed, not hundreds. */
+  let shown = new Map();
+  const opened = new Set(); // ids of closed blocks the user opened: kept open as they change
+
+  /** A space's block for `shown` entry `b`; what draws later (on hover, on opening) reads
+   * `b.space`, the current decoder's space of the same state. */
+  function block(b, page, width, drawn) {
+    const space = b.space;
     const info = M.data.space(space.id);
+    const open = drawn || opened.has(space.id);
     const tracked = space.mappings.filter((m) => m.tracked).length;
-    const head = M.el(open ? "h3" : "summary", null, M.el("i", { class: "swatch", style: "background:" + info.colour }), info.label,
+    const head = M.el(drawn ? "h3" : "summary", null, M.el("i", { class: "swatch", style: "background:" + info.colour }), info.label,
       M.el("span", { class: "sub" }, " · resident " + M.size(space.resident) + " (" + M.exact(space.resident) + " B) · peak so far " +
         M.size(space.peak) + " · " + space.mappings.length + " mappings, " + tracked + " tracked"));
     const canvas = M.el("canvas", { class: "spacemap", "aria-label": "address space " + space.id });
-    canvas.addEventListener("pointermove", (ev) => hover(ev, canvas, space, page));
+    canvas.addEventListener("pointermove", (ev) => hover(ev, canvas, b.space, page));
     canvas.addEventListener("pointerleave", () => M.tip.hide());
     const note = M.el("div", { class: "note" });
     const maps = M.el("div", { class: "scroll maps-box" });
     maps.innerHTML = tableHtml(space, page);
-    const el = M.el(open ? "div" : "details", { class: "space-block", "data-space": M.dec(space.id) },
+    const el = M.el(drawn ? "div" : "details", { class: "space-block", "data-space": M.dec(space.id), open: !drawn && open },
       head, M.el("div", { class: "spacemap-wrap" }, canvas), note, maps);
     const paint = () => {
-      draw(canvas, space, page, width);
+      draw(canvas, b.space, page, width);
       note.textContent = "one cell = " + M.exact(canvas._layout.ppc) + " page(s) of " + M.size(page) +
         "; " + (showGaps ? "gaps shown (at most three lines each)" : "gaps collapsed");
     };
     if (open) paint();
-    else el.addEventListener("toggle", () => { if (el.open && !canvas._layout) paint(); });
+    if (!drawn) {
+      el.addEventListener("toggle", () => {
+        if (el.open) opened.add(space.id); else opened.delete(space.id);
+        if (el.open && !canvas._layout) paint();
+      });
+    }
     return el;
+  }
+
+  /** The line saying how many spaces are live (kept while it says the same). */
+  let countNote = null;
+  function countLine(text) {
+    if (!countNote || countNote.textContent !== text) countNote = M.el("p", { class: "sub" }, text);
+    return countNote;
   }
 
   function render() {
@@ -247,8 +270,7 @@
     const page = M.data.page;
     const blocks = [];
     if (!now.live.length) {
-      const ends = (M.data.meta.spaces || []).map((s) => s.ended_ns).filter((t) => t != null);
-      const last = ends.length ? Math.max(...ends) : null;
+      const last = (M.data.meta.spaces || []).reduce((a, s) => (s.ended_ns != null && (a == null || s.ended_ns > a) ? s.ended_ns : a), null);
       const msg = M.el("p", { class: "empty" }, "No process is alive at " + M.ms(M.axis.cursor) + ". ");
       if (last != null && last > 0 && M.axis.cursor >= last) {
         msg.append(M.el("button", { type: "button", onclick: () => M.axis.seek(last - 1) }, "Show the last instant before the last space ended (" + M.ms(last - 1) + ")"));
@@ -258,10 +280,29 @@
     const width = root.clientWidth || 900;
     const largest = new Set(now.live.slice().sort((a, b) => b.resident - a.resident || a.id - b.id).slice(0, DRAWN));
     if (now.live.length > DRAWN) {
-      blocks.push(M.el("p", { class: "sub" }, now.live.length + " live spaces: the " + DRAWN + " with the most resident are drawn, the others are listed closed (open one to draw it)."));
+      blocks.push(countLine(now.live.length + " live spaces: the " + DRAWN + " with the most resident are drawn, the others are listed closed (open one to draw it)."));
     }
-    for (const space of now.live) blocks.push(block(space, page, width, largest.has(space)));
-    root.replaceChildren(...blocks);
+    const next = new Map();
+    for (const space of now.live) {
+      const drawn = largest.has(space), old = shown.get(space.id);
+      const key = [space.stamp, M.data.space(space.id).label, width, showGaps, drawn].join(" ");
+      let b = old && old.key === key ? old : null;
+      if (b) b.space = space;
+      else (b = { key, space }).el = block(b, page, width, drawn);
+      next.set(space.id, b);
+      blocks.push(b.el);
+    }
+    shown = next;
+    for (const id of opened) if (!next.has(id)) opened.delete(id);
+    // Blocks that stay where they are are left alone (moving hundreds is a layout of them all).
+    const keep = new Set(blocks);
+    let at = root.firstChild;
+    for (const b of blocks) {
+      if (at === b) at = at.nextSibling;
+      else if (at && !keep.has(at)) { root.replaceChild(b, at); at = b.nextSibling; }
+      else root.insertBefore(b, at);
+    }
+    while (at) { const next = at.nextSibling; at.remove(); at = next; }
   }
 
   M.space = {

@@ -1,9 +1,11 @@
 // First touches per thread over the window: one strip per thread (its life as a pale band,
-// its first touches per bucket as bars), with its name. From the meta's buckets.touches.
+// its first touches per bucket as bars), with its name. From the meta's buckets.touches. Only
+// the strips in view are drawn (A.RowPlot): a run may have many thousands of threads.
 (function (M) {
   const A = M.axis;
   const ROW = 18;
-  let canvas, rows = [];
+  let plot, rows = [];
+  let scale = { key: null, most: 1 }; // the strips' common scale, for one window and width
 
   function build() {
     const touches = (M.data.meta.buckets && M.data.meta.buckets.touches) || {};
@@ -11,66 +13,81 @@
     rows = (M.data.meta.threads || []).slice().sort((a, b) =>
       (order.get(a.pid) ?? 1e9) - (order.get(b.pid) ?? 1e9) || a.born_ns - b.born_ns || a.tid - b.tid)
       .map((t) => ({ t, touches: touches[t.tid] || null }));
+    scale.key = null;
   }
 
-  function draw() {
-    const h = Math.max(1, rows.length) * ROW + 28;
-    const { g, w } = M.fitCanvas(canvas, h);
-    const bottom = h - 22;
-    A.drawGrid(g, w, 0, bottom, bottom + 6);
-    const width = (M.data.meta.buckets && M.data.meta.buckets.width_ns) || 1;
-    // One scale for every strip: the most first touches in a column of the window.
-    const cols = Math.max(1, Math.floor(w - A.left - A.right));
-    const sums = rows.map((r) => columnSums(r.touches, w, cols, width));
-    const most = Math.max(1, ...sums.map((s) => s.reduce((a, b) => Math.max(a, b), 0)));
+  function bucketWidth() {
+    return (M.data.meta.buckets && M.data.meta.buckets.width_ns) || 1;
+  }
+
+  /** Calls `f(column, n)` for each bucket of `touches` in the window with first touches, in
+   * time order (so columns never decrease). */
+  function eachColumn(touches, w, cols, f) {
+    if (!touches) return;
+    const width = bucketWidth(), first = touches.first || 0, n = touches.n;
+    const k0 = Math.max(0, Math.floor(A.t0 / width) - first - 1);
+    const k1 = Math.min(n.length, Math.ceil(A.t1 / width) - first + 1);
+    for (let k = k0; k < k1; k++) {
+      if (!n[k]) continue;
+      const t = (first + k + 0.5) * width;
+      if (t < A.t0 || t > A.t1) continue;
+      const c = Math.floor(A.x(t, w) - A.left);
+      if (c >= 0 && c < cols) f(c, n[k]);
+    }
+  }
+
+  /** One scale for every strip: the most first touches of one thread in a column of the
+   * window (computed again only when the window, the width or the threads change). */
+  function most(w, cols) {
+    const key = A.t0 + " " + A.t1 + " " + w;
+    if (scale.key === key) return scale.most;
+    let most = 1;
+    for (const r of rows) {
+      let col = -1, sum = 0;
+      eachColumn(r.touches, w, cols, (c, n) => {
+        if (c !== col) { col = c; sum = 0; }
+        sum += n;
+        if (sum > most) most = sum;
+      });
+    }
+    scale = { key, most };
+    return most;
+  }
+
+  function paintRow(g, w, i, y) {
+    const { t, touches } = rows[i];
     g.font = "12px system-ui, sans-serif";
     g.textBaseline = "middle";
-    rows.forEach((r, i) => {
-      const y = 4 + i * ROW;
-      const t = r.t;
-      g.fillStyle = "#2b333d";
-      g.save();
-      g.beginPath();
-      g.rect(0, y, A.left - 6, ROW);
-      g.clip();
-      g.fillText(t.tid + " " + (M.data.threadName(t.tid) || ""), 6, y + ROW / 2);
-      g.restore();
-      const end = t.ended_ns == null ? M.data.end : t.ended_ns;
-      const x0 = Math.max(A.left, A.x(t.born_ns, w)), x1 = Math.min(w - A.right, A.x(end, w));
-      if (x1 > x0) {
-        g.fillStyle = "#eef2f8";
-        g.fillRect(x0, y + 2, x1 - x0, ROW - 4);
-      }
-      g.fillStyle = M.colour.written;
-      sums[i].forEach((n, k) => {
-        if (n <= 0) return;
-        const bh = Math.max(1, ((ROW - 4) * n) / most);
-        g.fillRect(A.left + k, y + ROW - 2 - bh, 1, bh);
-      });
+    g.fillStyle = "#2b333d";
+    g.save();
+    g.beginPath();
+    g.rect(0, y, A.left - 6, ROW);
+    g.clip();
+    g.fillText(t.tid + " " + (M.data.threadName(t.tid) || ""), 6, y + ROW / 2);
+    g.restore();
+    const end = t.ended_ns == null ? M.data.end : t.ended_ns;
+    const x0 = Math.max(A.left, A.x(t.born_ns, w)), x1 = Math.min(w - A.right, A.x(end, w));
+    if (x1 > x0) {
+      g.fillStyle = "#eef2f8";
+      g.fillRect(x0, y + 2, x1 - x0, ROW - 4);
+    }
+    const cols = Math.max(1, Math.floor(w - A.left - A.right));
+    const top = most(w, cols);
+    const sums = new Float64Array(cols);
+    eachColumn(touches, w, cols, (c, n) => { sums[c] += n; });
+    g.fillStyle = M.colour.written;
+    sums.forEach((n, k) => {
+      if (n <= 0) return;
+      const bh = Math.max(1, ((ROW - 4) * n) / top);
+      g.fillRect(A.left + k, y + ROW - 2 - bh, 1, bh);
     });
-    A.drawCursor(g, w, 0, bottom);
-  }
-
-  /** First touches per pixel column of the window. */
-  function columnSums(touches, w, cols, width) {
-    const out = new Float64Array(cols);
-    if (!touches) return out;
-    const first = touches.first || 0;
-    touches.n.forEach((n, k) => {
-      if (!n) return;
-      const t = (first + k + 0.5) * width;
-      if (t < A.t0 || t > A.t1) return;
-      const c = Math.floor(A.x(t, w) - A.left);
-      if (c >= 0 && c < cols) out[c] += n;
-    });
-    return out;
   }
 
   function hover(ev, t, x, y) {
-    const r = rows[Math.floor((y - 4) / ROW)];
+    const r = rows[plot.rowAt(y)];
     if (!r) { M.tip.hide(); return; }
     const th = r.t;
-    const width = (M.data.meta.buckets && M.data.meta.buckets.width_ns) || 1;
+    const width = bucketWidth();
     const lines = [
       "thread " + th.tid + " of pid " + th.pid + (th.name ? ": " + th.name : "") +
         (th.name_at_exit && th.name_at_exit !== th.name ? " (at exit " + th.name_at_exit + ")" : ""),
@@ -86,12 +103,11 @@
 
   M.threads = {
     init(el) {
-      canvas = M.el("canvas", { class: "plot", "aria-label": "first touches per thread" });
-      el.append(M.el("div", { class: "scroll tall" }, canvas));
+      plot = new A.RowPlot(el, { row: ROW, count: () => rows.length, paintRow, label: "first touches per thread" });
       build();
-      A.bind(canvas, { hover, labels: true });
+      A.bind(plot.canvas, { hover, labels: true });
     },
     rebuild: build,
-    draw,
+    draw: () => plot.draw(),
   };
 })(MEVI);

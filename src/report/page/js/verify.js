@@ -1,5 +1,6 @@
 // `--verify` results when the trace has them (totals, every failed check and where), then the
-// trace's warnings and the problems the stream itself has.
+// trace's warnings and the problems the stream itself has. A live page builds it anew with
+// each new meta.
 (function (M) {
   function pointRow(p) {
     const where = (p.first_mismatches || []).slice(0, 4).map((x) =>
@@ -13,13 +14,21 @@
   }
 
   function table(headers, rows) {
+    const body = M.el("tbody");
+    M.fill(body, rows);
     return M.el("div", { class: "scroll maps-box" }, M.el("table", { class: "events" },
-      M.el("thead", null, M.el("tr", null, ...headers.map((h) => M.el("th", null, h)))),
-      M.el("tbody", null, ...rows)));
+      M.el("thead", null, M.el("tr", null, ...headers.map((h) => M.el("th", null, h)))), body));
   }
+
+  let root;
 
   M.verify = {
     init(el) {
+      root = el;
+      M.verify.draw();
+    },
+    /** Builds the section from the meta (again for each new meta of a live page). */
+    draw() {
       const meta = M.data.meta;
       const v = meta.verify;
       const parts = [];
@@ -51,7 +60,7 @@
           M.el("td", { class: "detail", title: w.message }, w.message)))));
       }
       for (const p of meta.problems || []) parts.push(M.el("p", { class: "bad" }, "stream problem: " + p));
-      el.append(...parts);
+      M.fill(root, parts);
     },
   };
 })(MEVI);

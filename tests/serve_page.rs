@@ -1,0 +1,511 @@
+//! `run --serve`'s live page in a real browser (docs/report.md, "Live: run --serve"): opened
+//! while the program runs, it follows the run (the tree's total grows as the program's memory
+//! does) and ends with the trace's summary and `replay --at`'s state; two runs serve at once on
+//! ports of their own; Ctrl-C after the end exits with the program's status; a browser that
+//! comes after the end gets the whole run. The server's protocol itself is tests/serve.rs's.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::browser::{Browser, Page};
+use crate::page::{
+    Source, assert_clean, assert_figures_are_summarys, assert_state_is_replays, body, eval_json,
+    ms, n, number, open, replay_at, seek, spread_times,
+};
+use crate::util::{bin, installed, scratch, workload};
+
+/// The longest any one wait of these tests may take (a page's update, an exit).
+const WAIT: Duration = Duration::from_secs(60);
+
+/// A program that grows when told: each line on its stdin (a number of MiB) makes that many
+/// more resident (bytes written, kept); at the end of its stdin it exits with its second
+/// argument (the first only names the run). The test paces the growth, so the page is seen
+/// to follow each step however slow the machine.
+const GROWER: &str = "import sys
+keep = []
+while True:
+    line = sys.stdin.readline()
+    if not line:
+        break
+    keep.append(b'x' * (int(line) << 20))
+sys.exit(int(sys.argv[2]))
+";
+
+/// Debian's interpreter (not a version manager's shim, which runs a shell first), or None
+/// (skipped) where there is none outside CI.
+fn python() -> Option<&'static str> {
+    let python = if std::path::Path::new("/usr/bin/python3").exists() {
+        "/usr/bin/python3"
+    } else {
+        "python3"
+    };
+    installed(python).then_some(python)
+}
+
+/// The interpreter and a browser, or None (skipped) where either is missing.
+fn python_and_browser() -> Option<(&'static str, Browser)> {
+    Some((python()?, Browser::for_test()?))
+}
+
+/// The grower's script on disk, so that the page's title (the argv line) stays short.
+fn grower_script() -> PathBuf {
+    let path = scratch("grower").with_extension("py");
+    std::fs::write(&path, GROWER).unwrap();
+    path
+}
+
+/// A `run --serve -o TRACE -- PROGRAM` in the background (its stdin ours), killed if the test
+/// fails.
+struct Served {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stderr: mpsc::Receiver<String>,
+    /// Every stderr line read so far (for a failure's message).
+    said: Vec<String>,
+    url: String,
+    trace: PathBuf,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::fs::remove_file(&self.trace).ok();
+    }
+}
+
+impl Served {
+    fn start(program: &[&str]) -> Served {
+        let trace = scratch("served-page").with_extension("jsonl");
+        let mut child = Command::new(bin())
+            .args(["run", "--serve", "-o"])
+            .arg(&trace)
+            .arg("--")
+            .args(program)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting mevi-actors");
+        let (tx, stderr) = mpsc::channel();
+        let pipe = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let mut served = Served {
+            stdin: child.stdin.take(),
+            child,
+            stderr,
+            said: Vec::new(),
+            url: String::new(),
+            trace,
+        };
+        let line = served.stderr_line("serving http://");
+        let url = line.split("serving ").nth(1).unwrap().trim();
+        assert!(url.starts_with("http://127.0.0.1:"), "{line}");
+        served.url = url.to_string();
+        served
+    }
+
+    /// Waits for a stderr line containing `text`.
+    fn stderr_line(&mut self, text: &str) -> String {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.stderr.recv_timeout(left) {
+                Ok(line) => {
+                    self.said.push(line.clone());
+                    if line.contains(text) {
+                        return line;
+                    }
+                }
+                Err(e) => panic!(
+                    "no stderr line with {text:?} within {WAIT:?} ({e}); it said:\n{}",
+                    self.said.join("\n")
+                ),
+            }
+        }
+    }
+
+    /// Tells the grower to grow by `mib` MiB.
+    fn grow(&mut self, mib: u64) {
+        let stdin = self.stdin.as_mut().expect("the program's stdin is open");
+        writeln!(stdin, "{mib}").expect("writing to the program");
+        stdin.flush().unwrap();
+    }
+
+    /// Ends the grower's stdin: it exits.
+    fn finish(&mut self) {
+        self.stdin.take();
+    }
+
+    fn sigint(&self) {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGINT,
+        )
+        .unwrap();
+    }
+
+    /// The exit status (128+N for signal N), failing the test if it takes over `patience`.
+    fn status_within(&mut self, patience: Duration) -> i32 {
+        let deadline = Instant::now() + patience;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                use std::os::unix::process::ExitStatusExt;
+                return status
+                    .code()
+                    .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+            }
+            assert!(
+                Instant::now() < deadline,
+                "mevi-actors did not exit within {patience:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The whole trace, once the program ended ("still serving" said so).
+    fn trace(&mut self) -> Trace {
+        self.stderr_line("still serving");
+        let text = std::fs::read_to_string(&self.trace).unwrap();
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+            .collect();
+        assert_eq!(
+            lines.last().map(|l| &l["ev"]),
+            Some(&Value::from("summary")),
+            "the trace ends with its summary"
+        );
+        Trace {
+            path: self.trace.clone(),
+            lines,
+        }
+    }
+}
+
+/// A finished run's stream.
+struct Trace {
+    path: PathBuf,
+    lines: Vec<Value>,
+}
+
+impl Trace {
+    fn summary(&self) -> &Value {
+        self.lines.last().unwrap()
+    }
+
+    fn end_ns(&self) -> u64 {
+        n(self.summary(), "t_ns")
+    }
+
+    /// Three instants spread over the run, each just after a layout line.
+    fn spread_times(&self) -> Vec<u64> {
+        let layout: Vec<u64> = self
+            .lines
+            .iter()
+            .filter(|l| matches!(l["ev"].as_str(), Some("map" | "unmap" | "remap" | "brk")))
+            .map(|l| n(l, "t_ns"))
+            .collect();
+        spread_times(&layout)
+    }
+}
+
+/// The tree's total the page shows at its cursor.
+fn shown_total(page: &Page) -> u64 {
+    let text = body(page, "tree-resident-bytes");
+    text.parse()
+        .unwrap_or_else(|_| panic!("data-tree-resident-bytes is {text:?}"))
+}
+
+/// The record bytes the page received (`data-records-bytes`).
+fn records_bytes(page: &Page) -> u64 {
+    let text = body(page, "records-bytes");
+    text.parse()
+        .unwrap_or_else(|_| panic!("data-records-bytes is {text:?}"))
+}
+
+/// Polls the page every 100 ms until `done` says so, failing the test after `WAIT`.
+fn wait_until(page: &Page, what: &str, mut done: impl FnMut(&Page) -> bool) {
+    let deadline = Instant::now() + WAIT;
+    while !done(page) {
+        assert!(
+            Instant::now() < deadline,
+            "the page: {what}, not within {WAIT:?} (data-live {:?}, data-records-bytes {:?}, \
+             total {:?}); it logged {:?}",
+            body(page, "live"),
+            body(page, "records-bytes"),
+            body(page, "tree-resident-bytes"),
+            page.problems()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits for the page to say the run ended (its event stream said `end`).
+fn wait_ended(page: &Page) {
+    wait_until(page, "data-live becomes \"ended\"", |p| {
+        body(p, "live") == "ended"
+    });
+}
+
+/// The ended page has the whole run: every record byte, the figures of the trace's summary
+/// (each process's peak and final resident, the tree's peak), and a cursor that followed the
+/// run to its last line, where the tree's total is replay's.
+fn assert_whole_run(page: &Page, trace: &Trace) {
+    assert_eq!(body(page, "live"), "ended");
+    let meta = eval_json(page, "MEVI.data.meta");
+    assert_eq!(meta["complete"], true, "the final meta");
+    assert_eq!(
+        Some(records_bytes(page)),
+        meta["records"]["bytes"].as_u64(),
+        "every record byte the meta counts came"
+    );
+    let figures = assert_figures_are_summarys(page, trace.summary());
+    assert_eq!(
+        number(&page.eval("mevi.cursor()").unwrap()),
+        Some(trace.end_ns()),
+        "a page that followed the run ends at its last line"
+    );
+    // No process is alive at the trace's end: the total there is replay's (nothing live, 0),
+    // which is the page's own "tree at the end" figure.
+    let live_at_end: u64 = replay_at(&trace.path, trace.end_ns())
+        .iter()
+        .map(|s| n(s, "resident_bytes"))
+        .sum();
+    assert_eq!(
+        shown_total(page),
+        live_at_end,
+        "the tree's total at the end"
+    );
+    assert_eq!(
+        number(&figures["final_tree_resident_bytes"]),
+        Some(live_at_end),
+        "the figure \"tree at the end\": {figures}"
+    );
+}
+
+/// At three instants spread over the run (put there with `mevi.seek`) the page shows
+/// `replay --at`'s state (state(), the view) and the tree's total, with something live.
+fn assert_shows_replays_state(page: &Page, trace: &Trace) {
+    for t_ns in trace.spread_times() {
+        seek(page, t_ns);
+        let replay = replay_at(&trace.path, t_ns);
+        let at = format!("at {} ms", ms(t_ns));
+        assert!(!replay.is_empty(), "{at}: nothing live");
+        assert_state_is_replays(page, &replay, t_ns);
+        let tree: u64 = replay.iter().map(|s| n(s, "resident_bytes")).sum();
+        assert_eq!(shown_total(page), tree, "{at}: the tree's total");
+    }
+}
+
+/// Grows the program by `mib` MiB and waits until the page, still running, shows a total
+/// grown by that much (less 256 KiB: the interpreter may free a little meanwhile) from
+/// `before`: the new total.
+fn grow_and_see(served: &mut Served, page: &Page, mib: u64, before: u64) -> u64 {
+    let asked = Instant::now();
+    served.grow(mib);
+    let target = before + (mib << 20) - (256 << 10);
+    let mut total = before;
+    wait_until(
+        page,
+        &format!("the total grows from {before} B to {target} B"),
+        |p| {
+            total = shown_total(p);
+            total >= target
+        },
+    );
+    assert_eq!(body(page, "live"), "running", "the program still runs");
+    eprintln!(
+        "grew by {mib} MiB: the page shows {total} B {:?} later",
+        asked.elapsed()
+    );
+    total
+}
+
+#[test]
+fn a_page_opened_mid_run_follows_the_growth_and_ends_with_the_summary_and_replays_state() {
+    let Some((python, browser)) = python_and_browser() else {
+        return;
+    };
+    let started = Instant::now();
+    let script = grower_script();
+    let mut served = Served::start(&[python, script.to_str().unwrap(), "grows", "0"]);
+    served.grow(2);
+    // Mid-run: the program has started and grown once.
+    std::thread::sleep(Duration::from_millis(500));
+    let page = open(&browser, &served.url);
+    assert_eq!(
+        body(&page, "live"),
+        "running",
+        "opened while the program runs"
+    );
+    let mut totals = vec![shown_total(&page)];
+    let mut records = vec![records_bytes(&page)];
+    for _ in 0..4 {
+        let total = grow_and_see(&mut served, &page, 8, *totals.last().unwrap());
+        totals.push(total);
+        records.push(records_bytes(&page));
+        std::thread::sleep(Duration::from_millis(150));
+    }
+    assert!(
+        totals.windows(2).all(|w| w[0] < w[1]) && totals.last() > Some(&(32 << 20)),
+        "the shown total grows with the program, 32 MiB in all: {totals:?}"
+    );
+    assert!(
+        records.windows(2).all(|w| w[0] < w[1]),
+        "record bytes arrive as the program runs: {records:?}"
+    );
+    served.finish();
+    wait_ended(&page);
+    let trace = served.trace();
+    assert_whole_run(&page, &trace);
+    assert!(
+        totals
+            .iter()
+            .all(|&t| t <= n(&trace.summary()["totals"], "tree_peak_resident_bytes")),
+        "a total shown while running above the tree's peak: {totals:?}"
+    );
+    assert_shows_replays_state(&page, &trace);
+    assert_clean(&page, Source::Live);
+    served.sigint();
+    assert_eq!(served.status_within(WAIT), 0, "the program's status");
+    std::fs::remove_file(&script).ok();
+    eprintln!("serve page, mid-run: {:?}", started.elapsed());
+}
+
+#[test]
+fn two_runs_at_once_each_page_shows_its_own_program() {
+    let Some((python, browser)) = python_and_browser() else {
+        return;
+    };
+    let started = Instant::now();
+    let script = grower_script();
+    let script = script.to_str().unwrap();
+    let mut runs = [
+        Served::start(&[python, script, "first", "0"]),
+        Served::start(&[python, script, "second", "4"]),
+    ];
+    assert_ne!(runs[0].url, runs[1].url, "a port of its own each");
+    let pages: Vec<Page> = runs.iter().map(|r| open(&browser, &r.url)).collect();
+    // The first grows by 4 MiB a step, the second by 12.
+    let mut totals = [shown_total(&pages[0]), shown_total(&pages[1])];
+    for _ in 0..2 {
+        for (i, (run, page)) in runs.iter_mut().zip(&pages).enumerate() {
+            totals[i] = grow_and_see(run, page, [4, 12][i], totals[i]);
+        }
+    }
+    for run in &mut runs {
+        run.finish();
+    }
+    for ((run, page), name) in runs.iter_mut().zip(&pages).zip(["first", "second"]) {
+        wait_ended(page);
+        let trace = run.trace();
+        let argv = trace.lines[0]["argv"].clone();
+        assert_eq!(argv[2], name, "{argv}");
+        let title = page.eval("document.title").unwrap();
+        let title = title.as_str().unwrap();
+        assert!(
+            title.ends_with(&format!(".py {name} {}", argv[3].as_str().unwrap())),
+            "the page of the {name} run is titled {title:?}"
+        );
+        assert_eq!(
+            page.eval("document.getElementById('title').textContent")
+                .unwrap(),
+            title,
+            "its heading"
+        );
+        assert_whole_run(page, &trace);
+        assert_clean(page, Source::Live);
+    }
+    let peaks: Vec<u64> = pages
+        .iter()
+        .map(|p| number(&eval_json(p, "mevi.figures()")["tree_peak_resident_bytes"]).unwrap())
+        .collect();
+    assert!(
+        peaks[1] >= peaks[0] + (15 << 20),
+        "the second run grew 16 MiB more than the first (its interpreter a page or two \
+         less, or more): peaks {peaks:?}"
+    );
+    for (run, status) in runs.iter_mut().zip([0, 4]) {
+        run.sigint();
+        assert_eq!(run.status_within(WAIT), status, "the program's status");
+    }
+    std::fs::remove_file(script).ok();
+    eprintln!("serve page, two runs: {:?}", started.elapsed());
+}
+
+#[test]
+fn ctrl_c_after_the_end_exits_with_the_programs_status_and_the_page_stays_whole() {
+    let Some((python, browser)) = python_and_browser() else {
+        return;
+    };
+    let script = grower_script();
+    let mut served = Served::start(&[python, script.to_str().unwrap(), "stops", "5"]);
+    let page = open(&browser, &served.url);
+    grow_and_see(&mut served, &page, 4, shown_total(&page));
+    served.finish();
+    wait_ended(&page);
+    let trace = served.trace();
+    let addr = served.url["http://".len()..]
+        .trim_end_matches('/')
+        .to_string();
+    assert!(
+        std::net::TcpStream::connect(&addr).is_ok(),
+        "still serving after the end"
+    );
+    // Not at once after "still serving": that line comes just before mevi-actors listens for
+    // Ctrl-C, and a Ctrl-C in between is lost (a person would press it again).
+    std::thread::sleep(Duration::from_millis(300));
+    let asked = Instant::now();
+    served.sigint();
+    assert_eq!(
+        served.status_within(Duration::from_secs(10)),
+        5,
+        "Ctrl-C: the program's status"
+    );
+    eprintln!("Ctrl-C: exited {:?} after it", asked.elapsed());
+    assert!(
+        std::net::TcpStream::connect(&addr).is_err(),
+        "the server is gone with it"
+    );
+    // The page, its stream closed at `end`, keeps the whole run and says nothing of the server.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_whole_run(&page, &trace);
+    assert_clean(&page, Source::Live);
+    std::fs::remove_file(&script).ok();
+}
+
+#[test]
+fn a_page_opened_after_the_end_gets_the_whole_run() {
+    let Some(browser) = Browser::for_test() else {
+        return;
+    };
+    let started = Instant::now();
+    let program = workload("fork_touch");
+    let mut served = Served::start(&[program.to_str().unwrap()]);
+    let trace = served.trace();
+    let page = open(&browser, &served.url);
+    wait_ended(&page);
+    assert_whole_run(&page, &trace);
+    assert_eq!(
+        eval_json(&page, "mevi.figures()")["processes"]
+            .as_array()
+            .map(Vec::len),
+        Some(2),
+        "fork_touch's parent and child"
+    );
+    assert_shows_replays_state(&page, &trace);
+    assert_clean(&page, Source::Live);
+    served.sigint();
+    assert_eq!(served.status_within(WAIT), 0, "the program's status");
+    eprintln!("serve page, late: {:?}", started.elapsed());
+}
