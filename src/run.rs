@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::Instant;
 
 use crate::actors::lane::LaneConfig;
@@ -132,6 +132,17 @@ pub fn run(options: RunOptions) -> RunOutcome {
     // Created now, as the stream's file is: a path that cannot be written fails before the
     // program runs, not after.
     let mut report = None;
+    if let (Some(path), Some(stream)) = (&options.report, &options.output)
+        && crate::report::same_file(path, stream)
+    {
+        return fail(
+            2,
+            format!(
+                "mevi-actors: --report {} is the stream's file (-o); give another",
+                path.display()
+            ),
+        );
+    }
     if let Some(path) = &options.report {
         match std::fs::File::create(path) {
             Ok(f) => report = Some(ReportTap::default().to_file(path.clone(), f)),
@@ -283,6 +294,10 @@ pub fn run(options: RunOptions) -> RunOutcome {
 
 /// After the program ended, the live page stays up until Ctrl-C (or `--serve-linger`).
 fn linger(server: Server, status: i32, linger: Option<std::time::Duration>) {
+    if STOP_ASKED.load(Ordering::SeqCst) {
+        // SIGTERM or SIGHUP during the run (`timeout`, a supervisor): they meant all of us.
+        return;
+    }
     let until = match linger {
         Some(d) => format!("for {} s", d.as_secs_f64()),
         None => "until Ctrl-C".into(),
@@ -398,6 +413,9 @@ fn verify_failure(v: &VerifyTotals, stream_problems: usize) -> Option<String> {
     (!why.is_empty()).then(|| why.join("; "))
 }
 
+/// A SIGTERM or SIGHUP came (and was passed on to the program): no lingering after it.
+static STOP_ASKED: AtomicBool = AtomicBool::new(false);
+
 /// Ctrl-C and Ctrl-\ reach the program from the terminal (it is in our process group), so we only
 /// survive them; SIGTERM and SIGHUP are sent to us alone, so we pass them on. Once the program
 /// has ended (descendants may live on), they end mevi-actors itself: the kernel then kills what
@@ -424,6 +442,7 @@ fn pass_signals_on(runtime: &tokio::runtime::Runtime, root_pid: Arc<AtomicI32>) 
                 if !forwarded {
                     continue;
                 }
+                STOP_ASKED.store(true, Ordering::SeqCst);
                 match root_pid.load(Ordering::SeqCst) {
                     pid if pid > 0 => {
                         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);

@@ -367,3 +367,37 @@ fn a_hangup_ignored_at_start_stays_ignored_while_the_page_is_served() {
     sigint(&served);
     assert_eq!(served.status(), 0);
 }
+
+#[test]
+fn a_sigterm_during_the_run_ends_the_program_and_the_serving_both() {
+    use nix::sys::signal::Signal;
+    let mut served = Served::start(&["--serve"], &["sleep", "30"]);
+    // The program runs (its exec is in the stream) before the signal comes.
+    crate::util::wait_for_line(&served.stream, "exec");
+    send(&served, Signal::SIGTERM);
+    assert_eq!(
+        served.status(),
+        128 + 15,
+        "the program's status, with no lingering"
+    );
+}
+
+#[test]
+fn the_report_is_never_the_streams_file() {
+    let stream = scratch("same.jsonl");
+    let link = stream.with_extension("link");
+    std::fs::write(&stream, "").unwrap();
+    std::os::unix::fs::symlink(&stream, &link).unwrap();
+    let (status, _, stderr) = run_bounded(
+        Command::new(bin())
+            .args(["run", "-o"])
+            .arg(&stream)
+            .arg("--report")
+            .arg(&link)
+            .args(["--", "true"]),
+    );
+    std::fs::remove_file(&link).ok();
+    std::fs::remove_file(&stream).ok();
+    assert_eq!(status, 2, "{stderr}");
+    assert!(stderr.contains("is the stream's file"), "{stderr}");
+}

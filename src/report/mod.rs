@@ -75,7 +75,7 @@ fn default_output(trace: &Path) -> Option<PathBuf> {
 
 /// Whether writing `output` would overwrite `trace` (the same file under any name; `-` is
 /// stdin on one side and stdout on the other, never the same).
-fn same_file(output: &Path, trace: &Path) -> bool {
+pub(crate) fn same_file(output: &Path, trace: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
     if output.as_os_str() == "-" || trace.as_os_str() == "-" {
         return false;

@@ -24,8 +24,11 @@ use tokio::sync::oneshot;
 use super::live::Hub;
 
 /// Record bytes in one event, about (a late browser gets the history in pieces, each whole
-/// publications).
-const MAX_EVENT_BYTES: usize = 4 << 20;
+/// publications): what a browser that stopped reading holds of our memory.
+const MAX_EVENT_BYTES: usize = 1 << 20;
+/// Event streams at once: a local user opening thousands that never read cannot make the
+/// tracer's memory grow without bound.
+const MAX_FOLLOWERS: usize = 32;
 
 #[derive(Clone)]
 struct App {
@@ -35,6 +38,8 @@ struct App {
     /// `Host` headers accepted (a page of another site must not read the trace through a name
     /// it points at this address); `None` accepts any (serving on every interface).
     hosts: Option<Arc<[String]>>,
+    /// Event streams open now.
+    followers: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl App {
@@ -86,6 +91,7 @@ impl Server {
             title: title.into(),
             interval,
             hosts,
+            followers: Arc::default(),
         };
         let router = Router::new()
             .route("/", get(page))
@@ -227,6 +233,14 @@ struct Follower {
     done: bool,
 }
 
+impl Drop for Follower {
+    fn drop(&mut self) {
+        self.app
+            .followers
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 impl Follower {
     /// The events of the next update: everything new since the last, once there is some.
     async fn next(&mut self) -> Option<Vec<Event>> {
@@ -276,6 +290,15 @@ impl Follower {
 async fn events(State(app): State<App>, headers: HeaderMap) -> Response {
     if !app.host_allowed(&headers) {
         return forbidden();
+    }
+    use std::sync::atomic::Ordering;
+    if app.followers.fetch_add(1, Ordering::SeqCst) >= MAX_FOLLOWERS {
+        app.followers.fetch_sub(1, Ordering::SeqCst);
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "mevi-actors: too many pages follow this run\n",
+        )
+            .into_response();
     }
     // A browser that reconnects says how many bytes it has.
     let offset = headers

@@ -19,8 +19,11 @@
 
   A.setWindow = function (t0, t1) {
     if (t0 == null) { t0 = 0; t1 = M.data.end; }
-    t0 = Math.max(0, Math.round(Math.min(t0, t1)));
-    t1 = Math.round(Math.max(t0 + 1, t1, t0));
+    // Ignored unless both are times (a link's hash may say anything); either order.
+    if (!Number.isFinite(t0) || !Number.isFinite(t1)) return;
+    const lo = Math.min(t0, t1), hi = Math.max(t0, t1);
+    t0 = Math.min(Math.max(0, Math.round(lo)), Number.MAX_SAFE_INTEGER - 1);
+    t1 = Math.min(Math.max(t0 + 1, Math.round(hi)), Number.MAX_SAFE_INTEGER);
     if (t0 === A.t0 && t1 === A.t1) return;
     A.t0 = t0;
     A.t1 = t1;
@@ -28,7 +31,8 @@
   };
 
   A.seek = function (t) {
-    t = Math.max(0, Math.round(t));
+    if (!Number.isFinite(t)) return;
+    t = Math.min(Math.max(0, Math.round(t)), Number.MAX_SAFE_INTEGER);
     if (t === A.cursor) return;
     A.cursor = t;
     emit("cursor");
