@@ -1,10 +1,10 @@
 //! `run --serve`: the live page's server, spoken to as a browser would (plain HTTP/1.1 and
 //! Server-Sent Events over a socket), with the real tracer behind it. The page itself in a real
-//! browser is tests/report_page.rs's.
+//! browser is tests/report_page.rs's and tests/serve_page.rs's.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -15,12 +15,17 @@ use crate::util::{bin, parse_stream, run_bounded, scratch};
 
 const WAIT: Duration = Duration::from_secs(60);
 
-/// A `run --serve` in the background: killed if the test fails.
-struct Served {
-    child: Child,
+/// A `run --serve [FLAGS] -o STREAM -- PROGRAM` in the background (its stdin ours): killed if
+/// the test fails. tests/serve_page.rs runs its live pages with it too.
+pub(crate) struct Served {
+    pub child: Child,
+    /// The program's stdin (closing it ends a program that reads it).
+    pub stdin: Option<ChildStdin>,
     stderr: mpsc::Receiver<String>,
-    addr: SocketAddr,
-    stream: std::path::PathBuf,
+    /// Every stderr line read so far (for a failure's message).
+    said: Vec<String>,
+    pub addr: SocketAddr,
+    pub stream: std::path::PathBuf,
 }
 
 impl Drop for Served {
@@ -32,12 +37,12 @@ impl Drop for Served {
 }
 
 impl Served {
-    fn start(flags: &[&str], program: &[&str]) -> Served {
+    pub fn start(flags: &[&str], program: &[&str]) -> Served {
         Self::start_ignoring(flags, program, None)
     }
 
     /// `start`, with mevi-actors started with `ignored` ignored (as `nohup` does SIGHUP).
-    fn start_ignoring(flags: &[&str], program: &[&str], ignored: Option<i32>) -> Served {
+    pub fn start_ignoring(flags: &[&str], program: &[&str], ignored: Option<i32>) -> Served {
         use std::os::unix::process::CommandExt;
         let stream = scratch("served.jsonl");
         let mut cmd = Command::new(bin());
@@ -47,6 +52,7 @@ impl Served {
             .arg(&stream)
             .arg("--")
             .args(program)
+            .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
         if let Some(signal) = ignored {
@@ -68,8 +74,10 @@ impl Served {
             }
         });
         let mut served = Served {
+            stdin: child.stdin.take(),
             child,
             stderr,
+            said: Vec::new(),
             addr: "127.0.0.1:1".parse().unwrap(),
             stream,
         };
@@ -79,22 +87,39 @@ impl Served {
         served
     }
 
+    /// The page's address.
+    pub fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+
     /// Waits for a stderr line containing `text`.
-    fn stderr_line(&self, text: &str) -> String {
+    pub fn stderr_line(&mut self, text: &str) -> String {
         let deadline = Instant::now() + WAIT;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.stderr.recv_timeout(left) {
-                Ok(line) if line.contains(text) => return line,
-                Ok(_) => {}
-                Err(e) => panic!("no stderr line with {text:?}: {e}"),
+                Ok(line) => {
+                    self.said.push(line.clone());
+                    if line.contains(text) {
+                        return line;
+                    }
+                }
+                Err(e) => panic!(
+                    "no stderr line with {text:?} within {WAIT:?} ({e}); it said:\n{}",
+                    self.said.join("\n")
+                ),
             }
         }
     }
 
-    /// The exit status, within the test's patience.
-    fn status(&mut self) -> i32 {
-        let deadline = Instant::now() + WAIT;
+    /// The exit status (128+N for signal N), within the test's patience.
+    pub fn status(&mut self) -> i32 {
+        self.status_within(WAIT)
+    }
+
+    /// The exit status, failing the test if it takes over `patience`.
+    pub fn status_within(&mut self, patience: Duration) -> i32 {
+        let deadline = Instant::now() + patience;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
                 use std::os::unix::process::ExitStatusExt;
@@ -102,9 +127,16 @@ impl Served {
                     .code()
                     .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
             }
-            assert!(Instant::now() < deadline, "mevi-actors did not exit");
+            assert!(
+                Instant::now() < deadline,
+                "mevi-actors did not exit within {patience:?}"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    pub fn send(&self, signal: nix::sys::signal::Signal) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), signal).unwrap();
     }
 }
 
@@ -169,11 +201,7 @@ fn events_to_the_end(addr: SocketAddr) -> Vec<(String, String, String)> {
 }
 
 fn sigint(served: &Served) {
-    send(served, nix::sys::signal::Signal::SIGINT);
-}
-
-fn send(served: &Served, signal: nix::sys::signal::Signal) {
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(served.child.id() as i32), signal).unwrap();
+    served.send(nix::sys::signal::Signal::SIGINT);
 }
 
 // --- issue 12: run --serve ---
@@ -356,7 +384,7 @@ fn a_hangup_ignored_at_start_stays_ignored_while_the_page_is_served() {
     use nix::sys::signal::Signal;
     let mut served = Served::start_ignoring(&["--serve"], &["true"], Some(libc::SIGHUP));
     served.stderr_line("still serving");
-    send(&served, Signal::SIGHUP);
+    served.send(Signal::SIGHUP);
     std::thread::sleep(Duration::from_millis(300));
     assert!(
         served.child.try_wait().unwrap().is_none(),
@@ -374,7 +402,7 @@ fn a_sigterm_during_the_run_ends_the_program_and_the_serving_both() {
     let mut served = Served::start(&["--serve"], &["sleep", "30"]);
     // The program runs (its exec is in the stream) before the signal comes.
     crate::util::wait_for_line(&served.stream, "exec");
-    send(&served, Signal::SIGTERM);
+    served.send(Signal::SIGTERM);
     assert_eq!(
         served.status(),
         128 + 15,

@@ -4,10 +4,8 @@
 //! ports of their own; Ctrl-C after the end exits with the program's status; a browser that
 //! comes after the end gets the whole run. The server's protocol itself is tests/serve.rs's.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -17,7 +15,8 @@ use crate::page::{
     Source, assert_clean, assert_figures_are_summarys, assert_state_is_replays, body, eval_json,
     ms, n, number, open, replay_at, seek, spread_times,
 };
-use crate::util::{bin, installed, scratch, workload};
+use crate::serve::Served;
+use crate::util::{installed, scratch, workload};
 
 /// The longest any one wait of these tests may take (a page's update, an exit).
 const WAIT: Duration = Duration::from_secs(60);
@@ -59,136 +58,39 @@ fn grower_script() -> PathBuf {
     path
 }
 
-/// A `run --serve -o TRACE -- PROGRAM` in the background (its stdin ours), killed if the test
-/// fails.
-struct Served {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    stderr: mpsc::Receiver<String>,
-    /// Every stderr line read so far (for a failure's message).
-    said: Vec<String>,
-    url: String,
-    trace: PathBuf,
+/// A live run of `program` (`run --serve`), its stdin ours.
+fn serve(program: &[&str]) -> Served {
+    Served::start(&["--serve"], program)
 }
 
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        std::fs::remove_file(&self.trace).ok();
-    }
+/// Tells the grower to grow by `mib` MiB.
+fn grow(served: &mut Served, mib: u64) {
+    let stdin = served.stdin.as_mut().expect("the program's stdin is open");
+    writeln!(stdin, "{mib}").expect("writing to the program");
+    stdin.flush().unwrap();
 }
 
-impl Served {
-    fn start(program: &[&str]) -> Served {
-        let trace = scratch("served-page").with_extension("jsonl");
-        let mut child = Command::new(bin())
-            .args(["run", "--serve", "-o"])
-            .arg(&trace)
-            .arg("--")
-            .args(program)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("starting mevi-actors");
-        let (tx, stderr) = mpsc::channel();
-        let pipe = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let mut served = Served {
-            stdin: child.stdin.take(),
-            child,
-            stderr,
-            said: Vec::new(),
-            url: String::new(),
-            trace,
-        };
-        let line = served.stderr_line("serving http://");
-        let url = line.split("serving ").nth(1).unwrap().trim();
-        assert!(url.starts_with("http://127.0.0.1:"), "{line}");
-        served.url = url.to_string();
-        served
-    }
+/// Ends the grower's stdin: it exits.
+fn finish(served: &mut Served) {
+    served.stdin.take();
+}
 
-    /// Waits for a stderr line containing `text`.
-    fn stderr_line(&mut self, text: &str) -> String {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.stderr.recv_timeout(left) {
-                Ok(line) => {
-                    self.said.push(line.clone());
-                    if line.contains(text) {
-                        return line;
-                    }
-                }
-                Err(e) => panic!(
-                    "no stderr line with {text:?} within {WAIT:?} ({e}); it said:\n{}",
-                    self.said.join("\n")
-                ),
-            }
-        }
-    }
-
-    /// Tells the grower to grow by `mib` MiB.
-    fn grow(&mut self, mib: u64) {
-        let stdin = self.stdin.as_mut().expect("the program's stdin is open");
-        writeln!(stdin, "{mib}").expect("writing to the program");
-        stdin.flush().unwrap();
-    }
-
-    /// Ends the grower's stdin: it exits.
-    fn finish(&mut self) {
-        self.stdin.take();
-    }
-
-    fn sigint(&self) {
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGINT,
-        )
-        .unwrap();
-    }
-
-    /// The exit status (128+N for signal N), failing the test if it takes over `patience`.
-    fn status_within(&mut self, patience: Duration) -> i32 {
-        let deadline = Instant::now() + patience;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                use std::os::unix::process::ExitStatusExt;
-                return status
-                    .code()
-                    .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
-            }
-            assert!(
-                Instant::now() < deadline,
-                "mevi-actors did not exit within {patience:?}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// The whole trace, once the program ended ("still serving" said so).
-    fn trace(&mut self) -> Trace {
-        self.stderr_line("still serving");
-        let text = std::fs::read_to_string(&self.trace).unwrap();
-        let lines: Vec<Value> = text
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
-            .collect();
-        assert_eq!(
-            lines.last().map(|l| &l["ev"]),
-            Some(&Value::from("summary")),
-            "the trace ends with its summary"
-        );
-        Trace {
-            path: self.trace.clone(),
-            lines,
-        }
+/// The whole trace, once the program ended ("still serving" said so).
+fn trace_of(served: &mut Served) -> Trace {
+    served.stderr_line("still serving");
+    let text = std::fs::read_to_string(&served.stream).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert_eq!(
+        lines.last().map(|l| &l["ev"]),
+        Some(&Value::from("summary")),
+        "the trace ends with its summary"
+    );
+    Trace {
+        path: served.stream.clone(),
+        lines,
     }
 }
 
@@ -312,7 +214,7 @@ fn assert_shows_replays_state(page: &Page, trace: &Trace) {
 /// `before`: the new total.
 fn grow_and_see(served: &mut Served, page: &Page, mib: u64, before: u64) -> u64 {
     let asked = Instant::now();
-    served.grow(mib);
+    grow(served, mib);
     let target = before + (mib << 20) - (256 << 10);
     let mut total = before;
     wait_until(
@@ -338,11 +240,11 @@ fn a_page_opened_mid_run_follows_the_growth_and_ends_with_the_summary_and_replay
     };
     let started = Instant::now();
     let script = grower_script();
-    let mut served = Served::start(&[python, script.to_str().unwrap(), "grows", "0"]);
-    served.grow(2);
+    let mut served = serve(&[python, script.to_str().unwrap(), "grows", "0"]);
+    grow(&mut served, 2);
     // Mid-run: the program has started and grown once.
     std::thread::sleep(Duration::from_millis(500));
-    let page = open(&browser, &served.url);
+    let page = open(&browser, &served.url());
     assert_eq!(
         body(&page, "live"),
         "running",
@@ -364,9 +266,9 @@ fn a_page_opened_mid_run_follows_the_growth_and_ends_with_the_summary_and_replay
         records.windows(2).all(|w| w[0] < w[1]),
         "record bytes arrive as the program runs: {records:?}"
     );
-    served.finish();
+    finish(&mut served);
     wait_ended(&page);
-    let trace = served.trace();
+    let trace = trace_of(&mut served);
     assert_whole_run(&page, &trace);
     assert!(
         totals
@@ -376,7 +278,7 @@ fn a_page_opened_mid_run_follows_the_growth_and_ends_with_the_summary_and_replay
     );
     assert_shows_replays_state(&page, &trace);
     assert_clean(&page, Source::Live);
-    served.sigint();
+    served.send(nix::sys::signal::Signal::SIGINT);
     assert_eq!(served.status_within(WAIT), 0, "the program's status");
     std::fs::remove_file(&script).ok();
     eprintln!("serve page, mid-run: {:?}", started.elapsed());
@@ -391,11 +293,11 @@ fn two_runs_at_once_each_page_shows_its_own_program() {
     let script = grower_script();
     let script = script.to_str().unwrap();
     let mut runs = [
-        Served::start(&[python, script, "first", "0"]),
-        Served::start(&[python, script, "second", "4"]),
+        serve(&[python, script, "first", "0"]),
+        serve(&[python, script, "second", "4"]),
     ];
-    assert_ne!(runs[0].url, runs[1].url, "a port of its own each");
-    let pages: Vec<Page> = runs.iter().map(|r| open(&browser, &r.url)).collect();
+    assert_ne!(runs[0].url(), runs[1].url(), "a port of its own each");
+    let pages: Vec<Page> = runs.iter().map(|r| open(&browser, &r.url())).collect();
     // The first grows by 4 MiB a step, the second by 12.
     let mut totals = [shown_total(&pages[0]), shown_total(&pages[1])];
     for _ in 0..2 {
@@ -404,11 +306,11 @@ fn two_runs_at_once_each_page_shows_its_own_program() {
         }
     }
     for run in &mut runs {
-        run.finish();
+        finish(run);
     }
     for ((run, page), name) in runs.iter_mut().zip(&pages).zip(["first", "second"]) {
         wait_ended(page);
-        let trace = run.trace();
+        let trace = trace_of(run);
         let argv = trace.lines[0]["argv"].clone();
         assert_eq!(argv[2], name, "{argv}");
         let title = page.eval("document.title").unwrap();
@@ -436,7 +338,7 @@ fn two_runs_at_once_each_page_shows_its_own_program() {
          less, or more): peaks {peaks:?}"
     );
     for (run, status) in runs.iter_mut().zip([0, 4]) {
-        run.sigint();
+        run.send(nix::sys::signal::Signal::SIGINT);
         assert_eq!(run.status_within(WAIT), status, "the program's status");
     }
     std::fs::remove_file(script).ok();
@@ -449,24 +351,22 @@ fn ctrl_c_after_the_end_exits_with_the_programs_status_and_the_page_stays_whole(
         return;
     };
     let script = grower_script();
-    let mut served = Served::start(&[python, script.to_str().unwrap(), "stops", "5"]);
-    let page = open(&browser, &served.url);
+    let mut served = serve(&[python, script.to_str().unwrap(), "stops", "5"]);
+    let page = open(&browser, &served.url());
     grow_and_see(&mut served, &page, 4, shown_total(&page));
-    served.finish();
+    finish(&mut served);
     wait_ended(&page);
-    let trace = served.trace();
-    let addr = served.url["http://".len()..]
-        .trim_end_matches('/')
-        .to_string();
+    let trace = trace_of(&mut served);
+    let addr = served.addr;
     assert!(
-        std::net::TcpStream::connect(&addr).is_ok(),
+        std::net::TcpStream::connect(addr).is_ok(),
         "still serving after the end"
     );
     // Not at once after "still serving": that line comes just before mevi-actors listens for
     // Ctrl-C, and a Ctrl-C in between is lost (a person would press it again).
     std::thread::sleep(Duration::from_millis(300));
     let asked = Instant::now();
-    served.sigint();
+    served.send(nix::sys::signal::Signal::SIGINT);
     assert_eq!(
         served.status_within(Duration::from_secs(10)),
         5,
@@ -474,7 +374,7 @@ fn ctrl_c_after_the_end_exits_with_the_programs_status_and_the_page_stays_whole(
     );
     eprintln!("Ctrl-C: exited {:?} after it", asked.elapsed());
     assert!(
-        std::net::TcpStream::connect(&addr).is_err(),
+        std::net::TcpStream::connect(addr).is_err(),
         "the server is gone with it"
     );
     // The page, its stream closed at `end`, keeps the whole run and says nothing of the server.
@@ -491,9 +391,9 @@ fn a_page_opened_after_the_end_gets_the_whole_run() {
     };
     let started = Instant::now();
     let program = workload("fork_touch");
-    let mut served = Served::start(&[program.to_str().unwrap()]);
-    let trace = served.trace();
-    let page = open(&browser, &served.url);
+    let mut served = serve(&[program.to_str().unwrap()]);
+    let trace = trace_of(&mut served);
+    let page = open(&browser, &served.url());
     wait_ended(&page);
     assert_whole_run(&page, &trace);
     assert_eq!(
@@ -505,7 +405,7 @@ fn a_page_opened_after_the_end_gets_the_whole_run() {
     );
     assert_shows_replays_state(&page, &trace);
     assert_clean(&page, Source::Live);
-    served.sigint();
+    served.send(nix::sys::signal::Signal::SIGINT);
     assert_eq!(served.status_within(WAIT), 0, "the program's status");
     eprintln!("serve page, late: {:?}", started.elapsed());
 }
