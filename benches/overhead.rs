@@ -11,6 +11,9 @@
 //! runs the workloads whose name contains it; `MEVI_BENCH_COMPARE=path` adds another build of
 //! mevi-actors beside this one, to try a change.
 
+#[path = "workloads/compile.rs"]
+mod compile;
+
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -20,6 +23,8 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+
+use compile::compile;
 
 use mevi_actors::kernel::idle::IdlePolling;
 use userfaultfd::{Event as UffdEvent, EventBuffer, ReadWrite, Uffd};
@@ -185,7 +190,7 @@ impl Bench {
             compared: std::env::var_os("MEVI_BENCH_COMPARE").map(PathBuf::from),
             idle_poll: false,
             strace: find_or_install_strace(),
-            workload: compile(&dir).display().to_string(),
+            workload: compile(&dir, "bench").display().to_string(),
             dir,
             page_size,
         }
@@ -757,20 +762,6 @@ fn target(what: &str, measured: String, met: bool) -> String {
 
 fn mib(bytes: u64) -> String {
     format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64)
-}
-
-/// Compiles the workloads, once per bench run.
-fn compile(dir: &Path) -> PathBuf {
-    let out = dir.join("bench-workload");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/workloads/bench.c");
-    let status = Command::new("cc")
-        .args(["-O2", "-pthread", "-Wall", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .expect("running cc");
-    assert!(status.success(), "cc failed for {}", src.display());
-    out
 }
 
 /// strace from PATH; when missing, installed from Debian's packages (the bench's setup).

@@ -8,9 +8,14 @@
 #[allow(dead_code)]
 mod browser;
 
+#[path = "workloads/compile.rs"]
+mod compile;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
+
+use compile::compile;
 
 const MIB: f64 = (1 << 20) as f64;
 
@@ -304,19 +309,4 @@ fn count_lines(path: &Path) -> usize {
         return 0;
     };
     std::io::BufReader::new(file).split(b'\n').count()
-}
-
-fn compile(dir: &Path, name: &str) -> PathBuf {
-    let out = dir.join(name);
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("benches/workloads")
-        .join(format!("{name}.c"));
-    let status = Command::new("cc")
-        .args(["-O2", "-pthread", "-Wall", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .status()
-        .expect("running cc");
-    assert!(status.success(), "cc failed for {}", src.display());
-    out
 }

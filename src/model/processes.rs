@@ -53,11 +53,7 @@ impl Process {
 
     /// How it ended: `exit 0`, `SIGKILL`, or `-` when its end was not read.
     pub fn end(&self) -> String {
-        match (&self.status, &self.signal) {
-            (_, Some(signal)) => signal.clone(),
-            (Some(code), None) => format!("exit {code}"),
-            (None, None) => "-".into(),
-        }
+        how_it_ended(self.status, self.signal.as_deref()).unwrap_or_else(|| "-".into())
     }
 }
 
@@ -190,6 +186,15 @@ impl Processes {
                 p
             })
             .collect()
+    }
+}
+
+/// `exit 0` or the signal, as an `exit` line's `status` and `signal` say; none if neither.
+pub fn how_it_ended(status: Option<i32>, signal: Option<&str>) -> Option<String> {
+    match (status, signal) {
+        (_, Some(signal)) => Some(signal.to_string()),
+        (Some(code), None) => Some(format!("exit {code}")),
+        (None, None) => None,
     }
 }
 

@@ -3,7 +3,7 @@
 
 use super::meta::EventRow;
 use crate::event::{Event, Line};
-use crate::model::processes::argv_line;
+use crate::model::processes::{argv_line, how_it_ended};
 
 /// The table's row for `line`, or none for lines the table leaves to other views (`resident`,
 /// `verify`, `start`, `summary`).
@@ -206,11 +206,7 @@ pub fn row(line: &Line) -> Option<EventRow> {
             name,
             ..
         } => {
-            let end = match (status, signal) {
-                (_, Some(signal)) => signal.clone(),
-                (Some(code), None) => format!("exit {code}"),
-                (None, None) => String::new(),
-            };
+            let end = how_it_ended(*status, signal.as_deref()).unwrap_or_default();
             let name = name.as_deref().unwrap_or("");
             row(
                 "exit",
