@@ -8,6 +8,46 @@ pub const SCHEMA: u32 = 1;
 /// Names one address space (one kernel mm) for the whole trace; never reused.
 pub type SpaceId = u64;
 
+/// Names one distinct call stack (a `site` line) for the whole trace, from 1.
+pub type SiteId = u64;
+
+/// One frame of a `site` line's stack, innermost first (docs/schema.md, `site`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Frame {
+    /// The file mapped at the address, as `/proc/PID/maps` names it; absent for code in no file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module: Option<String>,
+    /// The module's GNU build-id, in lowercase hex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build_id: Option<String>,
+    /// The address's offset in `module`'s file: present exactly when `module` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
+    /// The absolute address, only when no file holds it (meaningful in its process alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addr: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+    /// A function inlined into the frame after it (which has the same address).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub inlined: bool,
+}
+
+/// Why a stack ends before its root.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Truncated {
+    /// `--stack-depth` frames were taken.
+    Depth,
+    /// The unwinder could not go on: no unwind information for an address, or a stack that
+    /// could not be read.
+    Unwind,
+}
+
 /// One line of the stream: the sequence number, the time, and what happened.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Line {
@@ -132,6 +172,9 @@ pub struct RunTotals {
     /// memory, without the traced program's.
     #[serde(default)]
     pub tracer_peak_rss_bytes: u64,
+    /// With `--stacks`: `site` lines written (distinct stacks named by some line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sites: Option<u64>,
     /// Only with `--verify`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify: Option<VerifyTotals>,
@@ -269,6 +312,16 @@ pub enum Event {
         wall_ns: Option<u64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         wall: Option<String>,
+        /// With `--stacks`: at most this many frames a stack.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stack_depth: Option<u32>,
+    },
+    /// A call stack, the first time a line names it (`--stacks`).
+    Site {
+        id: SiteId,
+        frames: Vec<Frame>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        truncated: Option<Truncated>,
     },
     Exec {
         pid: i32,
@@ -320,6 +373,10 @@ pub enum Event {
         follow: Follow,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cause: Option<MapCause>,
+        /// With `--stacks`: the call stack of the thread that made the syscall (a `site` line's
+        /// `id`, written before this line).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        site: Option<SiteId>,
     },
     Unmap {
         pid: i32,
@@ -329,6 +386,10 @@ pub enum Event {
         end: u64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cause: Option<MapCause>,
+        /// With `--stacks`: the call stack of the thread that made the syscall (a `site` line's
+        /// `id`, written before this line).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        site: Option<SiteId>,
     },
     Remap {
         pid: i32,
@@ -339,6 +400,10 @@ pub enum Event {
         new_start: u64,
         new_end: u64,
         dontunmap: bool,
+        /// With `--stacks`: the call stack of the thread that made the syscall (a `site` line's
+        /// `id`, written before this line).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        site: Option<SiteId>,
     },
     Brk {
         pid: i32,
@@ -349,6 +414,10 @@ pub enum Event {
         tracked: bool,
         #[serde(default, skip_serializing_if = "Follow::is_faults")]
         follow: Follow,
+        /// With `--stacks`: the call stack of the thread that made the syscall (a `site` line's
+        /// `id`, written before this line).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        site: Option<SiteId>,
     },
     Discard {
         pid: i32,
@@ -357,6 +426,10 @@ pub enum Event {
         start: u64,
         end: u64,
         advice: String,
+        /// With `--stacks`: the call stack of the thread that made the syscall (a `site` line's
+        /// `id`, written before this line).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        site: Option<SiteId>,
     },
     /// A successful `mprotect` (or `pkey_mprotect`): the mappings in the range have `prot` now.
     Protect {
@@ -451,7 +524,7 @@ impl Event {
             | Event::Exit { space, .. }
             | Event::Verify { space, .. } => Some(*space),
             Event::Warning { space, .. } => *space,
-            Event::Start { .. } | Event::Summary { .. } => None,
+            Event::Start { .. } | Event::Site { .. } | Event::Summary { .. } => None,
         }
     }
 
@@ -473,7 +546,10 @@ impl Event {
             | Event::Resident { pid, .. }
             | Event::Exit { pid, .. } => Some(*pid),
             Event::Warning { pid, .. } => *pid,
-            Event::Verify { .. } | Event::Start { .. } | Event::Summary { .. } => None,
+            Event::Verify { .. }
+            | Event::Start { .. }
+            | Event::Site { .. }
+            | Event::Summary { .. } => None,
         }
     }
 
@@ -508,6 +584,32 @@ pub fn signal_name(sig: i32) -> String {
     nix::sys::signal::Signal::try_from(sig)
         .map(|s| s.as_str().to_string())
         .unwrap_or_else(|_| format!("SIG{sig}"))
+}
+
+impl Event {
+    /// The `site` a layout line names, if any.
+    pub fn site(&self) -> Option<SiteId> {
+        match self {
+            Event::Map { site, .. }
+            | Event::Unmap { site, .. }
+            | Event::Remap { site, .. }
+            | Event::Brk { site, .. }
+            | Event::Discard { site, .. } => *site,
+            _ => None,
+        }
+    }
+
+    /// The `site` field of the lines that have one.
+    pub fn site_field(&mut self) -> Option<&mut Option<SiteId>> {
+        match self {
+            Event::Map { site, .. }
+            | Event::Unmap { site, .. }
+            | Event::Remap { site, .. }
+            | Event::Brk { site, .. }
+            | Event::Discard { site, .. } => Some(site),
+            _ => None,
+        }
+    }
 }
 
 /// Lines for the unit tests of the modules that read the stream.

@@ -24,5 +24,6 @@ pub mod model;
 pub mod query;
 pub mod report;
 pub mod run;
+pub mod stacks;
 pub mod test_hooks;
 pub mod verify;

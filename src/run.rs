@@ -11,6 +11,7 @@ use crate::actors::lane::LaneConfig;
 use crate::actors::sequencer::Sequencer;
 use crate::actors::state::{ReportTap, RunReport, StateActor, StateOptions, WaitsForRoom};
 use crate::actors::supervisor::{self, Supervisor};
+use crate::actors::symbolizer::SymbolizerActor;
 use crate::actors::tracer::{ProgramEnd, TraceError, Tracer, TracerConfig};
 use crate::event::{Event, SCHEMA, VerifyTotals};
 use crate::kernel::thp::ThpPolicy;
@@ -20,6 +21,7 @@ use crate::model::processes::Processes;
 use crate::report::build::Builder;
 use crate::report::live::Hub;
 use crate::report::serve::{self, Server};
+use crate::stacks::Stacks;
 use crate::test_hooks::{self, Fault};
 
 /// Inbox sizes. Large enough to absorb bursts, small enough that a stalled reader of the stream
@@ -60,6 +62,8 @@ pub struct RunOptions {
     pub ui_interval: std::time::Duration,
     /// `--serve-linger SECS`: serve this long after the program ends (None: until Ctrl-C).
     pub serve_linger: Option<std::time::Duration>,
+    /// `--stacks`: take each layout change's call stack, at most this many frames.
+    pub stack_depth: Option<u32>,
 }
 
 /// How long a lane reads its empty userfaultfd again before it sleeps: the next fault of a
@@ -212,7 +216,20 @@ pub fn run(options: RunOptions) -> RunOutcome {
         faults: options.faults,
         buffer_bytes: options.buffer_bytes,
     };
-    let (state, state_handle) = StateActor::new(STATE_CAPACITY, writer, state_options, report);
+    // `--stacks`: the tracer takes them, the symbolizer names them, the state actor writes them.
+    let (symbolizer, stacks, sites) = match options.stack_depth {
+        Some(depth) => {
+            let (actor, new_sites, sites) = SymbolizerActor::new();
+            (
+                Some(actor),
+                Some(Stacks::new(depth, new_sites)),
+                Some(sites),
+            )
+        }
+        None => (None, None, None),
+    };
+    let (state, state_handle) =
+        StateActor::new(STATE_CAPACITY, writer, state_options, report, sites);
     let (sequencer, sequencer_handle) = Sequencer::new(SEQUENCER_CAPACITY, state_handle, started);
     let thp = if test_hooks::fails(Fault::ThpAlways, None) {
         ThpPolicy::Always
@@ -235,6 +252,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
             .ok()
             .and_then(|d| u64::try_from(d.as_nanos()).ok()),
         wall: Some(humantime::format_rfc3339_nanos(wall).to_string()),
+        stack_depth: options.stack_depth,
     };
     supervisor::install_panic_hook();
     let supervisor = Supervisor::new();
@@ -243,6 +261,14 @@ pub fn run(options: RunOptions) -> RunOutcome {
         runtime.spawn(async move { watched.watch("the state actor", state.run()).await });
     let watched = supervisor.clone();
     runtime.spawn(async move { watched.watch("the sequencer", sequencer.run(start)).await });
+    if let Some(symbolizer) = symbolizer
+        && let Err(e) = symbolizer.spawn(supervisor.clone())
+    {
+        return fail(
+            1,
+            format!("mevi-actors: starting the symbolizer thread: {e}"),
+        );
+    }
     let root_pid = Arc::new(AtomicI32::new(0));
     pass_signals_on(&runtime, root_pid.clone());
 
@@ -262,6 +288,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
         verify: options.verify,
         verify_every: options.verify_every.filter(|_| options.verify),
         thp,
+        stacks,
     };
     let tracer = Tracer::new(
         config,

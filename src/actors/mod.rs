@@ -11,4 +11,5 @@ pub mod lane;
 pub mod sequencer;
 pub mod state;
 pub mod supervisor;
+pub mod symbolizer;
 pub mod tracer;

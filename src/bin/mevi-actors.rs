@@ -15,6 +15,9 @@ use mevi_actors::run::{RunOptions, run};
 /// How long a run of first touches may grow before its line goes out: well under the 100 ms in
 /// which the stream is flushed, so a reader following it live sees touches as promptly.
 const DEFAULT_COALESCE_MS: u64 = 10;
+/// `--stack-depth`: deep enough for a C++ or Rust call chain through an allocator, small enough
+/// to read in one `process_vm_readv` of a few pages.
+const DEFAULT_STACK_DEPTH: u32 = 64;
 
 #[derive(Parser)]
 #[command(
@@ -90,6 +93,14 @@ enum Command {
         /// With --serve: stop serving SECS seconds after the program ends, instead of at Ctrl-C.
         #[arg(long, value_name = "SECS", requires = "serve")]
         serve_linger: Option<u64>,
+        /// Take the call stack of every layout change (mmap, munmap, mremap, madvise, brk):
+        /// each distinct stack is a `site` line, unwound by frame pointers or DWARF unwind
+        /// tables and symbolized (function, file, line); `replay --by-site` adds bytes up by it.
+        #[arg(long)]
+        stacks: bool,
+        /// With --stacks: at most N frames a stack.
+        #[arg(long, value_name = "N", default_value_t = DEFAULT_STACK_DEPTH, value_parser = clap::value_parser!(u32).range(1..=1024))]
+        stack_depth: u32,
         /// Test hook (test builds only): forget the first resident page in the replayed state,
         /// so that --verify must find a mismatch.
         #[cfg(feature = "test-hooks")]
@@ -214,6 +225,8 @@ fn main() -> ExitCode {
             serve,
             ui_interval_ms,
             serve_linger,
+            stacks,
+            stack_depth,
             #[cfg(feature = "test-hooks")]
             test_corrupt_state,
             program,
@@ -235,6 +248,7 @@ fn main() -> ExitCode {
                 serve,
                 ui_interval: Duration::from_millis(ui_interval_ms),
                 serve_linger: serve_linger.map(Duration::from_secs),
+                stack_depth: stacks.then_some(stack_depth),
             })
             .status
         }
@@ -267,6 +281,7 @@ fn main() -> ExitCode {
                 serve: None,
                 ui_interval: Duration::from_millis(32),
                 serve_linger: None,
+                stack_depth: None,
             })
             .status
         }

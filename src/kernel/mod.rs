@@ -10,6 +10,7 @@ pub mod ptrace;
 pub mod rehearsal;
 pub mod signals;
 pub mod spawn;
+pub mod stack;
 pub mod syscall;
 pub mod thp;
 pub mod tick;

@@ -16,6 +16,10 @@ pub struct MapsEntry {
     /// `"rw-"`: read, write, exec.
     pub prot: String,
     pub shared: bool,
+    /// The offset in the file of the mapping's first byte.
+    pub offset: u64,
+    /// The file's device, as `major:minor` in hex (with `inode`, which file it is).
+    pub dev: String,
     pub inode: u64,
     /// Empty for anonymous memory; `[heap]`, `[stack]`, `[vdso]` or a file path otherwise.
     pub path: String,
@@ -52,8 +56,8 @@ fn parse_maps_line(line: &str) -> Option<MapsEntry> {
     let mut fields = line.splitn(6, ' ');
     let range = fields.next()?;
     let perms = fields.next()?;
-    let _offset = fields.next()?;
-    let _dev = fields.next()?;
+    let offset = u64::from_str_radix(fields.next()?, 16).ok()?;
+    let dev = fields.next()?.to_string();
     let inode = fields.next()?.parse().ok()?;
     let path = fields.next().unwrap_or("").trim_start().to_string();
     let (start, end) = range.split_once('-')?;
@@ -63,6 +67,8 @@ fn parse_maps_line(line: &str) -> Option<MapsEntry> {
         end: u64::from_str_radix(end, 16).ok()?,
         prot: String::from_utf8_lossy(&perms[..3]).into_owned(),
         shared: perms.get(3) == Some(&b's'),
+        offset,
+        dev,
         inode,
         path,
     })

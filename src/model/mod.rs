@@ -634,6 +634,7 @@ impl Replay {
             }
             Event::Summary { .. } => self.complete = true,
             Event::Start { .. }
+            | Event::Site { .. }
             | Event::Verify { .. }
             | Event::Thread { .. }
             | Event::ThreadExit { .. }
@@ -760,6 +761,7 @@ mod tests {
             state: Some(state),
             follow: crate::event::Follow::Faults,
             cause: None,
+            site: None,
         }
     }
 
@@ -818,6 +820,7 @@ mod tests {
             new_start: 0x48000,
             new_end: 0x40000,
             dontunmap: false,
+            site: None,
         };
         for (seq, event) in [exec(), remap].into_iter().enumerate() {
             r.apply_line(&Line {
@@ -845,6 +848,7 @@ mod tests {
             new_start: 0x40000,
             new_end: 0x48000,
             dontunmap: false,
+            site: None,
         });
         let s = &r.spaces[&0];
         assert_eq!(s.resident_bytes, 0x2000);
@@ -868,6 +872,7 @@ mod tests {
             new_start: 0x20000,
             new_end: 0x22000,
             dontunmap: true,
+            site: None,
         });
         let s = &r.spaces[&0];
         assert!(s.mappings.get(&0x10000).is_some());
@@ -895,6 +900,7 @@ mod tests {
             start: 0x10000,
             end: 0x14000,
             advice: "dontneed".into(),
+            site: None,
         });
         assert_eq!(r.spaces[&0].resident_bytes, 0);
         assert_eq!(r.spaces[&0].peak_resident_bytes, 0x4000);
@@ -973,6 +979,7 @@ mod tests {
             start: 0,
             end: 0x1000,
             cause: None,
+            site: None,
         }
     }
 
@@ -1106,6 +1113,7 @@ mod tests {
                     new_start: 0x40000,
                     new_end: 0x48000,
                     dontunmap: false,
+                    site: None,
                 },
                 Event::Discard {
                     pid: 1,
@@ -1114,6 +1122,7 @@ mod tests {
                     start: 0x43000,
                     end: 0x44000,
                     advice: "dontneed".into(),
+                    site: None,
                 },
             ],
         );
@@ -1137,6 +1146,7 @@ mod tests {
             new,
             tracked: true,
             follow: Default::default(),
+            site: None,
         };
         lines(
             &mut r,
@@ -1175,6 +1185,7 @@ mod tests {
                     start: 0,
                     end: 0x7ffffffff000,
                     cause: Some(MapCause::Redescribe),
+                    site: None,
                 },
                 with_cause(
                     Event::Map {
@@ -1190,6 +1201,7 @@ mod tests {
                         state: Some(PageState::NotResident),
                         follow: Default::default(),
                         cause: None,
+                        site: None,
                     },
                     MapCause::Redescribe,
                 ),
@@ -1209,6 +1221,7 @@ mod tests {
                     new_start: 0x40000,
                     new_end: 0x44000,
                     dontunmap: false,
+                    site: None,
                 },
                 map(0, 0x41000, 0x42000, PageState::NotResident),
             ],

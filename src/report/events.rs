@@ -62,6 +62,7 @@ pub fn row(line: &Line) -> Option<EventRow> {
             start,
             end,
             cause,
+            ..
         } => row(
             "unmap",
             Some(*pid),
@@ -79,6 +80,7 @@ pub fn row(line: &Line) -> Option<EventRow> {
             new_start,
             new_end,
             dontunmap,
+            ..
         } => row(
             "remap",
             Some(*pid),
@@ -133,6 +135,7 @@ pub fn row(line: &Line) -> Option<EventRow> {
             start,
             end,
             advice,
+            ..
         } => row(
             "discard",
             Some(*pid),
@@ -231,6 +234,7 @@ pub fn row(line: &Line) -> Option<EventRow> {
             format!("{}: {message}", json_name(what)),
         ),
         Event::Start { .. }
+        | Event::Site { .. }
         | Event::Resident { .. }
         | Event::Verify { .. }
         | Event::Summary { .. } => None,

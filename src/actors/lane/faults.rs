@@ -203,6 +203,7 @@ impl Lane {
             tracked: true,
             state: Some(PageState::NotResident),
             follow: Follow::Faults,
+            site: None,
             cause: None,
         };
         self.emit(Stamped { at, event }).await;

@@ -41,6 +41,7 @@ impl Lane {
                 tid,
                 range,
                 advice,
+                site,
                 at,
                 at_exit,
             } => {
@@ -58,6 +59,7 @@ impl Lane {
                             start: run.start,
                             end: run.end,
                             advice: advice.to_string(),
+                            site,
                         };
                         self.emit(Stamped { at, event }).await;
                     }
@@ -171,6 +173,7 @@ impl Lane {
                 tracked,
                 follow,
                 cause,
+                site,
                 ..
             } => {
                 let runs = procfs::split_by_presence(range, &present);
@@ -193,12 +196,17 @@ impl Lane {
                         state: Some(state),
                         follow,
                         cause: if i == 0 { cause } else { Some(MapCause::Split) },
+                        site,
                     };
                     self.forward(Stamped { at, event }).await;
                 }
             }
             brk @ Event::Brk {
-                pid, tid, follow, ..
+                pid,
+                tid,
+                follow,
+                site,
+                ..
             } => {
                 self.forward(Stamped { at, event: brk }).await;
                 for run in present {
@@ -215,6 +223,7 @@ impl Lane {
                         state: Some(PageState::Resident),
                         follow,
                         cause: Some(MapCause::Split),
+                        site,
                     };
                     self.forward(Stamped { at, event }).await;
                 }

@@ -49,7 +49,7 @@ pub use self::pages::PagesAtExit;
 use self::pages::RecentResolutions;
 use self::touches::Touches;
 use super::sequencer::{SequencerHandle, SequencerMessage, Stamped};
-use crate::event::{Event, SpaceId, VerifyPoint, WarningKind};
+use crate::event::{Event, SiteId, SpaceId, VerifyPoint, WarningKind};
 use crate::kernel::procfs::Pagemap;
 use crate::kernel::syscall::LayoutSyscall;
 use crate::kernel::uffd::{AddressSpaceUffd, PageFault, UffdMessage, UffdPoller};
@@ -67,6 +67,8 @@ pub enum LaneMessage {
         tid: i32,
         range: Range<u64>,
         advice: &'static str,
+        /// The syscall's stack (`--stacks`).
+        site: Option<SiteId>,
         at: Instant,
         at_exit: PagesAtExit,
     },

@@ -181,6 +181,7 @@ mod tests {
                 start: 0,
                 end: PAGE,
                 cause: None,
+                site: None,
             },
         }
     }

@@ -32,6 +32,7 @@ fn map(pid: i32, space: SpaceId, start: u64) -> Event {
         state: Some(crate::event::PageState::NotResident),
         follow: crate::event::Follow::Faults,
         cause: None,
+        site: None,
     }
 }
 
@@ -57,6 +58,7 @@ fn start() -> Event {
         thp: None,
         wall_ns: None,
         wall: None,
+        stack_depth: None,
     }
 }
 

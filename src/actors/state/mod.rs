@@ -8,6 +8,7 @@
 
 mod output;
 mod report;
+mod sites;
 mod summary;
 #[cfg(test)]
 mod tests;
@@ -21,6 +22,7 @@ use async_channel::{Receiver, Sender};
 use self::output::Output;
 pub use self::output::{DEFAULT_BUFFER, DEFAULT_BUFFER_BYTES, WaitsForRoom};
 pub use self::report::ReportTap;
+use self::sites::SiteLines;
 pub use self::summary::human_summary;
 use crate::event::{
     Event, ForkKind, Line, ProcessSummary, RunTotals, SpaceId, VerifyTotals, WarningKind,
@@ -97,6 +99,10 @@ pub struct StateActor {
     left_out_spaces: BTreeSet<SpaceId>,
     /// `--report`: the page's builder, fed every line.
     report: Option<ReportTap>,
+    /// `--stacks`: the `site` lines, from the symbolizer.
+    sites: Option<SiteLines>,
+    /// `site` lines written so far: every later line's `seq` is the sequencer's plus this.
+    inserted: u64,
 }
 
 impl StateActor {
@@ -105,6 +111,7 @@ impl StateActor {
         writer: Box<dyn Write + Send>,
         options: StateOptions,
         report: Option<ReportTap>,
+        sites: Option<Receiver<Event>>,
     ) -> (Self, StateHandle) {
         let (tx, inbox) = async_channel::bounded(capacity);
         let actor = Self {
@@ -123,6 +130,8 @@ impl StateActor {
             checked_spaces: BTreeSet::new(),
             left_out_spaces: BTreeSet::new(),
             report,
+            sites: sites.map(SiteLines::new),
+            inserted: 0,
         };
         (actor, StateHandle { tx })
     }
@@ -155,7 +164,25 @@ impl StateActor {
         self.finish().await
     }
 
+    /// A line from the sequencer, after the `site` line it is the first to name.
     async fn on_line(&mut self, mut line: Line, probe: Option<Probe>) {
+        line.seq += self.inserted;
+        if let Some(sites) = &mut self.sites
+            && let Some(site) = sites.name_site_of(&mut line.event).await
+        {
+            let site = Line {
+                seq: line.seq,
+                t_ns: line.t_ns,
+                event: site,
+            };
+            self.inserted += 1;
+            line.seq += 1;
+            self.write(site, None).await;
+        }
+        self.write(line, probe).await;
+    }
+
+    async fn write(&mut self, mut line: Line, probe: Option<Probe>) {
         if matches!(line.event, Event::Exit { .. }) && test_hooks::fails(Fault::StatePanic, None) {
             panic!("test hook state-panic: the state actor fails at the first exit line");
         }
@@ -192,6 +219,7 @@ impl StateActor {
                 start,
                 end: start + self.options.page_size,
                 advice: "test-corruption".into(),
+                site: None,
             });
         }
         self.output.push(line).await;
@@ -377,6 +405,7 @@ impl StateActor {
             .max()
             .unwrap_or(0);
         self.totals.tree_peak_resident_bytes = self.model.tree_peak_resident_bytes;
+        self.totals.sites = self.sites.as_ref().map(SiteLines::written);
         self.totals.lines = self.next_seq + 1;
         if let Some(v) = self.totals.verify.as_mut() {
             v.unchecked_spaces = self

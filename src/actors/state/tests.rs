@@ -38,7 +38,7 @@ async fn report(messages: Vec<StateMessage>) -> RunReport {
         faults: true,
         buffer_bytes: super::DEFAULT_BUFFER_BYTES,
     };
-    let (actor, handle) = StateActor::new(16, Box::new(std::io::sink()), options, None);
+    let (actor, handle) = StateActor::new(16, Box::new(std::io::sink()), options, None, None);
     let task = tokio::spawn(actor.run());
     for m in messages {
         handle.send(m).await;

@@ -10,7 +10,7 @@ use super::Tracer;
 use super::mappings::{MapAt, NewMapping};
 use crate::actors::lane::{LaneMessage, PagesAtExit};
 use crate::actors::sequencer::Stamped;
-use crate::event::{Event, Follow, MapKind, SpaceId, prot_string};
+use crate::event::{Event, Follow, MapKind, SiteId, SpaceId, prot_string};
 use crate::kernel::procfs;
 use crate::kernel::ptrace::Resume;
 use crate::kernel::syscall::{self, DiscardAdvice, LayoutSyscall, SeccompEntry, SyscallReturn};
@@ -135,12 +135,14 @@ impl Tracer {
             return;
         };
         let by = By { pid, tid, space };
+        self.exit_site = self.stack_of(by, call);
         let ExitReport {
             failed,
             partly_done,
             changed,
             mut read_again,
         } = self.report_syscall_exit(by, call);
+        self.exit_site = None;
         let unregistered = self
             .threads
             .get_mut(&tid)
@@ -190,6 +192,37 @@ impl Tracer {
         if let Some(s) = self.spaces.get(&space) {
             s.lane.send(LaneMessage::Ended { tid });
         }
+    }
+
+    /// With `--stacks`: the site of the thread's stack, for a syscall whose lines name one.
+    fn stack_of(&mut self, by: By, call: LayoutSyscall) -> Option<SiteId> {
+        let stacks = self.config.stacks.as_mut()?;
+        match call {
+            LayoutSyscall::Mmap { prot, .. } => {
+                if prot & libc::PROT_EXEC as u64 != 0 {
+                    stacks.code_changed(by.space);
+                }
+            }
+            LayoutSyscall::Mremap {
+                old_addr, old_len, ..
+            } => stacks.moved(by.space, &(old_addr..old_addr.saturating_add(old_len))),
+            LayoutSyscall::Mprotect { prot, .. } => {
+                if prot & libc::PROT_EXEC as u64 != 0 {
+                    stacks.code_changed(by.space);
+                }
+                return None;
+            }
+            LayoutSyscall::Munmap { .. }
+            | LayoutSyscall::Brk { .. }
+            | LayoutSyscall::Madvise {
+                discard: Some(_), ..
+            } => {}
+            LayoutSyscall::Madvise { discard: None, .. }
+            | LayoutSyscall::UffdRegister { .. }
+            | LayoutSyscall::UffdMove { .. }
+            | LayoutSyscall::Other { .. } => return None,
+        }
+        stacks.take(by.pid, by.tid, by.space)
     }
 
     /// Reports what a layout syscall did, and what it changed, as ranges.
@@ -260,6 +293,7 @@ impl Tracer {
                         start: range.start,
                         end: range.end,
                         cause: None,
+                        site: self.exit_site,
                     },
                 );
             }
@@ -318,6 +352,7 @@ impl Tracer {
                         new_start: rval,
                         new_end: rval.saturating_add(new_len),
                         dontunmap,
+                        site: self.exit_site,
                     },
                 );
             }
@@ -503,6 +538,7 @@ impl Tracer {
             } else {
                 Follow::Faults
             },
+            site: self.exit_site,
         };
         match at_exit {
             Some(at_exit) => space.lane.send(LaneMessage::Mapped {
@@ -548,6 +584,7 @@ impl Tracer {
                 tid: by.tid,
                 range,
                 advice: advice_name(advice),
+                site: self.exit_site,
                 at,
                 at_exit,
             });

@@ -170,6 +170,12 @@ impl Tracer {
             state: tracked.then_some(PageState::NotResident),
             follow: mapping.follow.filter(|_| tracked).unwrap_or_default(),
             cause,
+            // The program's own change has the syscall's stack; a range described again, none.
+            site: if cause.is_none() {
+                self.exit_site
+            } else {
+                None
+            },
         };
         match at_exit {
             Some(at_exit) => space.lane.send(LaneMessage::Mapped {

@@ -43,13 +43,14 @@ use rangemap::RangeSet;
 use super::lane::LaneConfig;
 use super::sequencer::{SequencerHandle, SequencerMessage, Stamped};
 use super::supervisor::Supervisor;
-use crate::event::{Event, SpaceId, WarningKind};
+use crate::event::{Event, SiteId, SpaceId, WarningKind};
 use crate::kernel::inject::SyscallSite;
 use crate::kernel::ptrace::{self, Resume, Stop};
 use crate::kernel::spawn::{self, Prepared};
 use crate::kernel::syscall::LayoutSyscall;
 use crate::kernel::thp::ThpPolicy;
 use crate::kernel::tick::{self, TracerWaker};
+use crate::stacks::Stacks;
 
 use checkpoints::Checkpoint;
 use lending::Lending;
@@ -71,6 +72,8 @@ pub struct TracerConfig {
     /// Which private anonymous ranges may get transparent huge pages, and so are followed by
     /// scans rather than registered.
     pub thp: ThpPolicy,
+    /// `--stacks`: the stack taker, whose new sites go to the symbolizer.
+    pub stacks: Option<Stacks>,
 }
 
 /// How the traced program ended.
@@ -226,6 +229,9 @@ pub struct Tracer {
     next_checkpoint: Option<Instant>,
     /// Threads in another PID namespace than ours: their id there (namespaces.rs).
     ns_tids: HashMap<i32, i32>,
+    /// The call stack of the layout syscall whose exit is being reported (`--stacks`): its
+    /// lines name it.
+    exit_site: Option<SiteId>,
 }
 
 impl Tracer {
@@ -259,6 +265,7 @@ impl Tracer {
             exec_interrupted: HashSet::new(),
             next_checkpoint: None,
             ns_tids: HashMap::new(),
+            exit_site: None,
         }
     }
 

@@ -110,6 +110,7 @@ impl Tracer {
                 start: range.start,
                 end: range.end,
                 cause: Some(MapCause::Redescribe),
+                site: None,
             });
             for entry in maps
                 .iter()

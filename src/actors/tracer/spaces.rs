@@ -167,6 +167,7 @@ impl Tracer {
                     start: 0,
                     end: USER_SPACE_END,
                     cause: Some(MapCause::Redescribe),
+                    site: None,
                 });
                 (inherited.brk, inherited.scanned, inherited.stacks)
             }
@@ -309,6 +310,9 @@ impl Tracer {
             if space.members == 0 {
                 // Dropping the lane handle ends the lane once it has forwarded everything.
                 self.spaces.remove(&id);
+                if let Some(stacks) = self.config.stacks.as_mut() {
+                    stacks.forget(id);
+                }
             }
         }
     }

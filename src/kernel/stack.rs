@@ -1,0 +1,105 @@
+//! A stopped thread's user stack: the registers an unwinder starts from, and the stack's bytes,
+//! read from the tracer in as few `process_vm_readv` calls as the walk needs.
+
+use std::io::{self, IoSliceMut};
+
+use nix::sys::ptrace;
+use nix::sys::uio::{RemoteIoVec, process_vm_readv};
+use nix::unistd::Pid;
+
+/// Where a walk starts: the instruction pointer, the stack pointer and the frame pointer.
+#[derive(Clone, Copy, Debug)]
+pub struct StartRegisters {
+    pub ip: u64,
+    pub sp: u64,
+    pub bp: u64,
+}
+
+/// The registers of a thread in a ptrace stop.
+pub fn start_registers(tid: i32) -> io::Result<StartRegisters> {
+    let regs = ptrace::getregs(Pid::from_raw(tid)).map_err(io::Error::from)?;
+    Ok(StartRegisters {
+        ip: regs.rip,
+        sp: regs.rsp,
+        bp: regs.rbp,
+    })
+}
+
+/// The bytes of a thread's stack from its stack pointer up, read in growing pieces: most walks
+/// need a few KiB, a deep one more, and the stack's top ends the reads.
+pub struct StackCopy {
+    pid: Pid,
+    base: u64,
+    bytes: Vec<u8>,
+    /// The read stopped short (the end of the stack's mapping): there is no more to read.
+    ended: bool,
+    /// The most this copy reads.
+    limit: usize,
+    /// `process_vm_readv` calls made.
+    pub reads: u32,
+}
+
+/// The first read: most stacks at a syscall are this deep or less.
+const FIRST_READ: usize = 16 << 10;
+
+impl StackCopy {
+    pub fn new(pid: i32, sp: u64, limit: usize) -> Self {
+        Self {
+            pid: Pid::from_raw(pid),
+            base: sp,
+            bytes: Vec::new(),
+            ended: false,
+            limit,
+            reads: 0,
+        }
+    }
+
+    /// The 8 bytes at `addr`, reading more of the stack when the walk reaches past what was read.
+    pub fn read_u64(&mut self, addr: u64) -> Option<u64> {
+        let offset = usize::try_from(addr.checked_sub(self.base)?).ok()?;
+        let end = offset.checked_add(8)?;
+        while end > self.bytes.len() {
+            if self.ended || self.bytes.len() >= self.limit {
+                return None;
+            }
+            self.read_more(end);
+        }
+        let word = self.bytes.get(offset..end)?;
+        Some(u64::from_ne_bytes(word.try_into().ok()?))
+    }
+
+    /// Doubles what was read (at least to `need`), up to the limit.
+    fn read_more(&mut self, need: usize) {
+        let have = self.bytes.len();
+        let want = need
+            .max(have * 2)
+            .max(FIRST_READ)
+            .min(self.limit)
+            .max(need.min(self.limit));
+        if want <= have {
+            self.ended = true;
+            return;
+        }
+        self.bytes.resize(want, 0);
+        let from = self.base + have as u64;
+        let len = want - have;
+        self.reads += 1;
+        let remote = [RemoteIoVec {
+            base: from as usize,
+            len,
+        }];
+        let mut local = [IoSliceMut::new(&mut self.bytes[have..])];
+        // A partial read ends at the first page that is not mapped: the stack's top.
+        match process_vm_readv(self.pid, &mut local, &remote) {
+            Ok(n) if n == len => {}
+            Ok(n) => {
+                self.bytes.truncate(have + n);
+                self.ended = true;
+            }
+            Err(_) => {
+                self.bytes.truncate(have);
+                self.ended = true;
+            }
+        }
+    }
+}
