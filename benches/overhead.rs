@@ -1,15 +1,16 @@
 //! `cargo bench`: what tracing costs, measured side by side.
 //!
-//! Each workload (benches/workloads/bench.c, plus `sort` and `/bin/true`) runs untraced, under
-//! mevi-actors, and under every reference present: the floor (a minimal userfaultfd handler in
-//! this file, on the fault workloads) and strace. Runs alternate (one of each runner, then the
-//! next round), and each ratio is the median of the ratios of one round, so that a slow spell of
-//! this shared machine weighs on both sides of a pair. Nothing here asserts a time: the table is
-//! the result, and README.md shows one.
+//! Each workload (benches/workloads/bench.c, plus `sort`, `gcc -O2 -c` and `/bin/true`) runs
+//! untraced, under mevi-actors, and under every reference present: the floor (a minimal
+//! userfaultfd handler in this file, on the fault workloads) and strace. Options that take call
+//! stacks (`VARIANTS`) run on the workloads they are for, against mevi-actors without them.
+//! Runs alternate (one of each runner, then the next round), and each ratio is the median of the
+//! ratios of one round, so that a slow spell of this shared machine weighs on both sides of a
+//! pair. Nothing here asserts a time: the table is the result, and README.md shows one.
 //!
-//! `MEVI_BENCH_ROUNDS=N` changes the number of rounds (default 5); `MEVI_BENCH_ONLY=substring`
-//! runs the workloads whose name contains it; `MEVI_BENCH_COMPARE=path` adds another build of
-//! mevi-actors beside this one, to try a change.
+//! `MEVI_BENCH_ROUNDS=N` changes the number of rounds (default 5); `MEVI_BENCH_ONLY=a,b` runs
+//! the workloads whose name contains one of the comma-separated substrings;
+//! `MEVI_BENCH_COMPARE=path` adds another build of mevi-actors beside this one, to try a change.
 
 #[path = "workloads/compile.rs"]
 mod compile;
@@ -39,6 +40,49 @@ const IDLE_POLL_WORKLOADS: [&str; 6] = [
     "malloc",
 ];
 
+/// mevi-actors with an option that costs something per event it takes a stack at, measured
+/// against mevi-actors without it on the workloads that option is for (issue 13's "Speed").
+struct Variant {
+    /// The runner's name in the table.
+    label: &'static str,
+    /// What is added to `mevi-actors run`.
+    args: &'static [&'static str],
+    /// The workloads it runs on (exact names).
+    workloads: &'static [&'static str],
+    /// The target: at most this many times mevi-actors' time without the option.
+    max_ratio: f64,
+    /// Which stream lines stand for one stack taken: the per-stack cost divides by their count.
+    took_stack: fn(&serde_json::Value) -> bool,
+    /// What `took_stack` counts, for the table.
+    counted: &'static str,
+}
+
+/// Each entry is a runner (`Runner::MeviVariant(its index)`), on its workloads, with its target
+/// and per-stack cost in the table: adding one is adding an entry here.
+static VARIANTS: [Variant; 1] = [
+    Variant {
+        label: "mevi-actors --stacks",
+        args: &["--stacks"],
+        workloads: &["churn", "malloc", "sort", "gcc"],
+        max_ratio: 1.3,
+        // A stack per layout syscall, about: a syscall's `map`/`unmap`/`remap`/`discard`/`brk`
+        // line with its `site`, not the `split` lines that repeat it nor the `redescribe` lines
+        // (those carry `cause`). One munmap over several mappings counts once per mapping.
+        took_stack: |line| line.get("site").is_some() && line.get("cause").is_none(),
+        counted: "lines with a site and no cause, about the layout syscalls",
+    },
+    // TOUCH_STACKS_HOOK: once `run --touch-stacks N` exists (issue 13), its runner is this entry
+    // (and `[Variant; 2]`):
+    // Variant {
+    //     label: "mevi-actors --touch-stacks 64",
+    //     args: &["--touch-stacks", "64"],
+    //     workloads: &["touch-write-1t"],
+    //     max_ratio: 1.2,
+    //     took_stack: |line| line["ev"] == "resident" && line.get("site").is_some(),
+    //     counted: "resident lines with a site",
+    // },
+];
+
 /// How long the busy floor keeps reading an empty descriptor before it sleeps in `poll`.
 const BUSY_READ: Duration = Duration::from_micros(50);
 
@@ -46,6 +90,8 @@ const BUSY_READ: Duration = Duration::from_micros(50);
 enum Runner {
     Untraced,
     Mevi,
+    /// mevi-actors with `VARIANTS[i]`'s option: listed right after mevi-actors without it.
+    MeviVariant(usize),
     /// Untraced, under a seccomp filter that allows everything: what any seccomp-based tracer
     /// costs a syscall it does not stop.
     SeccompOnly,
@@ -66,6 +112,7 @@ impl Runner {
         match self {
             Runner::Untraced => "untraced",
             Runner::Mevi => "mevi-actors",
+            Runner::MeviVariant(i) => VARIANTS[i].label,
             Runner::SeccompOnly => "seccomp filter, no tracer",
             Runner::MeviNoFaults => "mevi-actors --no-faults",
             Runner::MeviCompared => "MEVI_BENCH_COMPARE",
@@ -91,9 +138,12 @@ struct Workload {
 #[derive(Clone, Debug)]
 struct Sample {
     wall: Duration,
-    /// From mevi-actors' summary line: lines written and its own peak RSS.
+    /// From mevi-actors' summary line: lines written, its own peak RSS, and `site` lines.
     lines: Option<u64>,
     tracer_peak_rss: Option<u64>,
+    sites: Option<u64>,
+    /// Under a `Variant`: the stream's lines its `took_stack` counts.
+    stacks: Option<u64>,
     /// Stopped at `ONCE_LIMIT`: `wall` is a lower bound.
     stopped: bool,
 }
@@ -120,7 +170,13 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(5);
-    let only = std::env::var("MEVI_BENCH_ONLY").ok();
+    let only: Option<Vec<String>> = std::env::var("MEVI_BENCH_ONLY")
+        .ok()
+        .map(|list| list.split(',').map(str::to_string).collect());
+    let wanted = |name: &str| {
+        only.as_ref()
+            .is_none_or(|list| list.iter().any(|o| name.contains(o.as_str())))
+    };
     let mut bench = Bench::new();
     let started = Instant::now();
     println!("mevi-actors overhead bench: {}", machine());
@@ -133,15 +189,15 @@ fn main() {
     }
     let mut targets = Vec::new();
     let workloads = bench.workloads();
-    let selected = |w: &&Workload| only.as_deref().is_none_or(|o| w.name.contains(o));
+    let selected = |w: &&Workload| wanted(&w.name);
     for workload in workloads.iter().filter(selected) {
         let results = bench.measure(workload, rounds);
         report(workload, &results, "", &mut targets);
     }
-    if only.is_none() || only.as_deref().is_some_and(|o| "touch-1g".contains(o)) {
+    if wanted("touch-1g") {
         targets.push(bench.memory_for_one_gib());
     }
-    if only.is_none() || only.as_deref().is_some_and(|o| "sleepers".contains(o)) {
+    if wanted("sleepers") {
         targets.push(bench.memory_per_live_space());
     }
     // The same hand-offs with idle CPUs polling instead of halting, for every runner alike.
@@ -161,7 +217,12 @@ fn main() {
                         .runners
                         .iter()
                         .copied()
-                        .filter(|r| !matches!(r, Runner::Strace | Runner::MeviNoFaults))
+                        .filter(|r| {
+                            !matches!(
+                                r,
+                                Runner::Strace | Runner::MeviNoFaults | Runner::MeviVariant(_)
+                            )
+                        })
                         .collect(),
                     once: vec![],
                     ..workload.clone()
@@ -278,6 +339,24 @@ impl Bench {
             runners: with(&layout, &strace),
             once: vec![],
         });
+        // gcc runs cc1 and as: three programs, each mapping its libraries, and cc1 allocating.
+        list.push(Workload {
+            name: "gcc".into(),
+            what: "gcc -O2 -c of benches/workloads/bench.c (cc1 and as)".into(),
+            argv: vec![
+                "gcc".into(),
+                "-O2".into(),
+                "-c".into(),
+                "-o".into(),
+                self.dir.join("gcc-bench.o").display().to_string(),
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("benches/workloads/bench.c")
+                    .display()
+                    .to_string(),
+            ],
+            runners: with(&layout, &strace),
+            once: vec![],
+        });
         list.push(Workload {
             name: "true".into(),
             what: "/bin/true".into(),
@@ -285,6 +364,18 @@ impl Bench {
             runners: vec![Untraced, Mevi],
             once: vec![],
         });
+        for w in &mut list {
+            let after_mevi = w
+                .runners
+                .iter()
+                .position(|&r| r == Mevi)
+                .map_or(0, |i| i + 1);
+            let variants = VARIANTS.iter().enumerate();
+            let here = variants.filter(|(_, v)| v.workloads.contains(&w.name.as_str()));
+            for (n, (i, _)) in here.enumerate() {
+                w.runners.insert(after_mevi + n, MeviVariant(i));
+            }
+        }
         list
     }
 
@@ -347,7 +438,7 @@ impl Bench {
                     .env("MEVI_BENCH_SECCOMP", "1"),
                 None,
             ),
-            Runner::Mevi | Runner::MeviNoFaults | Runner::MeviCompared => {
+            Runner::Mevi | Runner::MeviVariant(_) | Runner::MeviNoFaults | Runner::MeviCompared => {
                 let out = self.dir.join("stream.jsonl");
                 let mevi = match runner {
                     Runner::MeviCompared => self.compared.as_ref().expect("MEVI_BENCH_COMPARE"),
@@ -358,11 +449,18 @@ impl Bench {
                 if runner == Runner::MeviNoFaults {
                     cmd.arg("--no-faults");
                 }
+                if let Runner::MeviVariant(i) = runner {
+                    cmd.args(VARIANTS[i].args);
+                }
                 if self.idle_poll {
                     cmd.arg("--idle-poll");
                 }
                 cmd.arg("--").args(argv);
-                self.timed(&mut cmd, Some(&out))
+                let mut sample = self.timed(&mut cmd, Some(&out));
+                if let Runner::MeviVariant(i) = runner {
+                    sample.stacks = Some(count_lines(&out, VARIANTS[i].took_stack));
+                }
+                sample
             }
             Runner::Floor => self.floor(argv, Duration::ZERO),
             Runner::FloorBusy => self.floor(argv, BUSY_READ),
@@ -424,11 +522,13 @@ impl Bench {
         .unwrap_or_else(|e| panic!("waiting for {cmd:?}: {e}"));
         let wall = start.elapsed();
         assert!(stopped || status.success(), "{cmd:?} failed: {status}");
-        let (lines, tracer_peak_rss) = stream.map_or((None, None), summary_of);
+        let summary = stream.map(summary_of).unwrap_or_default();
         Sample {
             wall,
-            lines,
-            tracer_peak_rss,
+            lines: summary.lines,
+            tracer_peak_rss: summary.tracer_peak_rss,
+            sites: summary.sites,
+            stacks: None,
             stopped,
         }
     }
@@ -468,6 +568,8 @@ impl Bench {
             wall,
             lines: None,
             tracer_peak_rss: None,
+            sites: None,
+            stacks: None,
             stopped: false,
         }
     }
@@ -604,19 +706,38 @@ fn receive_fd(stream: &std::os::unix::net::UnixStream) -> Uffd {
     panic!("the workload sent no descriptor");
 }
 
-fn summary_of(stream: &Path) -> (Option<u64>, Option<u64>) {
+/// What a run's summary line says, where it says it.
+#[derive(Default)]
+struct Summary {
+    lines: Option<u64>,
+    tracer_peak_rss: Option<u64>,
+    sites: Option<u64>,
+}
+
+fn summary_of(stream: &Path) -> Summary {
     let text = std::fs::read_to_string(stream).unwrap_or_default();
     let Some(last) = text.lines().last() else {
-        return (None, None);
+        return Summary::default();
     };
     let Ok(v) = serde_json::from_str::<serde_json::Value>(last) else {
-        return (None, None);
+        return Summary::default();
     };
     let totals = &v["totals"];
-    (
-        totals["lines"].as_u64(),
-        totals["tracer_peak_rss_bytes"].as_u64(),
-    )
+    Summary {
+        lines: totals["lines"].as_u64(),
+        tracer_peak_rss: totals["tracer_peak_rss_bytes"].as_u64(),
+        sites: totals["sites"].as_u64(),
+    }
+}
+
+/// The stream's lines that `counts`; only lines naming a site are parsed.
+fn count_lines(stream: &Path, counts: fn(&serde_json::Value) -> bool) -> u64 {
+    let text = std::fs::read_to_string(stream).unwrap_or_default();
+    text.lines()
+        .filter(|l| l.contains("\"site\""))
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(counts)
+        .count() as u64
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -671,7 +792,10 @@ fn report(
         if !at_least.is_empty() {
             line.push_str(&format!("  (stopped after {} s)", ONCE_LIMIT.as_secs()));
         }
-        if matches!(runner, Runner::Mevi | Runner::MeviCompared) {
+        if matches!(
+            runner,
+            Runner::Mevi | Runner::MeviVariant(_) | Runner::MeviCompared
+        ) {
             for reference in [
                 Runner::Floor,
                 Runner::FloorBusy,
@@ -700,6 +824,13 @@ fn report(
             ));
         }
         println!("{line}");
+        if let Runner::MeviVariant(i) = runner
+            && let Some(without) = results.get(&Runner::Mevi)
+        {
+            let cost = variant_cost(samples, without);
+            println!("    {}", cost.describe(&VARIANTS[i]));
+            targets.push(cost.target(section, &w.name, &VARIANTS[i]));
+        }
     }
     let Some(mevi) = results.get(&Runner::Mevi) else {
         return;
@@ -748,6 +879,70 @@ fn report(
             ));
         }
         _ => {}
+    }
+}
+
+/// What a `Variant` costs against mevi-actors without it, from the rounds both ran in.
+struct VariantCost {
+    /// Median of the per-round ratios of its time to the time without.
+    ratio: f64,
+    /// Median over rounds of (time with - time without) / stacks counted, in µs.
+    per_stack_us: f64,
+    stacks: f64,
+    sites: f64,
+    peak_rss: Option<u64>,
+    peak_rss_without: Option<u64>,
+}
+
+fn variant_cost(with: &[Sample], without: &[Sample]) -> VariantCost {
+    let per_stack = with
+        .iter()
+        .zip(without)
+        .filter_map(|(a, b)| {
+            let n = a.stacks.filter(|&n| n > 0)? as f64;
+            Some((a.wall.as_secs_f64() - b.wall.as_secs_f64()) * 1e6 / n)
+        })
+        .collect();
+    let figure = |f: fn(&Sample) -> Option<u64>| {
+        median(with.iter().filter_map(f).map(|n| n as f64).collect())
+    };
+    VariantCost {
+        ratio: paired_ratio(with, without),
+        per_stack_us: median(per_stack),
+        stacks: figure(|s| s.stacks),
+        sites: figure(|s| s.sites),
+        peak_rss: with.iter().filter_map(|s| s.tracer_peak_rss).max(),
+        peak_rss_without: without.iter().filter_map(|s| s.tracer_peak_rss).max(),
+    }
+}
+
+impl VariantCost {
+    fn describe(&self, v: &Variant) -> String {
+        let rss = |r: Option<u64>| r.map_or("?".into(), mib);
+        format!(
+            "{:.2}x mevi-actors without {}; {:.1} us per stack over {:.0} stacks ({}); {:.0} \
+             sites; mevi-actors peak RSS {} with, {} without",
+            self.ratio,
+            v.args.join(" "),
+            self.per_stack_us,
+            self.stacks,
+            v.counted,
+            self.sites,
+            rss(self.peak_rss),
+            rss(self.peak_rss_without),
+        )
+    }
+
+    fn target(&self, section: &str, workload: &str, v: &Variant) -> String {
+        target(
+            &format!(
+                "{section}{workload}: {} <= {}x without",
+                v.args.join(" "),
+                v.max_ratio
+            ),
+            format!("{:.2}x", self.ratio),
+            self.ratio <= v.max_ratio,
+        )
     }
 }
 

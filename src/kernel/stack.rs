@@ -40,7 +40,7 @@ pub struct StackCopy {
 }
 
 /// The first read: most stacks at a syscall are this deep or less.
-const FIRST_READ: usize = 16 << 10;
+const FIRST_READ: usize = 4 << 10;
 
 impl StackCopy {
     pub fn new(pid: i32, sp: u64, limit: usize) -> Self {
