@@ -222,7 +222,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
             let (actor, new_sites, sites) = SymbolizerActor::new();
             (
                 Some(actor),
-                Some(Stacks::new(depth, new_sites)),
+                Some(Stacks::new(depth, page_size, new_sites)),
                 Some(sites),
             )
         }

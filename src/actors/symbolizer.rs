@@ -9,7 +9,6 @@
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use async_channel::{Receiver, Sender};
@@ -63,7 +62,7 @@ impl SymbolizerActor {
 /// Frame names, once per (file, offset looked up) for the run.
 struct Names {
     symbolizer: Symbolizer,
-    known: HashMap<(usize, u64), Vec<Frame>>,
+    known: HashMap<(u32, u64), Vec<Frame>>,
 }
 
 impl Names {
@@ -107,7 +106,7 @@ impl Names {
         // A return address is just after its call, which may be the last instruction of an
         // inlined call or of the function: the call itself is named.
         let lookup = taken.at.saturating_sub(taken.returns_here as u64);
-        let key = (Arc::as_ptr(file) as usize, lookup);
+        let key = (file.index, lookup);
         let named = match self.known.get(&key) {
             Some(named) => named.clone(),
             None => {
@@ -127,13 +126,11 @@ impl Names {
             .into_iter()
             .enumerate()
             .map(|(i, name)| Frame {
+                function: name.function,
+                file: name.file,
+                line: name.line,
                 inlined: i < last,
-                ..Frame {
-                    function: name.function,
-                    file: name.file,
-                    line: name.line,
-                    ..here.clone()
-                }
+                ..here.clone()
             })
             .collect()
     }
@@ -141,13 +138,25 @@ impl Names {
     /// The function at `offset` of the file at `path`, innermost inlined call first; empty
     /// when the file has no symbol there.
     fn name(&self, path: PathBuf, offset: u64) -> Vec<Frame> {
-        let source = Source::Elf(Elf::new(path));
+        let mut elf = Elf::new(path);
         let sym = match self
             .symbolizer
-            .symbolize_single(&source, Input::FileOffset(offset))
+            .symbolize_single(&Source::Elf(elf.clone()), Input::FileOffset(offset))
         {
             Ok(Symbolized::Sym(sym)) => sym,
-            Ok(Symbolized::Unknown(_)) | Err(_) => return Vec::new(),
+            Ok(Symbolized::Unknown(_)) => return Vec::new(),
+            Err(e) => {
+                // Debug information it cannot read: the ELF symbols still name the function.
+                tracing::debug!(path = ?elf.path, offset, "symbolizing with DWARF: {e}");
+                elf.debug_syms = false;
+                match self
+                    .symbolizer
+                    .symbolize_single(&Source::Elf(elf), Input::FileOffset(offset))
+                {
+                    Ok(Symbolized::Sym(sym)) => sym,
+                    Ok(Symbolized::Unknown(_)) | Err(_) => return Vec::new(),
+                }
+            }
         };
         let mut named = Vec::with_capacity(1 + sym.inlined.len());
         // Each code_info is the place within that function: of the next call in, or of the

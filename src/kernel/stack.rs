@@ -35,22 +35,21 @@ pub struct StackCopy {
     ended: bool,
     /// The most this copy reads.
     limit: usize,
-    /// `process_vm_readv` calls made.
-    pub reads: u32,
 }
 
 /// The first read: most stacks at a syscall are this deep or less.
 const FIRST_READ: usize = 4 << 10;
 
 impl StackCopy {
-    pub fn new(pid: i32, sp: u64, limit: usize) -> Self {
+    /// The stack of thread `tid` (any thread of the process reads the same memory, but the
+    /// main one may be gone), from `sp`.
+    pub fn new(tid: i32, sp: u64, limit: usize) -> Self {
         Self {
-            pid: Pid::from_raw(pid),
+            pid: Pid::from_raw(tid),
             base: sp,
             bytes: Vec::new(),
             ended: false,
             limit,
-            reads: 0,
         }
     }
 
@@ -71,19 +70,17 @@ impl StackCopy {
     /// Doubles what was read (at least to `need`), up to the limit.
     fn read_more(&mut self, need: usize) {
         let have = self.bytes.len();
-        let want = need
-            .max(have * 2)
-            .max(FIRST_READ)
-            .min(self.limit)
-            .max(need.min(self.limit));
+        let want = need.max(have * 2).max(FIRST_READ).min(self.limit);
         if want <= have {
             self.ended = true;
             return;
         }
+        let Some(from) = self.base.checked_add(have as u64) else {
+            self.ended = true;
+            return;
+        };
         self.bytes.resize(want, 0);
-        let from = self.base + have as u64;
         let len = want - have;
-        self.reads += 1;
         let remote = [RemoteIoVec {
             base: from as usize,
             len,

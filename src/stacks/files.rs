@@ -1,6 +1,7 @@
-//! The files code runs from: each read once for the run (its build-id, its load segments and
-//! its unwind tables) and kept open, so that it can still be symbolized after the process that
-//! mapped it is gone, or the file itself was replaced.
+//! The files code runs from: each read once while some space maps it (its build-id, its load
+//! segments and its unwind tables) and held open until the last space mapping it has ended and
+//! its frames are named, so that the symbolizer reads what was mapped even if the file was
+//! replaced or deleted since.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -8,7 +9,7 @@ use std::ops::{Deref, Range};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use object::read::ReadCache;
 use object::{Object, ObjectSection, ObjectSegment};
@@ -41,102 +42,178 @@ pub(crate) struct UnwindTables {
     pub debug_frame: Option<Section>,
 }
 
-/// One file that frames are found in.
+/// A `PT_LOAD` segment.
+#[derive(Clone, Copy, Debug)]
+struct Load {
+    offset: u64,
+    size: u64,
+    vaddr: u64,
+    executable: bool,
+}
+
+impl Load {
+    /// The file range the kernel maps for it: from the page its first byte is in.
+    fn mapped_from(&self, page_size: u64) -> Option<Range<u64>> {
+        Some(self.offset & !(page_size - 1)..self.offset.checked_add(self.size)?)
+    }
+}
+
+/// One file that code runs from.
 #[derive(Debug)]
 pub struct CodeFile {
+    /// Its index for the run: the same file (device, inode, size, change time) has the same
+    /// index, read again or not.
+    pub index: u32,
     /// As `/proc/PID/maps` names it, in the process that first mapped it.
     pub name: String,
     /// The GNU build-id note, in lowercase hex.
     pub build_id: Option<String>,
-    /// The file itself, held open: the symbolizer reads it through `/proc/self/fd`.
+    /// The file itself, held open: the symbolizer reads it.
     open: Option<File>,
-    /// Whether `name` is the held file (same device and inode): then the symbolizer reads it by
-    /// its name, which lets it find separate debug files beside it.
-    name_is_it: bool,
-    /// `PT_LOAD` segments: file offset, size in the file, address meant.
-    loads: Vec<(u64, u64, u64)>,
+    loads: Vec<Load>,
+    /// The file offset of the entry point (`_start` of a program, or of the dynamic loader).
+    entry_offset: Option<u64>,
     pub(crate) unwind: Option<UnwindTables>,
 }
 
 impl CodeFile {
-    /// The address the file meant for the byte at `offset`, if a load segment holds it.
-    pub fn svma_of_offset(&self, offset: u64) -> Option<u64> {
-        self.loads
+    /// The address the file meant for the byte at `offset` of an executable mapping. A page can
+    /// hold the end of one segment and the start of the next (lld, and so rustc, packs them so),
+    /// each meant for another address: the executable segment the mapping is of decides.
+    pub fn svma_of_code_offset(&self, offset: u64, page_size: u64) -> Option<u64> {
+        let holds = |l: &&Load| {
+            l.mapped_from(page_size)
+                .is_some_and(|r| r.contains(&offset))
+        };
+        let load = self
+            .loads
             .iter()
-            .find(|(off, size, _)| (*off..off + size).contains(&offset))
-            .map(|(off, _, vaddr)| vaddr + (offset - off))
+            .filter(holds)
+            .find(|l| l.executable)
+            .or_else(|| self.loads.iter().find(holds))?;
+        load.vaddr.checked_add(offset)?.checked_sub(load.offset)
     }
 
-    /// Where the symbolizer reads the file.
+    /// Whether a return address at `offset` is in the file's entry point: a walk that stops
+    /// there reached the root (the dynamic loader's `_start` has no unwind rule that says so).
+    pub fn is_entry_return(&self, offset: u64) -> bool {
+        /// `_start` calls into C within its first instructions.
+        const ENTRY_SPAN: u64 = 0x80;
+        self.entry_offset.is_some_and(|entry| {
+            offset
+                .checked_sub(1)
+                .is_some_and(|call| call >= entry && call - entry < ENTRY_SPAN)
+        })
+    }
+
+    /// Where the symbolizer reads the file: by its name while that still names the file held
+    /// (separate debug files are then found beside it too), else through our descriptor.
     pub fn path_for_symbols(&self) -> Option<PathBuf> {
         let open = self.open.as_ref()?;
-        Some(if self.name_is_it {
-            PathBuf::from(&self.name)
-        } else {
-            PathBuf::from(format!("/proc/self/fd/{}", open.as_raw_fd()))
+        let held = open.metadata().ok()?;
+        let named = std::fs::metadata(&self.name).ok();
+        Some(match named {
+            Some(n) if n.dev() == held.dev() && n.ino() == held.ino() => PathBuf::from(&self.name),
+            _ => PathBuf::from(format!("/proc/self/fd/{}", open.as_raw_fd())),
         })
     }
 }
 
-/// Which file a mapping is of.
+/// Which file a mapping is of: for a file on disk, its identity as it was read; `[vdso]` by name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct FileKey {
-    dev: String,
-    inode: u64,
-    /// Files without an inode (`[vdso]`) are told apart by name.
-    name: String,
+enum FileKey {
+    OnDisk {
+        dev: u64,
+        inode: u64,
+        size: u64,
+        changed_ns: i128,
+    },
+    Named(String),
 }
 
-/// Every file met so far, by identity.
+/// The code files mapped by live spaces (held by them, and by sites not yet named), and an
+/// index for every file met in the run.
 #[derive(Default)]
 pub(crate) struct CodeFiles {
-    files: Vec<Arc<CodeFile>>,
-    by_key: HashMap<FileKey, u32>,
+    live: HashMap<FileKey, Weak<CodeFile>>,
+    indexes: HashMap<FileKey, u32>,
 }
 
 impl CodeFiles {
-    /// The file a mapping shows (read the first time), with its index for the run.
-    pub fn of(&mut self, pid: i32, m: &MapsEntry) -> (u32, Arc<CodeFile>) {
-        let key = FileKey {
-            dev: m.dev.clone(),
-            inode: m.inode,
-            name: if m.inode == 0 {
-                m.path.clone()
-            } else {
-                String::new()
-            },
-        };
-        if let Some(&i) = self.by_key.get(&key) {
-            return (i, self.files[i as usize].clone());
+    /// The file an executable mapping of thread `tid`'s space shows, read if no live space
+    /// holds it. None for a file that cannot be opened as a regular file (nothing is kept of
+    /// it: the next space to map it tries again).
+    pub fn of(&mut self, tid: i32, m: &MapsEntry) -> Option<Arc<CodeFile>> {
+        if m.path.starts_with("[vdso") {
+            return Some(self.named(&m.path));
         }
-        let file = Arc::new(read_code_file(pid, m));
-        let i = self.files.len() as u32;
-        self.files.push(file.clone());
-        self.by_key.insert(key, i);
-        (i, file)
+        let (open, key) = open_mapped(tid, m)?;
+        if let Some(file) = self.live.get(&key).and_then(Weak::upgrade) {
+            return Some(file);
+        }
+        let next = self.indexes.len() as u32;
+        let index = *self.indexes.entry(key.clone()).or_insert(next);
+        let file = Arc::new(read_code_file(index, display_name(&m.path), open));
+        self.live.insert(key, Arc::downgrade(&file));
+        // Files no space maps any more are let go of as they are met.
+        if self.live.len() > 64 && self.live.len().is_power_of_two() {
+            self.live.retain(|_, f| f.strong_count() > 0);
+        }
+        Some(file)
     }
 
-    pub fn len(&self) -> usize {
-        self.files.len()
+    /// A mapping with no file behind it that the kernel names (`[vdso]`): no tables to read.
+    fn named(&mut self, name: &str) -> Arc<CodeFile> {
+        let key = FileKey::Named(name.to_string());
+        if let Some(file) = self.live.get(&key).and_then(Weak::upgrade) {
+            return file;
+        }
+        let next = self.indexes.len() as u32;
+        let index = *self.indexes.entry(key.clone()).or_insert(next);
+        let file = Arc::new(CodeFile {
+            index,
+            name: name.to_string(),
+            build_id: None,
+            open: None,
+            loads: Vec::new(),
+            entry_offset: None,
+            unwind: None,
+        });
+        self.live.insert(key, Arc::downgrade(&file));
+        file
     }
 }
 
-/// Opens the file a mapping shows: by its name when that is still the same file, else through
-/// `/proc/PID/map_files` (a file since deleted or replaced, or one in another mount namespace).
-fn open_mapped(pid: i32, m: &MapsEntry) -> Option<(File, bool)> {
+/// The name a file is written with: without the ` (deleted)` the kernel adds to a removed one.
+fn display_name(path: &str) -> String {
+    path.strip_suffix(" (deleted)").unwrap_or(path).to_string()
+}
+
+/// Opens the regular file an executable mapping shows: by its name when that is still the same
+/// file, else through `/proc/TID/map_files` (a file since deleted or replaced, or one in another
+/// mount namespace).
+fn open_mapped(tid: i32, m: &MapsEntry) -> Option<(File, FileKey)> {
     if m.inode == 0 || !m.path.starts_with('/') {
         return None;
     }
-    if let Ok(f) = File::open(&m.path)
-        && let Ok(meta) = f.metadata()
-        && meta.ino() == m.inode
-        && dev_name(meta.dev()) == m.dev
-    {
-        return Some((f, true));
-    }
-    File::open(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end))
-        .ok()
-        .map(|f| (f, false))
+    let same = |f: &File| {
+        let meta = f.metadata().ok()?;
+        (meta.is_file() && meta.ino() == m.inode && dev_name(meta.dev()) == m.dev).then(|| {
+            FileKey::OnDisk {
+                dev: meta.dev(),
+                inode: meta.ino(),
+                size: meta.size(),
+                changed_ns: i128::from(meta.ctime()) * 1_000_000_000
+                    + i128::from(meta.ctime_nsec()),
+            }
+        })
+    };
+    let by_name = File::open(&m.path).ok().and_then(|f| Some((same(&f)?, f)));
+    let (key, file) = by_name.or_else(|| {
+        let f = File::open(format!("/proc/{tid}/map_files/{:x}-{:x}", m.start, m.end)).ok()?;
+        Some((same(&f)?, f))
+    })?;
+    Some((file, key))
 }
 
 /// A device number as `/proc/PID/maps` writes it.
@@ -144,43 +221,57 @@ fn dev_name(dev: u64) -> String {
     format!("{:02x}:{:02x}", libc::major(dev), libc::minor(dev))
 }
 
-fn read_code_file(pid: i32, m: &MapsEntry) -> CodeFile {
+fn read_code_file(index: u32, name: String, open: File) -> CodeFile {
     let mut file = CodeFile {
-        name: m.path.clone(),
+        index,
+        name,
         build_id: None,
         open: None,
-        name_is_it: false,
         loads: Vec::new(),
+        entry_offset: None,
         unwind: None,
     };
-    let Some((open, name_is_it)) = open_mapped(pid, m) else {
-        return file;
-    };
     let cache = ReadCache::new(open);
-    if let Ok(elf) = object::File::parse(&cache) {
-        file.build_id = elf
-            .build_id()
-            .ok()
-            .flatten()
-            .map(|id| id.iter().map(|b| format!("{b:02x}")).collect());
-        file.loads = elf
-            .segments()
-            .map(|s| {
-                let (off, size) = s.file_range();
-                (off, size, s.address())
-            })
-            .collect();
-        file.unwind = Some(unwind_tables(&elf));
+    match object::File::parse(&cache) {
+        Ok(elf) => {
+            file.build_id = elf
+                .build_id()
+                .ok()
+                .flatten()
+                .map(|id| id.iter().map(|b| format!("{b:02x}")).collect());
+            file.loads = elf.segments().map(load_of).collect();
+            let entry = elf.entry();
+            file.entry_offset = file.loads.iter().find_map(|l| {
+                let inside = entry.checked_sub(l.vaddr).filter(|&d| d < l.size)?;
+                l.offset.checked_add(inside)
+            });
+            file.unwind = Some(unwind_tables(&elf));
+        }
+        Err(e) => tracing::debug!(name = file.name, "not an object file we can read: {e}"),
     }
     file.open = Some(cache.into_inner());
-    file.name_is_it = name_is_it;
     file
 }
 
+fn load_of<'a>(s: object::read::Segment<'a, 'a, &'a ReadCache<File>>) -> Load {
+    let (offset, size) = s.file_range();
+    let executable = matches!(
+        s.flags(),
+        object::SegmentFlags::Elf { p_flags } if p_flags & object::elf::PF_X != 0
+    );
+    Load {
+        offset,
+        size,
+        vaddr: s.address(),
+        executable,
+    }
+}
+
 fn unwind_tables<'a>(elf: &object::File<'a, &'a ReadCache<File>>) -> UnwindTables {
+    // The values are the file's own: a crafted file must not overflow anything.
     let svma = |name: &str| {
-        elf.section_by_name(name)
-            .map(|s| s.address()..s.address() + s.size())
+        let s = elf.section_by_name(name)?;
+        Some(s.address()..s.address().checked_add(s.size())?)
     };
     let bytes = |name: &str| {
         elf.section_by_name(name)

@@ -13,7 +13,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use async_channel::Sender;
-use framehop::x86_64::{CacheX86_64, UnwindRegsX86_64};
+use framehop::x86_64::UnwindRegsX86_64;
 use framehop::{FrameAddress, Unwinder};
 
 use self::files::{CodeFile, CodeFiles};
@@ -27,7 +27,7 @@ const STACK_READ_LIMIT: usize = 1 << 20;
 /// One frame as taken: where it is, not yet what it is.
 #[derive(Clone, Debug)]
 pub struct TakenFrame {
-    /// The file and its offset, or None for an address no file backs.
+    /// The file the address is in; None for an address no file backs.
     pub file: Option<Arc<CodeFile>>,
     /// The file offset, or the absolute address when there is no file.
     pub at: u64,
@@ -53,78 +53,56 @@ enum FrameKey {
 /// The tracer's stack taker.
 pub struct Stacks {
     depth: usize,
+    page_size: u64,
     files: CodeFiles,
     spaces: HashMap<SpaceId, SpaceCode>,
-    cache: CacheX86_64,
     sites: HashMap<(Vec<FrameKey>, Option<Truncated>), SiteId>,
     symbolizer: Sender<NewSite>,
-    /// Stacks taken, for the summary.
-    pub taken: u64,
 }
 
 impl Stacks {
-    pub fn new(depth: u32, symbolizer: Sender<NewSite>) -> Self {
+    pub fn new(depth: u32, page_size: u64, symbolizer: Sender<NewSite>) -> Self {
         Self {
             depth: depth as usize,
+            page_size,
             files: CodeFiles::default(),
             spaces: HashMap::new(),
-            cache: CacheX86_64::new(),
             sites: HashMap::new(),
             symbolizer,
-            taken: 0,
         }
     }
 
-    /// The site of the stack of thread `tid` (of process `pid`, in `space`), stopped in a
-    /// ptrace stop. None when its registers cannot be read (it died).
-    pub fn take(&mut self, pid: i32, tid: i32, space: SpaceId) -> Option<SiteId> {
-        let regs = stack::start_registers(tid).ok()?;
+    /// The site of the stack of thread `tid`, stopped in a ptrace stop, in `space`. None when
+    /// the thread's registers or its space's mappings cannot be read (it died).
+    pub fn take(&mut self, tid: i32, space: SpaceId) -> Option<SiteId> {
+        let regs = match stack::start_registers(tid) {
+            Ok(regs) => regs,
+            Err(e) => {
+                tracing::debug!(tid, "no stack: the registers cannot be read: {e}");
+                return None;
+            }
+        };
         let code = match self.spaces.get_mut(&space) {
             Some(code) if !code.stale => code,
-            _ => {
-                let code = SpaceCode::read(pid, &mut self.files).ok()?;
-                self.spaces.insert(space, code);
-                self.spaces.get_mut(&space)?
-            }
-        };
-        let mut copy = StackCopy::new(pid, regs.sp, STACK_READ_LIMIT);
-        let mut read_stack = |addr| copy.read_u64(addr).ok_or(());
-        let mut frames = code.unwinder.iter_frames(
-            regs.ip,
-            UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp),
-            &mut self.cache,
-            &mut read_stack,
-        );
-        let mut addresses = Vec::new();
-        let truncated = loop {
-            if addresses.len() == self.depth {
-                break Some(Truncated::Depth);
-            }
-            match frames.next() {
-                Ok(Some(frame)) => addresses.push(frame),
-                Ok(None) => break None,
+            _ => match SpaceCode::read(tid, &mut self.files, self.page_size) {
+                Ok(code) => self.spaces.entry(space).insert_entry(code).into_mut(),
                 Err(e) => {
-                    tracing::trace!(tid, "the unwinder stopped: {e}");
-                    break Some(Truncated::Unwind);
+                    tracing::debug!(tid, space, "no stack: the maps cannot be read: {e}");
+                    return None;
                 }
-            }
+            },
         };
-        self.taken += 1;
+        let (addresses, truncated) = walk(code, tid, regs, self.depth);
         let mut keys = Vec::with_capacity(addresses.len());
         let mut taken = Vec::with_capacity(addresses.len());
-        for frame in addresses {
-            let (addr, returns_here) = match frame {
-                FrameAddress::InstructionPointer(ip) => (ip, false),
-                FrameAddress::ReturnAddress(ra) => (ra.get(), true),
-            };
-            match code
+        for (addr, returns_here) in addresses {
+            let in_file = code
                 .mapping_of(addr)
-                .and_then(|m| Some((m, m.file.as_ref()?)))
-            {
-                Some((m, (index, file))) => {
-                    let offset = addr - m.range.start + m.offset;
+                .and_then(|m| Some((m.file.as_ref()?, addr - m.range.start + m.offset)));
+            match in_file {
+                Some((file, offset)) => {
                     keys.push(FrameKey::InFile {
-                        file: *index,
+                        file: file.index,
                         offset,
                     });
                     taken.push(TakenFrame {
@@ -146,7 +124,8 @@ impl Stacks {
         let next = self.sites.len() as SiteId + 1;
         let id = *self.sites.entry((keys, truncated)).or_insert(next);
         if id == next {
-            // Unbounded: the tracer never waits for the symbolizer.
+            // Unbounded: the tracer never waits for the symbolizer. It fails only if the
+            // symbolizer is gone, which the supervisor has seen.
             let _ = self.symbolizer.try_send(NewSite {
                 id,
                 frames: taken,
@@ -173,18 +152,61 @@ impl Stacks {
         }
     }
 
-    /// The space ended.
+    /// The space ended: its files are let go of once no other space maps them.
     pub fn forget(&mut self, space: SpaceId) {
         self.spaces.remove(&space);
     }
+}
 
-    /// Distinct stacks so far.
-    pub fn sites(&self) -> u64 {
-        self.sites.len() as u64
-    }
-
-    /// Files read for their code so far.
-    pub fn files(&self) -> usize {
-        self.files.len()
-    }
+/// The frames of a stopped thread, innermost first (address, and whether it is a return
+/// address), and why the walk ended before the stack's root, if it did.
+fn walk(
+    code: &mut SpaceCode,
+    tid: i32,
+    regs: stack::StartRegisters,
+    depth: usize,
+) -> (Vec<(u64, bool)>, Option<Truncated>) {
+    let mut copy = StackCopy::new(tid, regs.sp, STACK_READ_LIMIT);
+    let mut read_stack = |addr| copy.read_u64(addr).ok_or(());
+    let mut frames = code.unwinder.iter_frames(
+        regs.ip,
+        UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp),
+        &mut code.cache,
+        &mut read_stack,
+    );
+    let mut addresses = Vec::new();
+    let end = loop {
+        let next = frames.next();
+        if addresses.len() == depth {
+            // One more step tells a stack of exactly `depth` frames from a longer one.
+            break match next {
+                Ok(None) => None,
+                _ => Some(Truncated::Depth),
+            };
+        }
+        match next {
+            Ok(Some(FrameAddress::InstructionPointer(ip))) => addresses.push((ip, false)),
+            Ok(Some(FrameAddress::ReturnAddress(ra))) => addresses.push((ra.get(), true)),
+            Ok(None) => break None,
+            Err(e) => {
+                tracing::trace!(tid, "the unwinder stopped: {e}");
+                break Some(Truncated::Unwind);
+            }
+        }
+    };
+    // A walk that stopped in a program's or the loader's entry point reached the root: some
+    // `_start`s (the dynamic loader's) have no unwind rule saying they are the last.
+    let at_entry = |&(addr, returns_here): &(u64, bool)| {
+        returns_here
+            && code.mapping_of(addr).is_some_and(|m| {
+                m.file
+                    .as_ref()
+                    .is_some_and(|f| f.is_entry_return(addr - m.range.start + m.offset))
+            })
+    };
+    let end = match end {
+        Some(Truncated::Unwind) if addresses.last().is_some_and(at_entry) => None,
+        end => end,
+    };
+    (addresses, end)
 }

@@ -1,49 +1,53 @@
-//! One address space's code, as an unwinder needs it: the files mapped where, and their unwind
-//! tables placed at their load addresses. Read from `/proc/PID/maps` at the space's first stack,
-//! and again after the space mapped new code.
+//! One address space's code, as an unwinder needs it: the executable mappings and the files
+//! they show, their unwind tables placed at their load addresses. Read from `/proc/TID/maps` at
+//! the space's first stack, and again after the space mapped new code.
 
 use std::ops::Range;
 use std::sync::Arc;
 
-use framehop::x86_64::UnwinderX86_64;
+use framehop::x86_64::{CacheX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, Module, Unwinder};
 
 use super::files::{CodeFile, CodeFiles, Section};
 use crate::kernel::procfs;
 
-/// A file-backed mapping, or anonymous code.
+/// An executable mapping: of a file, or of anonymous memory (JIT code).
 pub(crate) struct Mapped {
     pub range: Range<u64>,
-    /// The file and its index for the run; None for memory no file backs.
-    pub file: Option<(u32, Arc<CodeFile>)>,
+    /// The file; None for memory no file backs (or one that could not be opened).
+    pub file: Option<Arc<CodeFile>>,
     /// The file offset of `range.start`.
     pub offset: u64,
 }
 
 pub(crate) struct SpaceCode {
     pub unwinder: UnwinderX86_64<Section>,
-    /// Sorted by start; file mappings of any protection, and executable anonymous memory.
+    /// The unwinder's rule cache. One per space: framehop tells modules apart by a 16-bit
+    /// generation, which a long run of spaces would wrap in a shared cache.
+    pub cache: CacheX86_64,
+    /// Sorted by start.
     pub mapped: Vec<Mapped>,
     /// Code was mapped, moved or made executable since `mapped` was read.
     pub stale: bool,
 }
 
 impl SpaceCode {
-    /// Reads the space's mappings through process `pid`.
-    pub fn read(pid: i32, files: &mut CodeFiles) -> std::io::Result<Self> {
-        let maps = procfs::read_maps(pid)?;
+    /// Reads the space's code through its thread `tid` (the process's main thread may be gone).
+    pub fn read(tid: i32, files: &mut CodeFiles, page_size: u64) -> std::io::Result<Self> {
+        let maps = procfs::read_maps(tid)?;
         let mut unwinder = UnwinderX86_64::new();
         let mut mapped = Vec::new();
-        for m in &maps {
-            let executable = m.prot.as_bytes().get(2) == Some(&b'x');
-            let file_backed = m.inode != 0 || m.path.starts_with("[vdso");
-            if !file_backed && !executable {
+        for m in maps {
+            if m.prot.as_bytes().get(2) != Some(&b'x') {
                 continue;
             }
-            let file = file_backed.then(|| files.of(pid, m));
-            if executable
-                && let Some((_, code)) = &file
-                && let Some(module) = module_of(m.start..m.end, m.offset, code)
+            let file = if m.inode != 0 || m.path.starts_with("[vdso") {
+                files.of(tid, &m)
+            } else {
+                None
+            };
+            if let Some(code) = &file
+                && let Some(module) = module_of(m.start..m.end, m.offset, code, page_size)
             {
                 unwinder.add_module(module);
             }
@@ -55,12 +59,13 @@ impl SpaceCode {
         }
         Ok(Self {
             unwinder,
+            cache: CacheX86_64::new(),
             mapped,
             stale: false,
         })
     }
 
-    /// The mapping holding `addr`.
+    /// The executable mapping holding `addr`.
     pub fn mapping_of(&self, addr: u64) -> Option<&Mapped> {
         let i = self.mapped.partition_point(|m| m.range.start <= addr);
         let m = self.mapped.get(i.checked_sub(1)?)?;
@@ -77,11 +82,16 @@ impl SpaceCode {
 
 /// The unwinder's view of one executable mapping of a file: its tables, placed where the
 /// mapping put the file.
-fn module_of(avma: Range<u64>, offset: u64, code: &CodeFile) -> Option<Module<Section>> {
+fn module_of(
+    avma: Range<u64>,
+    offset: u64,
+    code: &CodeFile,
+    page_size: u64,
+) -> Option<Module<Section>> {
     let tables = code.unwind.as_ref()?;
     // ELF addresses are relative to a base of 0: the load bias is where the file's address 0
     // landed.
-    let svma = code.svma_of_offset(offset)?;
+    let svma = code.svma_of_code_offset(offset, page_size)?;
     let bias = avma.start.checked_sub(svma)?;
     let info = ExplicitModuleSectionInfo {
         base_svma: 0,

@@ -135,7 +135,6 @@ impl Tracer {
             return;
         };
         let by = By { pid, tid, space };
-        self.exit_site = self.stack_of(by, call);
         let ExitReport {
             failed,
             partly_done,
@@ -194,8 +193,13 @@ impl Tracer {
         }
     }
 
-    /// With `--stacks`: the site of the thread's stack, for a syscall whose lines name one.
-    fn stack_of(&mut self, by: By, call: LayoutSyscall) -> Option<SiteId> {
+    /// With `--stacks`: the site of the thread's stack, for a syscall that succeeded (it
+    /// returned `rval`) and whose lines name one.
+    fn stack_of(&mut self, by: By, call: LayoutSyscall, rval: u64) -> Option<SiteId> {
+        let brk_moves = self
+            .spaces
+            .get(&by.space)
+            .is_some_and(|s| self.page_align(s.brk) != self.page_align(rval));
         let stacks = self.config.stacks.as_mut()?;
         match call {
             LayoutSyscall::Mmap { prot, .. } => {
@@ -212,8 +216,13 @@ impl Tracer {
                 }
                 return None;
             }
+            // A break that stays within its page is no line.
+            LayoutSyscall::Brk { .. } => {
+                if !brk_moves {
+                    return None;
+                }
+            }
             LayoutSyscall::Munmap { .. }
-            | LayoutSyscall::Brk { .. }
             | LayoutSyscall::Madvise {
                 discard: Some(_), ..
             } => {}
@@ -222,7 +231,7 @@ impl Tracer {
             | LayoutSyscall::UffdMove { .. }
             | LayoutSyscall::Other { .. } => return None,
         }
-        stacks.take(by.pid, by.tid, by.space)
+        stacks.take(by.tid, by.space)
     }
 
     /// Reports what a layout syscall did, and what it changed, as ranges.
@@ -260,6 +269,8 @@ impl Tracer {
         }
         let SyscallReturn { value, .. } = ret;
         let rval = value as u64;
+        // Its lines name the stack the thread has now.
+        self.exit_site = self.stack_of(by, call, rval);
         let mut changed = RangeSet::new();
         let mut read_again = RangeSet::new();
         let mut add = |r: Range<u64>| {
