@@ -15,8 +15,7 @@ use mevi_actors::run::{RunOptions, run};
 /// How long a run of first touches may grow before its line goes out: well under the 100 ms in
 /// which the stream is flushed, so a reader following it live sees touches as promptly.
 const DEFAULT_COALESCE_MS: u64 = 10;
-/// `--stack-depth`: deep enough for a C++ or Rust call chain through an allocator, small enough
-/// to read in one `process_vm_readv` of a few pages.
+/// `--stack-depth`: deep enough for a C++ or Rust call chain through an allocator to `main`.
 const DEFAULT_STACK_DEPTH: u32 = 64;
 
 #[derive(Parser)]
@@ -130,7 +129,7 @@ enum Command {
         report: Option<PathBuf>,
     },
     /// Answer questions from a written stream: its processes, the state at an instant, what
-    /// was still mapped at each exit, resident memory over time.
+    /// was still mapped at each exit, resident memory over time, bytes by call site.
     ///
     /// Without a mode option: one row per process (pid, peak and final resident memory, first
     /// touches, start and end, how it ended, argv), written as each process exits. The stream is
@@ -157,6 +156,11 @@ enum Command {
         /// Resident bytes per process every MS milliseconds.
         #[arg(long, value_name = "MS", group = "mode", value_parser = clap::value_parser!(u64).range(1..))]
         timeline: Option<u64>,
+        /// Bytes by call site (a trace made with `run --stacks`): mapped, resident at the whole
+        /// tree's resident peak, resident and still mapped as each address space ended;
+        /// bottom-up (by innermost user frame) and top-down.
+        #[arg(long, group = "mode")]
+        by_site: bool,
         /// A stream written by `run` (`-` for stdin).
         file: PathBuf,
     },
@@ -291,14 +295,16 @@ fn main() -> ExitCode {
             at,
             maps_at_exit,
             timeline,
+            by_site,
             file,
         } => {
-            let mode = match (at, maps_at_exit, timeline) {
-                (Some(at), _, _) => Mode::At(at),
-                (_, true, _) => Mode::MapsAtExit,
-                (_, _, Some(ms)) => Mode::Timeline {
+            let mode = match (at, maps_at_exit, timeline, by_site) {
+                (Some(at), ..) => Mode::At(at),
+                (_, true, ..) => Mode::MapsAtExit,
+                (_, _, Some(ms), _) => Mode::Timeline {
                     every_ns: ms.saturating_mul(1_000_000),
                 },
+                (.., true) => Mode::BySite,
                 _ => Mode::Processes,
             };
             query::run(&query::Options {

@@ -3,6 +3,7 @@
 //! processes alive at once, never the file.
 
 mod at;
+mod by_site;
 mod format;
 mod maps_at_exit;
 mod processes;
@@ -31,6 +32,9 @@ pub enum Mode {
     MapsAtExit,
     /// Resident bytes per process every so many nanoseconds.
     Timeline { every_ns: u64 },
+    /// Bytes by call site (`run --stacks`): mapped, resident at the tree's peak, resident and
+    /// still mapped as each space ended; bottom-up and top-down.
+    BySite,
 }
 
 /// The instant of `--at`.
@@ -173,6 +177,10 @@ fn run_to(options: &Options, out: &mut dyn Write) -> Result<i32, Failure> {
         Mode::MapsAtExit => source.read(&mut maps_at_exit::MapsAtExit::new(json), out)?,
         Mode::Timeline { every_ns } => {
             source.read(&mut timeline::Timeline::new(*every_ns, json), out)?
+        }
+        Mode::BySite => {
+            let mut by_site = by_site::BySite::new(json, source.name());
+            source.read(&mut by_site, out)?
         }
         Mode::At(At::Ns(t_ns)) => source.read(&mut at::StateAt::at_time(*t_ns, json), out)?,
         Mode::At(At::Peak) => {
