@@ -18,6 +18,7 @@ mod report;
 mod report_page;
 mod serve;
 mod serve_page;
+mod sites;
 mod stream;
 mod stress;
 mod verify;

@@ -1,0 +1,730 @@
+//! Call sites of layout changes (`run --stacks`, issue 13). Workloads map, malloc, brk and fill a
+//! `Vec` from named functions and print where in their source they did it and what the kernel
+//! made of it (`{"truth":"site",...}` lines, tests/workloads/sites_*.c and sites_rust.rs). The
+//! stream's `site` lines must name those functions, files and lines, with frames that stay
+//! meaningful after the run (module, build-id, file offset), and `replay --by-site` must add up
+//! to the kernel's bytes, function by function.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Mutex;
+
+use mevi_actors::event::{Event, Frame, Line, MapCause, SiteId, Truncated};
+use object::{Object, ObjectSegment, ObjectSymbol};
+use serde_json::Value;
+
+use crate::util::{PAGE, Traced, bin, run_bounded, scratch};
+
+/// How a C workload is built: all must unwind to the same sites.
+#[derive(Clone, Copy, Debug)]
+enum Build {
+    /// `-fno-omit-frame-pointer`: the workload's own frames chain by frame pointer (and have
+    /// DWARF CFI too, as gcc emits it by default).
+    FramePointers,
+    /// `-fomit-frame-pointer`: only DWARF CFI (`.eh_frame`) unwinds the workload's frames.
+    DwarfOnly,
+    /// Frame pointers and no CFI for the workload's own code (no unwind tables, and the
+    /// `.debug_frame` that `-g` would give instead removed): only the frame pointer chain
+    /// unwinds its frames.
+    FramePointersOnly,
+}
+
+/// `tests/workloads/NAME.c` built with debug info, `-O1` and `build`'s flags, once per test
+/// run, where `util::workload` keeps its builds but named after the build (one source, several
+/// programs).
+fn c_workload(name: &str, build: Build) -> PathBuf {
+    let (suffix, flags): (&str, &[&str]) = match build {
+        Build::FramePointers => ("fp", &["-fno-omit-frame-pointer"]),
+        Build::DwarfOnly => ("dwarf", &["-fomit-frame-pointer"]),
+        Build::FramePointersOnly => (
+            "fponly",
+            &[
+                "-fno-omit-frame-pointer",
+                "-fno-asynchronous-unwind-tables",
+                "-fno-unwind-tables",
+            ],
+        ),
+    };
+    built(
+        &format!("{name}-{suffix}"),
+        &format!("{name}.c"),
+        |src, out| {
+            let mut cc = Command::new("cc");
+            cc.args(["-O1", "-g", "-pthread", "-Wall"])
+                .args(flags)
+                .arg("-o")
+                .arg(out)
+                .arg(src);
+            let mut steps = vec![cc];
+            if let Build::FramePointersOnly = build {
+                let mut objcopy = Command::new("objcopy");
+                objcopy.args(["--remove-section", ".debug_frame"]).arg(out);
+                steps.push(objcopy);
+            }
+            steps
+        },
+    )
+}
+
+/// `tests/workloads/sites_rust.rs`, with debug info, as a crate of its own (no dependencies).
+fn rust_workload() -> PathBuf {
+    built("sites_rust", "sites_rust.rs", |src, out| {
+        let mut rustc = Command::new("rustc");
+        rustc
+            .args(["--edition", "2021", "-g", "-C", "opt-level=1", "-o"])
+            .arg(out)
+            .arg(src);
+        vec![rustc]
+    })
+}
+
+/// Runs the commands `steps(source, program)` gives, in order, once per test run; the program's
+/// canonical path (the one `/proc/PID/maps` names).
+fn built(program: &str, source: &str, steps: impl FnOnce(&Path, &Path) -> Vec<Command>) -> PathBuf {
+    static BUILT: Mutex<BTreeMap<String, PathBuf>> = Mutex::new(BTreeMap::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(path) = built.get(program) {
+        return path.clone();
+    }
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/workloads")
+        .join(source);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("workloads");
+    std::fs::create_dir_all(&dir).unwrap();
+    for mut step in steps(&src, &dir.join(program)) {
+        let (status, stdout, stderr) = run_bounded(&mut step);
+        assert_eq!(status, 0, "{step:?}\n{stdout}{stderr}");
+    }
+    let path = std::fs::canonicalize(dir.join(program)).unwrap();
+    built.insert(program.to_string(), path.clone());
+    path
+}
+
+/// What a workload printed about one of its layout calls.
+#[derive(Debug)]
+struct Call {
+    pid: i32,
+    /// The function that made the call.
+    function: String,
+    /// `mmap`, `munmap`, `sbrk` (the line is the call's), or `malloc`, `vec` (the line is
+    /// within `lines`, the function's).
+    call: String,
+    file: String,
+    line: u32,
+    lines: Option<(u32, u32)>,
+    start: u64,
+    end: u64,
+    /// Pages of [start, end) present when the workload looked (see each workload).
+    present: u64,
+    /// Whether [start, end) is still mapped at exit.
+    kept: bool,
+}
+
+impl Call {
+    fn bytes(&self) -> u64 {
+        self.end - self.start
+    }
+
+    fn maps(&self) -> bool {
+        self.call != "munmap"
+    }
+}
+
+/// One `run --stacks` of a program, its stream kept on disk for `replay`.
+struct Run {
+    file: PathBuf,
+    program: PathBuf,
+    traced: Traced,
+    calls: Vec<Call>,
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        std::fs::remove_file(&self.file).ok();
+    }
+}
+
+impl Run {
+    /// `mevi-actors run --stacks FLAGS -o FILE -- program`, which must succeed and follow the
+    /// kernel page for page (stacks change nothing of that).
+    fn of(flags: &[&str], program: &Path) -> Run {
+        let file = scratch("sites");
+        let (status, stdout, stderr) = run_bounded(
+            Command::new(bin())
+                .args(["run", "--stacks"])
+                .args(flags)
+                .arg("-o")
+                .arg(&file)
+                .arg("--")
+                .arg(program),
+        );
+        // Traced::read takes (and removes) its file: give it a copy.
+        let copy = file.with_extension("read");
+        std::fs::copy(&file, &copy).unwrap_or_else(|e| panic!("no stream ({e}):\n{stderr}"));
+        let traced = Traced::read(&copy, status, stdout, stderr);
+        assert_eq!(traced.status, 0, "{}", traced.stderr);
+        traced.assert_matches_kernel();
+        let calls = calls(&traced.stdout);
+        assert!(!calls.is_empty(), "no site truth:\n{}", traced.stdout);
+        Run {
+            file,
+            program: program.to_path_buf(),
+            traced,
+            calls,
+        }
+    }
+
+    /// Each `site` line by id: its position in the stream, frames and truncation. Ids are 1,
+    /// 2, 3... in the stream's order: a stack is written once.
+    fn sites(&self) -> HashMap<SiteId, (u64, &[Frame], Option<Truncated>)> {
+        let mut sites = HashMap::new();
+        for l in &self.traced.lines {
+            if let Event::Site {
+                id,
+                frames,
+                truncated,
+            } = &l.event
+            {
+                assert_eq!(*id, sites.len() as u64 + 1, "site ids out of order");
+                sites.insert(*id, (l.seq, frames.as_slice(), *truncated));
+            }
+        }
+        sites
+    }
+
+    /// The lines the workload's `call` made: the `map` lines (and the `split` rest) within its
+    /// range, its `munmap`'s `unmap` lines, or its `brk` line.
+    fn lines_of(&self, call: &Call) -> Vec<&Line> {
+        let made: Vec<&Line> = self
+            .traced
+            .lines
+            .iter()
+            .filter(|l| match &l.event {
+                Event::Map {
+                    pid,
+                    start,
+                    end,
+                    cause,
+                    ..
+                } => {
+                    call.maps()
+                        && call.call != "sbrk"
+                        && *pid == call.pid
+                        && *start >= call.start
+                        && *end <= call.end
+                        && *cause != Some(MapCause::Redescribe)
+                }
+                Event::Unmap {
+                    pid,
+                    start,
+                    end,
+                    cause,
+                    ..
+                } => {
+                    !call.maps()
+                        && *pid == call.pid
+                        && *start >= call.start
+                        && *end <= call.end
+                        && cause.is_none()
+                }
+                Event::Brk { pid, old, new, .. } => {
+                    call.call == "sbrk"
+                        && *pid == call.pid
+                        && *old == call.start
+                        && *new == call.end
+                }
+                _ => false,
+            })
+            .collect();
+        let covered: u64 = made
+            .iter()
+            .map(|l| match &l.event {
+                Event::Map { start, end, .. } | Event::Unmap { start, end, .. } => end - start,
+                Event::Brk { old, new, .. } => new - old,
+                _ => 0,
+            })
+            .sum();
+        assert_eq!(
+            covered,
+            call.bytes(),
+            "the lines of {call:?} should cover its range: {made:?}"
+        );
+        made
+    }
+
+    /// Every line `call` made names a site written before it, whose user frame is `call`'s
+    /// function at its source line, in the program, at a file offset within that function;
+    /// the site's frames are normalized. The site, for comparing runs.
+    fn assert_site_of(&self, call: &Call) -> SiteId {
+        let sites = self.sites();
+        let mut named = Vec::new();
+        for line in self.lines_of(call) {
+            let id = line.event.site().unwrap_or_else(|| {
+                panic!(
+                    "no site on {} for {call:?}",
+                    serde_json::to_string(line).unwrap()
+                )
+            });
+            let (seq, frames, truncated) = sites
+                .get(&id)
+                .unwrap_or_else(|| panic!("no site line {id} in the stream, for {call:?}"));
+            assert!(*seq < line.seq, "site {id} written after its first use");
+            let shown = show(frames);
+            assert_eq!(*truncated, None, "{call:?}: a stack cut short:\n{shown}");
+            let first = frames.first().expect("a stack of no frames");
+            assert!(
+                first.module.as_deref().is_some_and(|m| {
+                    let name = file_name(m);
+                    name.starts_with("libc.so") || name.starts_with("libc-")
+                }),
+                "{call:?}: the first frame should be libc's syscall wrapper:\n{shown}"
+            );
+            assert_normalized(frames);
+
+            let user = user_frame(frames);
+            let want = format!("{}:{}", call.function, call.file);
+            assert!(
+                names(user, &call.function),
+                "{call:?}: the user frame should be {want}:\n{shown}"
+            );
+            let file = user.file.as_deref().map(file_name);
+            assert_eq!(file, Some(call.file.as_str()), "{call:?}:\n{shown}");
+            let line = user
+                .line
+                .unwrap_or_else(|| panic!("{call:?}: no line\n{shown}"));
+            match call.lines {
+                None => assert_eq!(line, call.line, "{call:?}: the call's line\n{shown}"),
+                Some((low, high)) => assert!(
+                    (low..=high).contains(&line),
+                    "{call:?}: line {line} is not the function's\n{shown}"
+                ),
+            }
+            assert_eq!(
+                user.module.as_deref().map(Path::new),
+                Some(self.program.as_path()),
+                "{call:?}: the user frame's module\n{shown}"
+            );
+            let offset = user.offset.unwrap();
+            let (low, high) = function_offsets(&self.program, &call.function);
+            assert!(
+                low < offset && offset < high,
+                "{call:?}: offset {offset:#x} is not in {}'s file offsets {low:#x}..{high:#x}\n{shown}",
+                call.function
+            );
+            named.push(id);
+        }
+        named.dedup();
+        assert_eq!(
+            named.len(),
+            1,
+            "{call:?}: one syscall, one stack: {named:?}"
+        );
+        named[0]
+    }
+
+    /// The start line gives the depth cap; the summary counts the site lines.
+    fn assert_totals(&self) {
+        let (_, totals) = self.traced.summary();
+        let sites = self.sites().len() as u64;
+        assert_eq!(totals.sites, Some(sites), "{totals:?}");
+        let depth = self.traced.lines.iter().find_map(|l| match &l.event {
+            Event::Start { stack_depth, .. } => Some(*stack_depth),
+            _ => None,
+        });
+        assert_eq!(depth, Some(Some(64)), "the start line's stack_depth");
+    }
+
+    /// `replay --by-site --json FILE`'s bottom-up rows.
+    fn by_site(&self) -> Vec<Value> {
+        let (status, stdout, stderr) = run_bounded(
+            Command::new(bin())
+                .args(["replay", "--by-site", "--json"])
+                .arg(&self.file),
+        );
+        assert_eq!(status, 0, "{stderr}");
+        // JSON lines or one array: whichever, its objects.
+        let values: Vec<Value> = serde_json::Deserializer::from_str(&stdout)
+            .into_iter::<Value>()
+            .map(|v| v.unwrap_or_else(|e| panic!("{e}: {stdout}")))
+            .flat_map(|v| match v {
+                Value::Array(items) => items,
+                v => vec![v],
+            })
+            .filter(|v| v["view"] == "bottom_up")
+            .collect();
+        assert!(!values.is_empty(), "no bottom_up rows: {stdout}");
+        values
+    }
+
+    /// `replay --by-site`'s figures for each function that made a call, added over its rows,
+    /// equal the kernel's. All four are exact here, because of how the workloads are written:
+    /// - mapped: each call's range, as the syscall gave it (ranges are whole pages);
+    /// - resident at peak: every page a call's range will ever hold is written (or made
+    ///   present by glibc) before any page of it goes, and the process's peak comes when they
+    ///   all are (sites_arena unmaps arena a only after arena b is written, and touches first
+    ///   what the truth's measurement adds later; sites_malloc_threads' threads end, and glibc
+    ///   drops their stacks' unused pages, only once both have written their blocks; the
+    ///   others release nothing): so the site's own largest figure and its figure at the
+    ///   process's peak are both the pages the workload saw present;
+    /// - resident at exit: the same pages for a range kept to the end (nothing touches it
+    ///   after, and truth_finish's region line says so), 0 for one unmapped;
+    /// - alive at exit: the kept ranges' bytes.
+    fn assert_by_site_equals_truth(&self) {
+        let rows = self.by_site();
+        let functions: BTreeSet<&str> = self
+            .calls
+            .iter()
+            .filter(|c| c.maps())
+            .map(|c| c.function.as_str())
+            .collect();
+        for function in functions {
+            let calls: Vec<&Call> = self
+                .calls
+                .iter()
+                .filter(|c| c.maps() && c.function == function)
+                .collect();
+            for c in calls.iter().filter(|c| c.kept) {
+                if let Some(region) = self
+                    .traced
+                    .truths()
+                    .into_iter()
+                    .find(|t| t.kind == "region" && t.start == c.start && t.end == c.end)
+                {
+                    assert_eq!(region.present, c.present, "{c:?} changed before the exit");
+                }
+            }
+            let want = [
+                calls.iter().map(|c| c.bytes()).sum::<u64>(),
+                calls.iter().map(|c| c.present * PAGE).sum(),
+                calls
+                    .iter()
+                    .filter(|c| c.kept)
+                    .map(|c| c.present * PAGE)
+                    .sum(),
+                calls.iter().filter(|c| c.kept).map(|c| c.bytes()).sum(),
+            ];
+            let mine: Vec<&Value> = rows
+                .iter()
+                .filter(|r| {
+                    r["function"]
+                        .as_str()
+                        .is_some_and(|f| same_function(f, function))
+                })
+                .collect();
+            assert!(!mine.is_empty(), "no row for {function}: {rows:#?}");
+            let keys = [
+                "mapped_bytes",
+                "resident_at_peak_bytes",
+                "resident_at_exit_bytes",
+                "alive_at_exit_bytes",
+            ];
+            let got = keys.map(|k| {
+                mine.iter()
+                    .map(|r| r[k].as_u64().unwrap_or_else(|| panic!("no {k} in {r}")))
+                    .sum::<u64>()
+            });
+            assert_eq!(
+                got, want,
+                "{function}: {keys:?} by site vs the kernel's\nrows: {mine:#?}\ncalls: {calls:#?}"
+            );
+            for r in &mine {
+                assert_eq!(
+                    r["file"].as_str().map(file_name),
+                    Some(calls[0].file.as_str()),
+                    "{r}"
+                );
+            }
+        }
+    }
+
+    fn call(&self, function: &str, call: &str) -> &Call {
+        self.calls
+            .iter()
+            .find(|c| c.function == function && c.call == call)
+            .unwrap_or_else(|| panic!("no {call} by {function}: {:?}", self.calls))
+    }
+
+    /// The frames of site `id` without what is meaningful in one process only.
+    fn frames_of(&self, id: SiteId) -> Vec<(Option<String>, Option<String>, Option<u64>)> {
+        self.sites()[&id]
+            .1
+            .iter()
+            .map(|f| (f.module.clone(), f.build_id.clone(), f.offset))
+            .collect()
+    }
+}
+
+/// The workload's `{"truth":"site"}` lines.
+fn calls(stdout: &str) -> Vec<Call> {
+    stdout
+        .lines()
+        .filter(|l| l.starts_with("{\"truth\":\"site\""))
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            let n = |k: &str| v[k].as_u64().unwrap_or_else(|| panic!("no {k} in {l}"));
+            let s = |k: &str| v[k].as_str().unwrap_or_else(|| panic!("no {k} in {l}"));
+            Call {
+                pid: n("pid") as i32,
+                function: s("name").to_string(),
+                call: s("call").to_string(),
+                file: s("file").to_string(),
+                line: n("line") as u32,
+                lines: v
+                    .get("first_line")
+                    .map(|_| (n("first_line") as u32, n("last_line") as u32)),
+                start: n("start"),
+                end: n("end"),
+                present: n("present"),
+                kept: n("kept") == 1,
+            }
+        })
+        .collect()
+}
+
+fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// A system frame, by the rule of issue 13 (`replay --by-site`'s "user frame"): libc, the
+/// loader, C++ and allocator runtimes by module; allocators and Rust's runtime by function. And
+/// what that rule means but its prefixes miss: Rust's standard library inlined into the program
+/// under a name that starts with the type, like `<u8 as alloc::vec::spec_from_elem::
+/// SpecFromElem>::from_elem` (its DWARF file is in the toolchain's `/rustc/COMMIT/library/`).
+fn is_system(frame: &Frame) -> bool {
+    const MODULES: &[&str] = &[
+        "libc.so",
+        "libc-",
+        "ld-linux",
+        "ld-musl",
+        "libpthread",
+        "libstdc++",
+        "libgcc_s",
+        "libjemalloc",
+        "libtcmalloc",
+        "libmimalloc",
+    ];
+    const FUNCTIONS: &[&str] = &[
+        "malloc",
+        "calloc",
+        "realloc",
+        "free",
+        "__libc_",
+        "_int_",
+        "sysmalloc",
+        "__GI_",
+        "__mmap",
+        "mmap",
+        "__munmap",
+        "munmap",
+        "__brk",
+        "brk",
+        "__sbrk",
+        "sbrk",
+        "mremap",
+        "madvise",
+        "operator new",
+        "__rust_",
+        "__rdl_",
+        "__rg_",
+        "alloc::",
+        "core::",
+        "std::",
+        "<alloc::",
+        "<core::",
+        "<std::",
+    ];
+    frame
+        .module
+        .as_deref()
+        .is_some_and(|m| MODULES.iter().any(|s| file_name(m).starts_with(s)))
+        || frame
+            .function
+            .as_deref()
+            .is_some_and(|f| FUNCTIONS.iter().any(|s| f.starts_with(s)))
+        || frame
+            .file
+            .as_deref()
+            .is_some_and(|f| f.starts_with("/rustc/") && f.contains("/library/"))
+}
+
+/// The innermost frame that is not a system frame (the outermost when all are).
+fn user_frame(frames: &[Frame]) -> &Frame {
+    frames
+        .iter()
+        .find(|f| !is_system(f))
+        .unwrap_or_else(|| frames.last().unwrap())
+}
+
+/// Whether `frame` is `function`'s: a C name as it is, a Rust one as its path in the crate.
+fn names(frame: &Frame, function: &str) -> bool {
+    frame
+        .function
+        .as_deref()
+        .is_some_and(|f| same_function(f, function))
+}
+
+/// `sites_rust::make_buffers` (or with its legacy hash, `::h` and 16 hex digits) is the
+/// workload's `make_buffers`; a C function is named as it is.
+fn same_function(symbolized: &str, function: &str) -> bool {
+    let unhashed = match symbolized.rsplit_once("::h") {
+        Some((path, hash)) if hash.len() == 16 && hash.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            path
+        }
+        _ => symbolized,
+    };
+    unhashed == function || unhashed == format!("sites_rust::{function}")
+}
+
+/// A stack for a failure message, one frame a line.
+fn show(frames: &[Frame]) -> String {
+    frames
+        .iter()
+        .map(|f| format!("  {}", serde_json::to_string(f).unwrap()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Frames in a file carry the module, its build-id (the file's own) and a file offset, and no
+/// address; frames in no file, an address only.
+fn assert_normalized(frames: &[Frame]) {
+    for f in frames {
+        match &f.module {
+            Some(module) if module.starts_with('[') => {
+                assert!(f.offset.is_some() && f.addr.is_none(), "{f:?}")
+            }
+            Some(module) => {
+                assert!(f.offset.is_some() && f.addr.is_none(), "{f:?}");
+                let data = std::fs::read(module).unwrap_or_else(|e| panic!("{module}: {e}"));
+                let elf = object::File::parse(&*data).unwrap();
+                let id = elf.build_id().unwrap().map(hex);
+                assert_eq!(f.build_id, id, "the build-id of {module}");
+            }
+            None => assert!(
+                f.addr.is_some() && f.offset.is_none() && f.build_id.is_none(),
+                "{f:?}"
+            ),
+        }
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The file offsets of `function`'s code in `program`: from its symbol's address, through the
+/// segment that loads it. A Rust function is found by its name in the mangled symbol.
+fn function_offsets(program: &Path, function: &str) -> (u64, u64) {
+    let data = std::fs::read(program).unwrap();
+    let elf = object::File::parse(&*data).unwrap();
+    let symbol = elf
+        .symbols()
+        .find(|s| {
+            s.name().is_ok_and(|n| {
+                n == function
+                    || ((n.starts_with("_ZN") || n.starts_with("_R")) && n.contains(function))
+            }) && s.size() > 0
+        })
+        .unwrap_or_else(|| panic!("no symbol {function} in {}", program.display()));
+    let segment = elf
+        .segments()
+        .find(|s| (s.address()..s.address() + s.size()).contains(&symbol.address()))
+        .unwrap();
+    let offset = symbol.address() - segment.address() + segment.file_range().0;
+    (offset, offset + symbol.size())
+}
+
+fn arena_sites_name_each_function_and_line(build: Build) {
+    let run = Run::of(&[], &c_workload("sites_arena", build));
+    for call in &run.calls {
+        run.assert_site_of(call);
+    }
+    assert_eq!(run.calls.len(), 3, "{:?}", run.calls);
+    run.assert_totals();
+    run.assert_by_site_equals_truth();
+}
+
+#[test]
+fn arena_sites_name_each_function_and_line_with_frame_pointers() {
+    arena_sites_name_each_function_and_line(Build::FramePointers);
+}
+
+#[test]
+fn arena_sites_name_each_function_and_line_with_dwarf_unwind_tables_only() {
+    arena_sites_name_each_function_and_line(Build::DwarfOnly);
+}
+
+#[test]
+fn arena_sites_name_each_function_and_line_with_frame_pointers_only() {
+    arena_sites_name_each_function_and_line(Build::FramePointersOnly);
+}
+
+#[test]
+fn two_runs_of_one_binary_give_its_stacks_the_same_frames() {
+    let program = c_workload("sites_arena", Build::DwarfOnly);
+    let (one, two) = (Run::of(&[], &program), Run::of(&[], &program));
+    for (function, call) in [
+        ("alloc_arena_a", "mmap"),
+        ("alloc_arena_b", "mmap"),
+        ("main", "munmap"),
+    ] {
+        let a = one.assert_site_of(one.call(function, call));
+        let b = two.assert_site_of(two.call(function, call));
+        assert_eq!(one.frames_of(a), two.frames_of(b), "{function}'s {call}");
+    }
+}
+
+#[test]
+fn a_stack_depth_cap_cuts_stacks_and_says_so() {
+    let run = Run::of(
+        &["--stack-depth", "2"],
+        &c_workload("sites_arena", Build::DwarfOnly),
+    );
+    let call = run.call("alloc_arena_a", "mmap");
+    let id = run.lines_of(call)[0].event.site().expect("a site");
+    let (_, frames, truncated) = run.sites()[&id];
+    assert_eq!(truncated, Some(Truncated::Depth), "{}", show(frames));
+    let physical = frames.iter().filter(|f| !f.inlined).count();
+    assert_eq!(physical, 2, "{}", show(frames));
+    // libc's wrapper, then the function that called it.
+    assert!(
+        names(user_frame(frames), "alloc_arena_a"),
+        "{}",
+        show(frames)
+    );
+}
+
+#[test]
+fn malloc_sites_in_two_threads_name_each_threads_function() {
+    let run = Run::of(&[], &c_workload("sites_malloc_threads", Build::DwarfOnly));
+    assert_eq!(run.calls.len(), 4, "{:?}", run.calls);
+    for call in &run.calls {
+        run.assert_site_of(call);
+        let tids: Vec<i32> = run
+            .lines_of(call)
+            .iter()
+            .map(|l| match l.event {
+                Event::Map { tid, .. } => tid,
+                _ => unreachable!(),
+            })
+            .collect();
+        assert!(!tids.contains(&call.pid), "made by a thread: {tids:?}");
+    }
+    run.assert_by_site_equals_truth();
+}
+
+#[test]
+fn brk_site_in_a_thread_names_its_function_and_line() {
+    let run = Run::of(&[], &c_workload("sites_brk_thread", Build::DwarfOnly));
+    assert_eq!(run.calls.len(), 1, "{:?}", run.calls);
+    run.assert_site_of(&run.calls[0]);
+    run.assert_by_site_equals_truth();
+}
+
+#[test]
+fn rust_vec_site_names_the_function_that_made_it() {
+    let run = Run::of(&[], &rust_workload());
+    assert_eq!(run.calls.len(), 1, "{:?}", run.calls);
+    run.assert_site_of(&run.calls[0]);
+    run.assert_by_site_equals_truth();
+}
