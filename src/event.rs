@@ -312,9 +312,12 @@ pub enum Event {
         wall_ns: Option<u64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         wall: Option<String>,
-        /// With `--stacks`: at most this many frames a stack.
+        /// With `--stacks` or `--touch-stacks`: at most this many frames a stack.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         stack_depth: Option<u32>,
+        /// With `--touch-stacks N`: one page fault in N of each thread is sampled.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        touch_stacks: Option<u64>,
     },
     /// A call stack, the first time a line names it (`--stacks`).
     Site {
@@ -459,6 +462,9 @@ pub enum Event {
         /// Mapped by transparent huge pages (PMDs), as a scan found them.
         #[serde(default, skip_serializing_if = "is_false")]
         huge: bool,
+        /// With `--touch-stacks`: the stack of the first of its pages whose fault was sampled.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        site: Option<SiteId>,
     },
     Exit {
         pid: i32,
@@ -594,7 +600,8 @@ impl Event {
             | Event::Unmap { site, .. }
             | Event::Remap { site, .. }
             | Event::Brk { site, .. }
-            | Event::Discard { site, .. } => *site,
+            | Event::Discard { site, .. }
+            | Event::Resident { site, .. } => *site,
             _ => None,
         }
     }
@@ -606,7 +613,8 @@ impl Event {
             | Event::Unmap { site, .. }
             | Event::Remap { site, .. }
             | Event::Brk { site, .. }
-            | Event::Discard { site, .. } => Some(site),
+            | Event::Discard { site, .. }
+            | Event::Resident { site, .. } => Some(site),
             _ => None,
         }
     }

@@ -21,7 +21,7 @@ use crate::model::processes::Processes;
 use crate::report::build::Builder;
 use crate::report::live::Hub;
 use crate::report::serve::{self, Server};
-use crate::stacks::Stacks;
+use crate::stacks::{StackShared, Stacks, TouchSamplers};
 use crate::test_hooks::{self, Fault};
 
 /// Inbox sizes. Large enough to absorb bursts, small enough that a stalled reader of the stream
@@ -64,7 +64,12 @@ pub struct RunOptions {
     pub serve_linger: Option<std::time::Duration>,
     /// `--stacks`: take each layout change's call stack, at most this many frames.
     pub stack_depth: Option<u32>,
+    /// `--touch-stacks N`: take the stack of one page fault in N of each thread.
+    pub touch_stacks: Option<u64>,
 }
+
+/// `--stack-depth`: deep enough for a C++ or Rust call chain through an allocator to `main`.
+pub const DEFAULT_STACK_DEPTH: u32 = 64;
 
 /// How long a lane reads its empty userfaultfd again before it sleeps: the next fault of a
 /// stream usually comes within it, and catching it awake saves two wake-ups across CPUs, which
@@ -216,18 +221,24 @@ pub fn run(options: RunOptions) -> RunOutcome {
         faults: options.faults,
         buffer_bytes: options.buffer_bytes,
     };
-    // `--stacks`: the tracer takes them, the symbolizer names them, the state actor writes them.
-    let (symbolizer, stacks, sites) = match options.stack_depth {
-        Some(depth) => {
-            let (actor, new_sites, sites) = SymbolizerActor::new();
-            (
-                Some(actor),
-                Some(Stacks::new(depth, page_size, new_sites)),
-                Some(sites),
-            )
-        }
-        None => (None, None, None),
+    // `--stacks`, `--touch-stacks`: the tracer and the lanes take them, the symbolizer names
+    // them, the state actor writes them.
+    let stacks_wanted = options.stack_depth.is_some() || options.touch_stacks.is_some();
+    let (symbolizer, shared, sites) = if stacks_wanted {
+        let (actor, new_sites, sites) = SymbolizerActor::new();
+        let depth = options.stack_depth.unwrap_or(DEFAULT_STACK_DEPTH);
+        let shared = StackShared::new(depth, page_size, new_sites);
+        (Some(actor), Some(shared), Some(sites))
+    } else {
+        (None, None, None)
     };
+    let stacks = shared
+        .clone()
+        .filter(|_| options.stack_depth.is_some())
+        .map(Stacks::new);
+    let touch_stacks = shared
+        .zip(options.touch_stacks)
+        .map(|(shared, period)| (shared, Arc::new(TouchSamplers::new(period))));
     let (state, state_handle) =
         StateActor::new(STATE_CAPACITY, writer, state_options, report, sites);
     let (sequencer, sequencer_handle) = Sequencer::new(SEQUENCER_CAPACITY, state_handle, started);
@@ -252,7 +263,10 @@ pub fn run(options: RunOptions) -> RunOutcome {
             .ok()
             .and_then(|d| u64::try_from(d.as_nanos()).ok()),
         wall: Some(humantime::format_rfc3339_nanos(wall).to_string()),
-        stack_depth: options.stack_depth,
+        stack_depth: options
+            .stack_depth
+            .or(options.touch_stacks.map(|_| DEFAULT_STACK_DEPTH)),
+        touch_stacks: options.touch_stacks,
     };
     supervisor::install_panic_hook();
     let supervisor = Supervisor::new();
@@ -289,6 +303,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
         verify_every: options.verify_every.filter(|_| options.verify),
         thp,
         stacks,
+        touch_stacks,
     };
     let tracer = Tracer::new(
         config,

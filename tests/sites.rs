@@ -18,7 +18,7 @@ use crate::util::{PAGE, Traced, bin, run_bounded, scratch};
 
 /// How a C workload is built: all must unwind to the same sites.
 #[derive(Clone, Copy, Debug)]
-enum Build {
+pub(crate) enum Build {
     /// `-fno-omit-frame-pointer`: the workload's own frames chain by frame pointer (and have
     /// DWARF CFI too, as gcc emits it by default).
     FramePointers,
@@ -33,7 +33,7 @@ enum Build {
 /// `tests/workloads/NAME.c` built with debug info, `-O1` and `build`'s flags, once per test
 /// run, where `util::workload` keeps its builds but named after the build (one source, several
 /// programs).
-fn c_workload(name: &str, build: Build) -> PathBuf {
+pub(crate) fn c_workload(name: &str, build: Build) -> PathBuf {
     let (suffix, flags): (&str, &[&str]) = match build {
         Build::FramePointers => ("fp", &["-fno-omit-frame-pointer"]),
         Build::DwarfOnly => ("dwarf", &["-fomit-frame-pointer"]),
@@ -103,18 +103,18 @@ fn built(program: &str, source: &str, steps: impl FnOnce(&Path, &Path) -> Vec<Co
 
 /// What a workload printed about one of its layout calls.
 #[derive(Debug)]
-struct Call {
+pub(crate) struct Call {
     pid: i32,
     /// The function that made the call.
-    function: String,
+    pub(crate) function: String,
     /// `mmap`, `munmap`, `sbrk` (the line is the call's), or `malloc`, `vec` (the line is
     /// within `lines`, the function's).
-    call: String,
+    pub(crate) call: String,
     file: String,
     line: u32,
     lines: Option<(u32, u32)>,
-    start: u64,
-    end: u64,
+    pub(crate) start: u64,
+    pub(crate) end: u64,
     /// Pages of [start, end) present when the workload looked (see each workload).
     present: u64,
     /// Whether [start, end) is still mapped at exit.
@@ -132,11 +132,11 @@ impl Call {
 }
 
 /// One `run --stacks` of a program, its stream kept on disk for `replay`.
-struct Run {
-    file: PathBuf,
+pub(crate) struct Run {
+    pub(crate) file: PathBuf,
     program: PathBuf,
     traced: Traced,
-    calls: Vec<Call>,
+    pub(crate) calls: Vec<Call>,
 }
 
 impl Drop for Run {
@@ -148,7 +148,7 @@ impl Drop for Run {
 impl Run {
     /// `mevi-actors run --stacks FLAGS -o FILE -- program`, which must succeed and follow the
     /// kernel page for page (stacks change nothing of that).
-    fn of(flags: &[&str], program: &Path) -> Run {
+    pub(crate) fn of(flags: &[&str], program: &Path) -> Run {
         let file = scratch("sites");
         let (status, stdout, stderr) = run_bounded(
             Command::new(bin())
@@ -336,7 +336,7 @@ impl Run {
     }
 
     /// `replay --by-site --json FILE`'s bottom-up rows.
-    fn by_site(&self) -> Vec<Value> {
+    pub(crate) fn by_site(&self) -> Vec<Value> {
         let (status, stdout, stderr) = run_bounded(
             Command::new(bin())
                 .args(["replay", "--by-site", "--json"])
@@ -727,4 +727,92 @@ fn rust_vec_site_names_the_function_that_made_it() {
     assert_eq!(run.calls.len(), 1, "{:?}", run.calls);
     run.assert_site_of(&run.calls[0]);
     run.assert_by_site_equals_truth();
+}
+
+// --- sampled first touches (--touch-stacks) ---
+
+impl Run {
+    /// The `resident` lines within the range a `write` call of the workload wrote.
+    fn touches_of(&self, call: &Call) -> Vec<&Line> {
+        self.traced
+            .lines
+            .iter()
+            .filter(|l| {
+                matches!(l.event, Event::Resident { start, end, .. }
+                    if start >= call.start && end <= call.end)
+            })
+            .collect()
+    }
+}
+
+/// The sites_touch workload under `--touch-stacks N`, one line per fault.
+fn touch_run(period: &str) -> Run {
+    let run = Run::of(
+        &["--touch-stacks", period, "--coalesce-ms", "0"],
+        &c_workload("sites_touch", Build::DwarfOnly),
+    );
+    assert_eq!(run.calls.len(), 2, "{:?}", run.calls);
+    run
+}
+
+#[test]
+fn every_sampled_first_touch_names_the_function_that_wrote_it() {
+    let run = touch_run("1");
+    let sites = run.sites();
+    for call in &run.calls {
+        let touches = run.touches_of(call);
+        assert_eq!(touches.len() as u64, call.present, "{call:?}");
+        for line in touches {
+            let id = line
+                .event
+                .site()
+                .unwrap_or_else(|| panic!("a first touch of {call:?} without a site: {line:?}"));
+            let (seq, frames, _) = sites[&id];
+            assert!(seq < line.seq, "site {id} written after its first use");
+            let user = user_frame(frames);
+            assert!(names(user, &call.function), "{call:?}: {}", show(frames));
+            assert!(
+                user.file
+                    .as_deref()
+                    .is_some_and(|f| f.ends_with(&call.file)),
+                "{call:?}: {}",
+                show(frames)
+            );
+            assert_eq!(user.line, Some(call.line), "{call:?}: {}", show(frames));
+        }
+    }
+    // Bytes first touched by each function, as replay --by-site adds them up: its pages.
+    let rows = run.by_site();
+    for call in &run.calls {
+        let touched: u64 = rows
+            .iter()
+            .filter(|r| {
+                r["function"]
+                    .as_str()
+                    .is_some_and(|f| same_function(f, &call.function))
+            })
+            .map(|r| r["first_touches"].as_u64().unwrap_or(0))
+            .sum();
+        assert_eq!(touched, call.present, "{call:?}: {rows:#?}");
+    }
+}
+
+#[test]
+fn one_first_touch_in_sixteen_gets_a_stack() {
+    let run = touch_run("16");
+    let (mut lines, mut with_site) = (0, 0);
+    for call in &run.calls {
+        for line in run.touches_of(call) {
+            lines += 1;
+            if line.event.site().is_some() {
+                with_site += 1;
+            }
+        }
+    }
+    // The period counts every page fault of the thread, and nearly all of these threads'
+    // faults are these first touches: about 768 / 16 = 48.
+    assert!(
+        (lines / 32..=lines / 8).contains(&with_site),
+        "{with_site} of {lines} first touches got a stack"
+    );
 }

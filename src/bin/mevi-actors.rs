@@ -15,8 +15,7 @@ use mevi_actors::run::{RunOptions, run};
 /// How long a run of first touches may grow before its line goes out: well under the 100 ms in
 /// which the stream is flushed, so a reader following it live sees touches as promptly.
 const DEFAULT_COALESCE_MS: u64 = 10;
-/// `--stack-depth`: deep enough for a C++ or Rust call chain through an allocator to `main`.
-const DEFAULT_STACK_DEPTH: u32 = 64;
+use mevi_actors::run::DEFAULT_STACK_DEPTH;
 
 #[derive(Parser)]
 #[command(
@@ -97,9 +96,13 @@ enum Command {
         /// tables and symbolized (function, file, line); `replay --by-site` adds bytes up by it.
         #[arg(long)]
         stacks: bool,
-        /// With --stacks: at most N frames a stack.
+        /// With --stacks or --touch-stacks: at most N frames a stack.
         #[arg(long, value_name = "N", default_value_t = DEFAULT_STACK_DEPTH, value_parser = clap::value_parser!(u32).range(1..=1024))]
         stack_depth: u32,
+        /// Take the call stack of one page fault in N of each thread (a perf event's sample,
+        /// no stop): the first touches it lands on name their site; 0 (the default) is off.
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        touch_stacks: u64,
         /// Test hook (test builds only): forget the first resident page in the replayed state,
         /// so that --verify must find a mismatch.
         #[cfg(feature = "test-hooks")]
@@ -231,6 +234,7 @@ fn main() -> ExitCode {
             serve_linger,
             stacks,
             stack_depth,
+            touch_stacks,
             #[cfg(feature = "test-hooks")]
             test_corrupt_state,
             program,
@@ -253,6 +257,7 @@ fn main() -> ExitCode {
                 ui_interval: Duration::from_millis(ui_interval_ms),
                 serve_linger: serve_linger.map(Duration::from_secs),
                 stack_depth: stacks.then_some(stack_depth),
+                touch_stacks: (touch_stacks > 0).then_some(touch_stacks),
             })
             .status
         }
@@ -286,6 +291,7 @@ fn main() -> ExitCode {
                 ui_interval: Duration::from_millis(32),
                 serve_linger: None,
                 stack_depth: None,
+                touch_stacks: None,
             })
             .status
         }

@@ -398,15 +398,26 @@ pub(super) fn thp() -> Check {
     )
 }
 
+/// `--touch-stacks` samples each thread's page faults with a perf event: tried on this thread.
 pub(super) fn perf_event_paranoid() -> Check {
-    let found = match sysctl("kernel.perf_event_paranoid") {
-        Some(v) => format!(
-            "= {v}; not used yet (later features, such as call sites, will want 1 or less, or \
-             CAP_PERFMON)"
+    let level = sysctl("kernel.perf_event_paranoid");
+    let level = level.as_deref().unwrap_or("absent");
+    match crate::kernel::perf::TouchSampler::open(nix::unistd::gettid().as_raw(), 64) {
+        Ok(_) => Check::new(
+            Mark::Ok,
+            "kernel.perf_event_paranoid",
+            format!("= {level}; page faults can be sampled (--touch-stacks)"),
         ),
-        None => "absent (no perf events in this kernel); not used yet".into(),
-    };
-    Check::new(Mark::Note, "kernel.perf_event_paranoid", found)
+        // Optional: `run` works without it.
+        Err(e) => Check::new(
+            Mark::Note,
+            "kernel.perf_event_paranoid",
+            format!(
+                "= {level}; page faults cannot be sampled ({e}): --touch-stacks names no first \
+                 touch (`sysctl kernel.perf_event_paranoid=1`, or CAP_PERFMON)"
+            ),
+        ),
+    }
 }
 
 /// What says this is a container, if anything does.

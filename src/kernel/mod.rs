@@ -5,6 +5,7 @@
 pub mod anon_memory;
 pub mod idle;
 pub mod inject;
+pub mod perf;
 pub mod procfs;
 pub mod ptrace;
 pub mod rehearsal;

@@ -781,6 +781,7 @@ mod tests {
             by: None,
             huge: false,
             writer: None,
+            site: None,
         }
     }
 
@@ -1086,6 +1087,7 @@ mod tests {
                 by: None,
                 huge: false,
                 writer: None,
+                site: None,
             },
             _ => unreachable!(),
         };

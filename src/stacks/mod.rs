@@ -1,16 +1,19 @@
-//! Call stacks (`run --stacks`): taken by the tracer while the thread that made a layout change
-//! is stopped at its syscall's exit, unwound with framehop (DWARF call frame information where
-//! the code has it, frame pointers where it has not), and written down at once as files and
-//! offsets, so that a trace stays symbolizable once its processes and files are gone. Each
-//! distinct stack becomes one site; naming its frames (function, file, line) is the
-//! symbolizer's work, off the tracer's thread (`crate::actors::symbolizer`).
+//! Call stacks. `run --stacks`: taken by the tracer while the thread that made a layout change
+//! is stopped at its syscall's exit. `run --touch-stacks N`: taken by a space's lane from the
+//! kernel's sample of every Nth page fault of a thread (touches.rs). Either way unwound with
+//! framehop (DWARF call frame information where the code has it, frame pointers where it has
+//! not) and written down at once as files and offsets, so that a trace stays symbolizable once
+//! its processes and files are gone. Each distinct stack becomes one site; naming its frames
+//! (function, file, line) is the symbolizer's work, off these threads
+//! (`crate::actors::symbolizer`).
 
 pub mod files;
 mod space;
+mod touches;
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use async_channel::Sender;
 use framehop::x86_64::UnwindRegsX86_64;
@@ -18,8 +21,9 @@ use framehop::{FrameAddress, Unwinder};
 
 use self::files::{CodeFile, CodeFiles};
 use self::space::SpaceCode;
+pub use self::touches::{TouchSamplers, TouchStacks};
 use crate::event::{SiteId, SpaceId, Truncated};
-use crate::kernel::stack::{self, StackCopy};
+use crate::kernel::stack::{self, StackCopy, StartRegisters};
 
 /// How far up the stack a walk reads at most: deep recursion with large frames ends here.
 const STACK_READ_LIMIT: usize = 1 << 20;
@@ -50,49 +54,57 @@ enum FrameKey {
     Anonymous { addr: u64 },
 }
 
-/// The tracer's stack taker.
-pub struct Stacks {
+/// What every taker of stacks shares: the code files, and one id per distinct stack. Each
+/// lock is held for a lookup or a file's read, never while a tracee's memory is read (a read of
+/// a page a lane must first resolve would wait on a lane that waits on the lock).
+#[derive(Clone)]
+pub struct StackShared {
     depth: usize,
     page_size: u64,
-    files: CodeFiles,
-    spaces: HashMap<SpaceId, SpaceCode>,
-    sites: HashMap<(Vec<FrameKey>, Option<Truncated>), SiteId>,
+    files: Arc<Mutex<CodeFiles>>,
+    sites: Arc<Mutex<SiteTable>>,
+}
+
+/// One id per distinct stack; a new one goes to the symbolizer to be named.
+struct SiteTable {
+    ids: HashMap<(Vec<FrameKey>, Option<Truncated>), SiteId>,
     symbolizer: Sender<NewSite>,
 }
 
-impl Stacks {
+impl StackShared {
     pub fn new(depth: u32, page_size: u64, symbolizer: Sender<NewSite>) -> Self {
         Self {
             depth: depth as usize,
             page_size,
-            files: CodeFiles::default(),
-            spaces: HashMap::new(),
-            sites: HashMap::new(),
-            symbolizer,
+            files: Arc::default(),
+            sites: Arc::new(Mutex::new(SiteTable {
+                ids: HashMap::new(),
+                symbolizer,
+            })),
         }
     }
 
-    /// The site of the stack of thread `tid`, stopped in a ptrace stop, in `space`. None when
-    /// the thread's registers or its space's mappings cannot be read (it died).
-    pub fn take(&mut self, tid: i32, space: SpaceId) -> Option<SiteId> {
-        let regs = match stack::start_registers(tid) {
-            Ok(regs) => regs,
+    /// A space's code, read through its thread `tid`.
+    fn read_code(&self, tid: i32) -> Option<SpaceCode> {
+        let mut files = self.files.lock().unwrap_or_else(|e| e.into_inner());
+        match SpaceCode::read(tid, &mut files, self.page_size) {
+            Ok(code) => Some(code),
             Err(e) => {
-                tracing::debug!(tid, "no stack: the registers cannot be read: {e}");
-                return None;
+                tracing::debug!(tid, "no stack: the maps cannot be read: {e}");
+                None
             }
-        };
-        let code = match self.spaces.get_mut(&space) {
-            Some(code) if !code.stale => code,
-            _ => match SpaceCode::read(tid, &mut self.files, self.page_size) {
-                Ok(code) => self.spaces.entry(space).insert_entry(code).into_mut(),
-                Err(e) => {
-                    tracing::debug!(tid, space, "no stack: the maps cannot be read: {e}");
-                    return None;
-                }
-            },
-        };
-        let (addresses, truncated) = walk(code, tid, regs, self.depth);
+        }
+    }
+
+    /// The site of a stack, walked from `regs` through `code` with `read_stack`.
+    fn site_of(
+        &self,
+        code: &mut SpaceCode,
+        tid: i32,
+        regs: StartRegisters,
+        read_stack: &mut dyn FnMut(u64) -> Result<u64, ()>,
+    ) -> SiteId {
+        let (addresses, truncated) = walk(code, tid, regs, self.depth, read_stack);
         let mut keys = Vec::with_capacity(addresses.len());
         let mut taken = Vec::with_capacity(addresses.len());
         for (addr, returns_here) in addresses {
@@ -121,18 +133,56 @@ impl Stacks {
                 }
             }
         }
-        let next = self.sites.len() as SiteId + 1;
-        let id = *self.sites.entry((keys, truncated)).or_insert(next);
+        let mut sites = self.sites.lock().unwrap_or_else(|e| e.into_inner());
+        let next = sites.ids.len() as SiteId + 1;
+        let id = *sites.ids.entry((keys, truncated)).or_insert(next);
         if id == next {
-            // Unbounded: the tracer never waits for the symbolizer. It fails only if the
-            // symbolizer is gone, which the supervisor has seen.
-            let _ = self.symbolizer.try_send(NewSite {
+            // Unbounded: no taker waits for the symbolizer. It fails only if the symbolizer
+            // is gone, which the supervisor has seen.
+            let _ = sites.symbolizer.try_send(NewSite {
                 id,
                 frames: taken,
                 truncated,
             });
         }
-        Some(id)
+        id
+    }
+}
+
+/// The tracer's taker of layout changes' stacks, with its view of each space's code.
+pub struct Stacks {
+    shared: StackShared,
+    spaces: HashMap<SpaceId, SpaceCode>,
+}
+
+impl Stacks {
+    pub fn new(shared: StackShared) -> Self {
+        Self {
+            shared,
+            spaces: HashMap::new(),
+        }
+    }
+
+    /// The site of the stack of thread `tid`, stopped in a ptrace stop, in `space`. None when
+    /// the thread's registers or its space's mappings cannot be read (it died).
+    pub fn take(&mut self, tid: i32, space: SpaceId) -> Option<SiteId> {
+        let regs = match stack::start_registers(tid) {
+            Ok(regs) => regs,
+            Err(e) => {
+                tracing::debug!(tid, "no stack: the registers cannot be read: {e}");
+                return None;
+            }
+        };
+        let code = match self.spaces.get_mut(&space) {
+            Some(code) if !code.stale => code,
+            _ => {
+                let code = self.shared.read_code(tid)?;
+                self.spaces.entry(space).insert_entry(code).into_mut()
+            }
+        };
+        let mut copy = StackCopy::new(tid, regs.sp, STACK_READ_LIMIT);
+        let mut read_stack = |addr| copy.read_u64(addr).ok_or(());
+        Some(self.shared.site_of(code, tid, regs, &mut read_stack))
     }
 
     /// Code may have been mapped, moved or made executable in `space`: its mappings are read
@@ -163,11 +213,10 @@ impl Stacks {
 fn walk(
     code: &mut SpaceCode,
     tid: i32,
-    regs: stack::StartRegisters,
+    regs: StartRegisters,
     depth: usize,
+    mut read_stack: &mut dyn FnMut(u64) -> Result<u64, ()>,
 ) -> (Vec<(u64, bool)>, Option<Truncated>) {
-    let mut copy = StackCopy::new(tid, regs.sp, STACK_READ_LIMIT);
-    let mut read_stack = |addr| copy.read_u64(addr).ok_or(());
     let mut frames = code.unwinder.iter_frames(
         regs.ip,
         UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp),

@@ -62,6 +62,11 @@ impl Lane {
         let Some(uffd) = self.uffd.as_ref().filter(|_| self.failed.is_none()) else {
             return;
         };
+        // Its sample is taken before the thread runs on to its next fault.
+        let sample = self
+            .touch_stacks
+            .as_ref()
+            .and_then(|stacks| stacks.sample_of(tid, addr));
         match uffd.resolve(addr, write) {
             Resolution::Resolved => {
                 if test_hooks::fails(Fault::LanePanic, Some(self.space)) {
@@ -79,6 +84,11 @@ impl Lane {
                 self.counters.resolved += 1;
                 let who = self.toucher(tid).await;
                 self.grow_stack(addr, who.tid, at).await;
+                let site = self
+                    .touch_stacks
+                    .as_mut()
+                    .zip(sample)
+                    .and_then(|(stacks, sample)| stacks.site_of(tid, sample));
                 let touch = TouchRun {
                     at,
                     pid: who.pid,
@@ -89,6 +99,7 @@ impl Lane {
                     end: addr + self.page_size,
                     write,
                     faults: 1,
+                    site,
                 };
                 self.touches.touched(touch, &mut self.outgoing);
                 self.send_out().await;

@@ -126,6 +126,7 @@ impl Lane {
     pub(super) async fn forward(&mut self, stamped: Stamped) {
         self.who.learn(&stamped.event);
         self.forget_stacks(&stamped.event);
+        self.code_changes(&stamped.event);
         let ended = match stamped.event {
             Event::ThreadExit { tid, .. } | Event::Exit { tid, .. } => Some(tid),
             _ => None,
@@ -229,6 +230,23 @@ impl Lane {
                 }
             }
             other => self.forward(Stamped { at, event: other }).await,
+        }
+    }
+
+    /// With `--touch-stacks`: code mapped, made executable or moved makes the lane's view of
+    /// its space's code stale.
+    fn code_changes(&mut self, event: &Event) {
+        let Some(touch_stacks) = &mut self.touch_stacks else {
+            return;
+        };
+        match event {
+            Event::Map { prot, .. } | Event::Protect { prot, .. } if prot.contains('x') => {
+                touch_stacks.code_changed()
+            }
+            Event::Remap {
+                old_start, old_end, ..
+            } => touch_stacks.moved(&(*old_start..*old_end)),
+            _ => {}
         }
     }
 

@@ -53,6 +53,7 @@ use crate::event::{Event, SiteId, SpaceId, VerifyPoint, WarningKind};
 use crate::kernel::procfs::Pagemap;
 use crate::kernel::syscall::LayoutSyscall;
 use crate::kernel::uffd::{AddressSpaceUffd, PageFault, UffdMessage, UffdPoller};
+use crate::stacks::TouchStacks;
 use crate::test_hooks::{self, Fault};
 
 /// What the tracer tells a space's lane.
@@ -180,6 +181,8 @@ pub struct Lane {
     buf: EventBuffer,
     /// Why the lane can no longer read its userfaultfd, once it cannot.
     failed: Option<String>,
+    /// `--touch-stacks`: the stacks of sampled first touches.
+    touch_stacks: Option<TouchStacks>,
 }
 
 impl Lane {
@@ -189,6 +192,7 @@ impl Lane {
         pagemap: Option<Arc<Pagemap>>,
         out: SequencerHandle,
         config: LaneConfig,
+        touch_stacks: Option<TouchStacks>,
     ) -> (Self, LaneHandle) {
         let (handle, inbox, wake) = handle::inbox(config.capacity);
         let actor = Self {
@@ -214,6 +218,7 @@ impl Lane {
             counters: Counters::default(),
             buf: EventBuffer::new(64),
             failed: None,
+            touch_stacks,
         };
         (actor, handle)
     }

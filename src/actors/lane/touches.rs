@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use crate::actors::sequencer::Stamped;
-use crate::event::{Event, SpaceId};
+use crate::event::{Event, SiteId, SpaceId};
 
 /// First touches by one thread of adjacent pages, one way, with the same access, not yet sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +26,8 @@ pub(super) struct TouchRun {
     pub(super) writer: Option<i32>,
     /// Made by a task that is no thread of the space: never in a run of one that is.
     pub(super) remote: bool,
+    /// `--touch-stacks`: the stack of the first of its pages whose fault was sampled.
+    pub(super) site: Option<SiteId>,
 }
 
 impl TouchRun {
@@ -43,6 +45,7 @@ impl TouchRun {
                 by: None,
                 huge: false,
                 writer: self.writer,
+                site: self.site,
             },
         }
     }
@@ -66,6 +69,9 @@ impl TouchRun {
             return false;
         }
         self.faults += touch.faults;
+        // One thread's run of adjacent first touches is one loop of its code: a sampled page
+        // names it.
+        self.site = self.site.or(touch.site);
         true
     }
 }
@@ -151,6 +157,7 @@ mod tests {
             faults: 1,
             writer: None,
             remote: false,
+            site: None,
         }
     }
 

@@ -59,6 +59,7 @@ fn start() -> Event {
         wall_ns: None,
         wall: None,
         stack_depth: None,
+        touch_stacks: None,
     }
 }
 

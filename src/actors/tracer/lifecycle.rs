@@ -222,6 +222,7 @@ impl Tracer {
 
     /// A new child's first stop: it has run no code of its own yet.
     pub(super) fn on_attached(&mut self, tid: i32) {
+        self.sample_touches(tid);
         let Some((new_space, inherited)) =
             self.threads.get_mut(&tid).and_then(|t| t.new_space.take())
         else {
@@ -289,6 +290,12 @@ impl Tracer {
             .collect();
         // Its id in a child PID namespace is the process's now (read again: the leader's).
         let elsewhere = self.ns_tids.contains_key(&pid) || self.ns_tids.contains_key(&former_tid);
+        if let Some((_, samplers)) = &self.config.touch_stacks {
+            for &t in &killed {
+                samplers.gone(t);
+            }
+            samplers.exec(former_tid, tid);
+        }
         for t in killed.into_iter().chain([former_tid, tid]) {
             self.forget_deferred(t);
             self.ns_tids.remove(&t);
@@ -468,6 +475,9 @@ impl Tracer {
     /// A thread is gone; for the last one, its process.
     pub(super) fn on_death(&mut self, tid: i32, end: ProgramEnd) {
         self.early_attach.remove(&tid);
+        if let Some((_, samplers)) = &self.config.touch_stacks {
+            samplers.gone(tid);
+        }
         self.forget_deferred(tid);
         self.ns_tids.remove(&tid);
         self.reclaim_from(tid);

@@ -50,7 +50,7 @@ use crate::kernel::spawn::{self, Prepared};
 use crate::kernel::syscall::LayoutSyscall;
 use crate::kernel::thp::ThpPolicy;
 use crate::kernel::tick::{self, TracerWaker};
-use crate::stacks::Stacks;
+use crate::stacks::{StackShared, Stacks, TouchSamplers};
 
 use checkpoints::Checkpoint;
 use lending::Lending;
@@ -74,6 +74,9 @@ pub struct TracerConfig {
     pub thp: ThpPolicy,
     /// `--stacks`: the stack taker, whose new sites go to the symbolizer.
     pub stacks: Option<Stacks>,
+    /// `--touch-stacks`: what each lane takes its first touches' stacks with, and the samplers
+    /// the tracer opens on every thread.
+    pub touch_stacks: Option<(StackShared, Arc<TouchSamplers>)>,
 }
 
 /// How the traced program ended.
@@ -298,6 +301,7 @@ impl Tracer {
             .send_blocking(SequencerMessage::Root { pid: self.root });
         self.threads
             .insert(self.root, Thread::new(self.root, false, None));
+        self.sample_touches(self.root);
         self.processes.insert(self.root, Process { space: None });
         // The ticker wakes the loop at least every `checkpoints::TICK`: for a due checkpoint, to
         // give up a stuck one on time, and to see an actor's failure even if the supervisor's own
@@ -440,6 +444,13 @@ impl Tracer {
     /// The space of a process, if it has one.
     fn space_of_process(&self, pid: i32) -> Option<SpaceId> {
         self.processes.get(&pid).and_then(|p| p.space)
+    }
+
+    /// `--touch-stacks`: sample the page faults of a new thread, stopped before it runs.
+    fn sample_touches(&self, tid: i32) {
+        if let Some((_, samplers)) = &self.config.touch_stacks {
+            samplers.open(tid);
+        }
     }
 
     /// Sends an event to a space's lane, if the space is still there.

@@ -450,6 +450,7 @@ impl Tracer {
                         writer: None,
                         by: Some(FoundBy::Scan),
                         huge: run.huge,
+                        site: None,
                     });
                 }
             }

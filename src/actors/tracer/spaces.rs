@@ -16,6 +16,7 @@ use crate::event::{Event, MapCause, SpaceId, WarningKind};
 use crate::kernel::inject::{self, InjectError, Injection};
 use crate::kernel::procfs::{self, MapsEntry, Pagemap};
 use crate::kernel::uffd::AddressSpaceUffd;
+use crate::stacks::TouchStacks;
 
 pub(super) struct Space {
     pub(super) lane: LaneHandle,
@@ -237,6 +238,10 @@ impl Tracer {
             pagemap,
             self.sequencer.clone(),
             self.config.lane,
+            self.config
+                .touch_stacks
+                .as_ref()
+                .map(|(shared, samplers)| TouchStacks::new(shared.clone(), samplers.clone())),
         );
         let supervisor = self.supervisor.clone();
         let sequencer = self.sequencer.clone();

@@ -19,6 +19,7 @@ fn start() -> Event {
         wall_ns: None,
         wall: None,
         stack_depth: Some(64),
+        touch_stacks: None,
     }
 }
 
@@ -150,6 +151,7 @@ fn touch(pid: i32, space: SpaceId, range: Range<u64>) -> Event {
         writer: None,
         by: None,
         huge: false,
+        site: None,
     }
 }
 
