@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
 use mevi_actors::event::{Event, Line, SpaceId};
+use mevi_actors::model::sites::Sites;
 use mevi_actors::model::{AddressSpace, Replay};
 use mevi_actors::report::decode::{DecodedSpace, Decoder};
 use mevi_actors::report::records::{KEYFRAME_EVERY, encode};
@@ -46,6 +47,34 @@ fn assert_same_space(
     }
 }
 
+/// The sites of every space, as `Sites` (replay --by-site's attribution) has them and as
+/// decoded; how many ranges have one.
+fn assert_same_sites(
+    t_ns: u64,
+    replay: &Replay,
+    sites: &Sites,
+    decoded: &BTreeMap<SpaceId, DecodedSpace>,
+) -> usize {
+    let mut ranges = 0;
+    for id in replay.spaces.keys().chain(decoded.keys()) {
+        let want: Vec<_> = sites
+            .of(*id)
+            .into_iter()
+            .flat_map(|m| m.iter())
+            .map(|(r, s)| (r.clone(), *s))
+            .collect();
+        let got: Vec<_> = decoded
+            .get(id)
+            .into_iter()
+            .flat_map(|d| d.sites.iter())
+            .map(|(r, s)| (r.clone(), *s))
+            .collect();
+        assert_eq!(got, want, "space {id} at t_ns {t_ns}: sites");
+        ranges += want.len();
+    }
+    ranges
+}
+
 fn assert_same(t_ns: u64, replay: &Replay, decoded: &BTreeMap<SpaceId, DecodedSpace>) {
     let live: BTreeSet<SpaceId> = replay.process_space.values().copied().collect();
     let decoded_live: BTreeSet<SpaceId> = decoded
@@ -85,35 +114,45 @@ fn times(lines: &[Line]) -> Vec<u64> {
 }
 
 /// Encodes `lines` with keyframes every `every` records and checks every time of `times`, both
-/// from the nearest keyframe and by one decoder reading on from the start.
-fn check(lines: &[Line], every: u64) -> usize {
+/// from the nearest keyframe and by one decoder reading on from the start; the times looked
+/// at, and how many ranges with a site were seen.
+fn check(lines: &[Line], every: u64) -> (usize, usize) {
     let encoder = encode(lines, every);
     let bytes = &encoder.bytes;
     let mut replay = Replay::new();
+    let mut sites = Sites::default();
     let mut next = 0;
     let mut reading_on = Decoder::new(bytes);
+    let mut with_sites = 0;
     let ts = times(lines);
     for &t in &ts {
         while next < lines.len() && lines[next].t_ns <= t {
+            sites.before(&replay, &lines[next]);
             replay.apply_line(&lines[next]);
+            sites.after(&replay, &lines[next]);
             next += 1;
         }
         let seeked = Decoder::at(bytes, &encoder.keyframes, t).unwrap();
         assert_same(t, &replay, &seeked.spaces);
+        with_sites += assert_same_sites(t, &replay, &sites, &seeked.spaces);
         reading_on.advance_to(t).unwrap();
         assert_same(t, &replay, &reading_on.spaces);
+        assert_same_sites(t, &replay, &sites, &reading_on.spaces);
     }
     assert!(replay.problems.is_empty(), "{:?}", replay.problems);
-    ts.len()
+    (ts.len(), with_sites)
 }
 
-fn check_all(lines: &[Line]) {
+/// Checks with keyframes as far apart as a report has them, and 16 records apart; how many
+/// ranges with a site were seen.
+fn check_all(lines: &[Line]) -> usize {
     let encoder = encode(lines, KEYFRAME_EVERY);
     assert!(!encoder.keyframes.is_empty(), "a keyframe at the end");
     check(lines, KEYFRAME_EVERY);
     // Keyframes everywhere: every seek starts from one.
-    let n = check(lines, 16);
+    let (n, with_sites) = check(lines, 16);
     assert!(n > 10, "only {n} times looked at");
+    with_sites
 }
 
 // --- issue 12: report records ---
@@ -143,6 +182,29 @@ fn records_rebuild_a_remap_at_any_time() {
         t.stderr
     );
     check_all(&t.lines);
+}
+
+// --- issue 13: the sites of a trace made with --stacks ---
+
+#[test]
+fn records_rebuild_the_sites_of_a_fork_at_any_time() {
+    let t = trace(&["--stacks"], &[workload("fork_touch")]);
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    let with_sites = check_all(&t.lines);
+    assert!(with_sites > 0, "no range had a site");
+}
+
+#[test]
+fn records_rebuild_the_sites_of_a_remap_at_any_time() {
+    let t = trace(&["--stacks"], &[workload("u10_multi_vma_mremap")]);
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    let remapped = t
+        .lines
+        .iter()
+        .any(|l| matches!(l.event, Event::Remap { .. }) && l.event.site().is_some());
+    assert!(remapped, "no remap line with a site");
+    let with_sites = check_all(&t.lines);
+    assert!(with_sites > 0, "no range had a site");
 }
 
 #[test]

@@ -4,6 +4,7 @@
 //! process's end the kernel's pagemap; its scrubber and time window move what it shows
 //! (docs/report.md; the page's API: window.mevi).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -15,6 +16,7 @@ use crate::page::{
     DRAWN, Source, assert_clean, assert_figures_are_summarys, assert_state_is_replays, body,
     eval_json, ms, n, number, open, replay_at, seek, spread_times,
 };
+use crate::sites::{Build, Run, c_workload};
 use crate::util::{PAGE, bin, run_bounded, scratch, workload};
 
 /// The lines the events table lists (layout and lifecycle, not `resident` or `verify`).
@@ -289,6 +291,12 @@ fn the_report_of_a_fork_shows_the_summary_and_each_processs_end_as_its_kernel_ha
         assert!(!replay.is_empty(), "nothing live at {} ms", ms(t));
     }
     assert_end_is_kernels(&page, &report);
+    // Traced without --stacks: the flame graph's panel says how to get one.
+    let flame = eval_json(&page, "document.querySelector('#flame').textContent");
+    assert!(
+        flame.as_str().unwrap_or_default().contains("run --stacks"),
+        "{flame}"
+    );
     assert_clean(&page, Source::Offline);
     eprintln!("fork_touch: browser part {:?}", started.elapsed());
 }
@@ -531,4 +539,176 @@ fn the_report_of_the_demo_shows_its_summary_and_replays_state_and_is_drawn() {
     assert_screenshot(&browser, &page, "report-demo");
     assert_clean(&page, Source::Offline);
     eprintln!("demo: browser part {:?}", started.elapsed());
+}
+
+/// The flame graph's nodes at the cursor (`mevi.flame()`), system frames shown or not.
+fn flame(page: &Page, system: bool) -> Vec<Value> {
+    let nodes = eval_json(
+        page,
+        &format!(
+            "(async () => {{ mevi.setSystemFrames({system}); {DRAWN} return mevi.flame(); }})()"
+        ),
+    );
+    nodes.as_array().cloned().unwrap_or_default()
+}
+
+/// Bytes of the stacks that end at each node (its `self_bytes`), added up by the node's
+/// function (or its name, for what is not a frame: `(no stack)`).
+fn self_bytes_by_function(nodes: &[Value]) -> BTreeMap<String, u64> {
+    let mut by = BTreeMap::new();
+    for node in nodes {
+        let name = node["function"]
+            .as_str()
+            .or(node["name"].as_str())
+            .unwrap_or("?");
+        *by.entry(name.to_string()).or_default() += n(node, "self_bytes");
+    }
+    by.retain(|_, bytes| *bytes > 0);
+    by
+}
+
+/// The tooltip the address-space view shows over the first cell of the mapping at `start`.
+fn hover_mapping(page: &Page, start: u64) -> String {
+    let tip = eval_json(
+        page,
+        &format!(
+            "(async () => {{ \
+               for (const c of document.querySelectorAll('canvas.spacemap')) {{ \
+                 const row = (c._layout ? c._layout.rows : []).find(r => r.m && r.m.start === {start}); \
+                 if (!row) continue; \
+                 const box = c.getBoundingClientRect(); \
+                 c.dispatchEvent(new PointerEvent('pointermove', {{ \
+                   clientX: box.left + 152, clientY: box.top + row.y + 3, bubbles: true }})); \
+                 return document.querySelector('#tip').textContent; \
+               }} \
+               return null; \
+             }})()"
+        ),
+    );
+    tip.as_str()
+        .unwrap_or_else(|| panic!("no drawn mapping at {start:#x}"))
+        .to_string()
+}
+
+#[test]
+fn the_flame_graph_at_the_peak_is_replay_by_sites_and_hovering_a_mapping_names_its_function() {
+    let run = Run::of(&[], &c_workload("sites_arena", Build::FramePointers));
+    let rows = run.by_site();
+    let report = Report::build(run.file.clone(), "");
+    let Some(browser) = Browser::for_test() else {
+        return;
+    };
+    let page = open(&browser, &report.url());
+    // A finished trace opens at the tree's peak, `replay --by-site`'s "at peak".
+    let at_peak = number(&page.eval("mevi.cursor()").unwrap()).unwrap();
+    let summary = report.summary();
+    let peak = n(&summary["totals"], "tree_peak_resident_bytes");
+    assert_eq!(body(&page, "tree-resident-bytes"), peak.to_string());
+
+    // Bottom-up: a stack's bytes go to its innermost user frame, the leaf of its folded path.
+    let mut want: BTreeMap<String, u64> = BTreeMap::new();
+    for r in &rows {
+        if let Some(function) = r["function"].as_str() {
+            *want.entry(function.to_string()).or_default() += n(r, "resident_at_peak_bytes");
+        }
+    }
+    want.retain(|_, bytes| *bytes > 0);
+    let folded = flame(&page, false);
+    let got = self_bytes_by_function(&folded);
+    assert_eq!(
+        got, want,
+        "flame graph vs replay --by-site, resident at peak"
+    );
+    for c in run.calls.iter().filter(|c| c.call != "munmap") {
+        assert!(
+            got.get(&c.function).is_some_and(|&b| b > 0),
+            "{} holds nothing: {got:?}",
+            c.function
+        );
+    }
+    let roots: u64 = folded
+        .iter()
+        .filter(|v| v["depth"] == 0)
+        .map(|v| n(v, "bytes"))
+        .sum();
+    assert_eq!(
+        roots, peak,
+        "the roots hold the whole tree's resident bytes"
+    );
+
+    // With the system's frames, the same bytes end in libc's and the loader's mmap wrappers.
+    let all = flame(&page, true);
+    let leaves: u64 = all.iter().map(|v| n(v, "self_bytes")).sum();
+    assert_eq!(leaves, peak);
+    assert!(
+        all.iter()
+            .any(|v| v["system"] == true && n(v, "self_bytes") > 0),
+        "no system frame at a stack's end: {all:#?}"
+    );
+    assert!(all.len() > folded.len());
+    flame(&page, false);
+
+    // The address-space view names the function that mapped each arena.
+    for c in run.calls.iter().filter(|c| c.call == "mmap") {
+        let tip = hover_mapping(&page, c.start);
+        assert!(tip.contains(&c.function), "{:#x}: {tip}", c.start);
+        assert!(tip.contains("sites_arena.c:"), "{tip}");
+        let sites = eval_json(
+            &page,
+            &format!(
+                "document.querySelector('tr.mapping[data-start=\"{}\"]').dataset.sites",
+                c.start
+            ),
+        );
+        assert!(
+            !sites.as_str().unwrap_or_default().is_empty(),
+            "{:#x}: {sites}",
+            c.start
+        );
+    }
+    // The view follows the cursor: just before arena b was mapped, nothing is under it.
+    let b = run
+        .calls
+        .iter()
+        .find(|c| c.function == "alloc_arena_b")
+        .unwrap();
+    let mapped = report
+        .lines
+        .iter()
+        .find(|l| l["ev"] == "map" && l["start"] == b.start)
+        .unwrap_or_else(|| panic!("no map line at {:#x}", b.start));
+    seek(&page, n(mapped, "t_ns") - 1);
+    let before = self_bytes_by_function(&flame(&page, false));
+    assert!(!before.contains_key("alloc_arena_b"), "{before:?}");
+    seek(&page, at_peak);
+    assert_eq!(self_bytes_by_function(&flame(&page, false)), want);
+
+    // The panel, under the toolbar, with a frame hovered.
+    page.eval(
+        "(() => { const f = document.querySelector('#flame'); \
+           window.scrollTo(0, f.getBoundingClientRect().top + window.scrollY - 90); \
+           const c = f.querySelector('canvas'), box = c.getBoundingClientRect(); \
+           c.dispatchEvent(new PointerEvent('pointermove', { \
+             clientX: box.left + 40, clientY: box.top + 18 * 3 + 9, bubbles: true })); })()",
+    )
+    .unwrap();
+    assert_screenshot(&browser, &page, "report-flame");
+
+    // A click zooms into a node: here `main`, the third row (root, `_start`, `main`).
+    let zoomed = eval_json(
+        &page,
+        &format!(
+            "(async () => {{ mevi.setSystemFrames(true); {DRAWN} \
+               const c = document.querySelector('#flame canvas'), box = c.getBoundingClientRect(); \
+               c.dispatchEvent(new MouseEvent('click', {{ \
+                 clientX: box.left + 10, clientY: box.top + 18 * 2 + 9, bubbles: true }})); \
+               {DRAWN} return document.querySelector('#flame .readout').textContent; }})()"
+        ),
+    );
+    assert!(
+        zoomed.as_str().unwrap_or_default().contains("zoomed into "),
+        "{zoomed}"
+    );
+    assert_screenshot(&browser, &page, "report-flame-system-zoomed");
+    assert_clean(&page, Source::Offline);
 }

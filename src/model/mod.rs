@@ -4,6 +4,7 @@
 //! what a user replays is what the tracer believed.
 
 pub mod processes;
+pub mod sites;
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;

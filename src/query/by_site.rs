@@ -12,93 +12,14 @@ use std::ops::Range;
 use rangemap::{RangeMap, RangeSet};
 use serde::Serialize;
 
-use crate::event::{Event, ForkKind, Frame, Line, MapCause, SiteId, SpaceId, Truncated};
-use crate::model::{AddressSpace, Replay};
+use crate::event::{Event, ForkKind, Line, SiteId, SpaceId};
+use crate::model::Replay;
+use crate::model::sites::{Key, Sites, Stack, clip};
 
 use super::{Flow, Query, State};
 
-/// What bytes are counted under: a site, or none ("(no stack)": lines without a `site`).
-type Key = Option<SiteId>;
-
 /// A whole address space, as a range.
 const EVERYWHERE: Range<u64> = 0..u64::MAX;
-
-/// A frame of libc, the dynamic loader, an allocator or a language runtime: not where the
-/// program's own code asked for memory (docs/schema.md, "replay --by-site").
-pub(crate) fn is_system_frame(frame: &Frame) -> bool {
-    const MODULES: &[&str] = &[
-        "libc.so",
-        "libc-",
-        "ld-linux",
-        "ld-musl",
-        "libpthread",
-        "libstdc++",
-        "libgcc_s",
-        "libjemalloc",
-        "libtcmalloc",
-        "libmimalloc",
-    ];
-    const FUNCTIONS: &[&str] = &[
-        "malloc",
-        "calloc",
-        "realloc",
-        "free",
-        "__libc_",
-        "_int_",
-        "sysmalloc",
-        "__GI_",
-        "__mmap",
-        "mmap",
-        "__munmap",
-        "munmap",
-        "__brk",
-        "brk",
-        "__sbrk",
-        "sbrk",
-        "mremap",
-        "madvise",
-        "operator new",
-        "__rust_",
-        "__rdl_",
-        "__rg_",
-        "alloc::",
-        "core::",
-        "std::",
-        "<alloc::",
-        "<core::",
-        "<std::",
-    ];
-    let module = frame
-        .module
-        .as_deref()
-        .map(|path| path.rsplit('/').next().unwrap_or(path));
-    // Rust's standard library, built into the program: its source says so, where a name cannot
-    // (`<u8 as alloc::vec::spec_from_elem::SpecFromElem>::from_elem` is std's, `<MyType as
-    // core::fmt::Display>::fmt` the program's).
-    let rust_std = |file: &str| file.starts_with("/rustc/") && file.contains("/library/");
-    module.is_some_and(|name| MODULES.iter().any(|p| name.starts_with(p)))
-        || frame
-            .function
-            .as_deref()
-            .is_some_and(|f| FUNCTIONS.iter().any(|p| f.starts_with(p)))
-        || frame.file.as_deref().is_some_and(rust_std)
-}
-
-/// A `site` line: its frames, innermost first, and why it stops short of the root, if it does.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Stack {
-    pub frames: Vec<Frame>,
-    pub truncated: Option<Truncated>,
-}
-
-impl Stack {
-    /// The frame that stands for the stack: the innermost user frame, or, when every frame is a
-    /// system frame, the outermost one. None for a stack without frames.
-    pub fn user_frame(&self) -> Option<usize> {
-        let innermost_user = self.frames.iter().position(|f| !is_system_frame(f));
-        innermost_user.or(self.frames.len().checked_sub(1))
-    }
-}
 
 /// The figures of a site, a row or a node, in bytes (first touches in pages).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -128,287 +49,16 @@ impl Figures {
     }
 }
 
-/// The sites of one live space's ranges.
-#[derive(Clone, Debug, Default)]
-struct SpaceSites {
-    /// The site of each range mapped by a line that had one; a range not here has none.
-    sites: RangeMap<u64, SiteId>,
-    /// The ranges of the change being written, a `map` or `brk` line and the `split` lines that
-    /// continue it: bytes a `split` line maps again (the heap pages present when the break
-    /// moved) count once as mapped.
-    change: RangeSet<u64>,
-}
-
-/// Which site mapped each range of every live space, by the rules of docs/schema.md,
-/// "replay --by-site" (they follow the replay's own, as `model` applies them).
-#[derive(Debug, Default)]
-struct Attribution {
-    spaces: HashMap<SpaceId, SpaceSites>,
-    /// What a `redescribe` unmap took away, in which space: the `map` lines after it describe the
-    /// same memory again and get it back.
-    redescribed: Option<(SpaceId, RangeMap<u64, SiteId>)>,
-}
-
-impl Attribution {
-    /// Applies `line`, which `replay` has just applied; the bytes it maps anew, and under what.
-    fn apply(&mut self, line: &Line, replay: &Replay) -> Option<(Key, u64)> {
-        let event = &line.event;
-        if inverted(event) {
-            // Not applied by the replay either.
-            return None;
-        }
-        if let Some((space, _)) = &self.redescribed
-            && event.space() == Some(*space)
-            && !matches!(event, Event::Map { cause: Some(_), .. })
-        {
-            self.redescribed = None;
-        }
-        match *event {
-            Event::Exec { space, .. } => {
-                self.spaces.insert(space, SpaceSites::default());
-                None
-            }
-            Event::Fork {
-                kind: ForkKind::Fork,
-                space,
-                child_space,
-                ..
-            } => {
-                let sites = self
-                    .spaces
-                    .get(&space)
-                    .map(|s| s.sites.clone())
-                    .unwrap_or_default();
-                let child = SpaceSites {
-                    sites,
-                    change: RangeSet::new(),
-                };
-                self.spaces.insert(child_space, child);
-                None
-            }
-            Event::Map {
-                space,
-                start,
-                end,
-                cause,
-                site,
-                ..
-            } => self.map(line.seq, space, start..end, cause, site, replay),
-            Event::Unmap {
-                space,
-                start,
-                end,
-                cause,
-                ..
-            } => {
-                let s = self.spaces.entry(space).or_default();
-                if cause == Some(MapCause::Redescribe) {
-                    self.redescribed = Some((space, within(&s.sites, &(start..end))));
-                }
-                set(&mut s.sites, start..end, None);
-                None
-            }
-            Event::Remap {
-                space,
-                old_start,
-                old_end,
-                new_start,
-                new_end,
-                dontunmap,
-                site,
-                ..
-            } => {
-                let s = self.spaces.entry(space).or_default();
-                s.remap(old_start..old_end, new_start..new_end, dontunmap, site)
-            }
-            Event::Brk {
-                space,
-                old,
-                new,
-                site,
-                ..
-            } => {
-                let s = self.spaces.entry(space).or_default();
-                if new > old {
-                    set(&mut s.sites, old..new, site);
-                    s.change = RangeSet::new();
-                    s.change.insert(old..new);
-                    Some((site, new - old))
-                } else {
-                    set(&mut s.sites, new..old, None);
-                    None
-                }
-            }
-            _ => None,
-        }
-    }
-
-    fn map(
-        &mut self,
-        seq: u64,
-        space: SpaceId,
-        range: Range<u64>,
-        cause: Option<MapCause>,
-        site: Option<SiteId>,
-        replay: &Replay,
-    ) -> Option<(Key, u64)> {
-        if range.is_empty() {
-            return None;
-        }
-        // As the replay does: lines with a cause after a `redescribe` unmap bring back what it
-        // took away.
-        let redescribed = match cause {
-            Some(_) => self
-                .redescribed
-                .take_if(|(s, _)| *s == space)
-                .map(|(_, before)| before),
-            None => None,
-        };
-        let now = replay.spaces.get(&space);
-        let s = self.spaces.entry(space).or_default();
-        match (cause, redescribed) {
-            (_, Some(before)) => {
-                s.describe_again(range, &before, seq, now);
-                self.redescribed = Some((space, before));
-                None
-            }
-            (Some(MapCause::Redescribe), None) => {
-                let before = within(&s.sites, &range);
-                s.describe_again(range, &before, seq, now);
-                None
-            }
-            (Some(MapCause::Split), None) => {
-                let fresh: u64 = s.change.gaps(&range).map(|r| r.end - r.start).sum();
-                set(&mut s.sites, range.clone(), site);
-                s.change.insert(range);
-                Some((site, fresh))
-            }
-            (None, None) => {
-                set(&mut s.sites, range.clone(), site);
-                s.change = RangeSet::new();
-                s.change.insert(range.clone());
-                Some((site, range.end - range.start))
-            }
-        }
-    }
-}
-
-impl SpaceSites {
-    /// `range` described again (the replay has applied its line, `seq`): each part keeps the
-    /// site `before` gave it where the replay keeps the maker of its mapping (the same memory);
-    /// what the line made anew has none.
-    fn describe_again(
-        &mut self,
-        range: Range<u64>,
-        before: &RangeMap<u64, SiteId>,
-        seq: u64,
-        now: Option<&AddressSpace>,
-    ) {
-        set(&mut self.sites, range.clone(), None);
-        let Some(now) = now else {
-            return;
-        };
-        for (r, m) in now.mappings.overlapping(&range) {
-            if m.made.seq == seq {
-                continue;
-            }
-            let part = clip(r, &range);
-            for (b, site) in before.overlapping(&part) {
-                set(&mut self.sites, clip(b, &part), Some(*site));
-            }
-        }
-    }
-
-    /// A `remap`: the sites move with the range (the source of a `dontunmap` keeps its own); a
-    /// grown tail is the remap's (else the moved range's end's), and is mapped anew.
-    fn remap(
-        &mut self,
-        old: Range<u64>,
-        new: Range<u64>,
-        dontunmap: bool,
-        site: Option<SiteId>,
-    ) -> Option<(Key, u64)> {
-        let pieces: Vec<(Range<u64>, SiteId)> = self
-            .sites
-            .overlapping(&old)
-            .map(|(r, s)| (clip(r, &old), *s))
-            .collect();
-        if !dontunmap {
-            set(&mut self.sites, old.clone(), None);
-        }
-        set(&mut self.sites, new.clone(), None);
-        let shift = |a: u64| a - old.start + new.start;
-        for (r, s) in &pieces {
-            let moved = shift(r.start)..shift(r.end).min(new.end);
-            set(&mut self.sites, moved, Some(*s));
-        }
-        let old_len = old.end - old.start;
-        if new.end - new.start <= old_len {
-            return None;
-        }
-        let tail = new.start + old_len..new.end;
-        let at_end = pieces
-            .last()
-            .filter(|(r, _)| r.end == old.end)
-            .map(|(_, s)| *s);
-        let key = site.or(at_end);
-        set(&mut self.sites, tail.clone(), key);
-        Some((key, tail.end - tail.start))
-    }
-}
-
-/// Gives `range` to `site`, or takes it from every site.
-fn set(sites: &mut RangeMap<u64, SiteId>, range: Range<u64>, site: Option<SiteId>) {
-    if range.is_empty() {
-        return;
-    }
-    match site {
-        Some(site) => sites.insert(range, site),
-        None => sites.remove(range),
-    }
-}
-
-fn clip(r: &Range<u64>, within: &Range<u64>) -> Range<u64> {
-    r.start.max(within.start)..r.end.min(within.end)
-}
-
-/// The sites within `range`.
-fn within(sites: &RangeMap<u64, SiteId>, range: &Range<u64>) -> RangeMap<u64, SiteId> {
-    let mut part = RangeMap::new();
-    for (r, s) in sites.overlapping(range) {
-        set(&mut part, clip(r, range), Some(*s));
-    }
-    part
-}
-
-/// A line whose range ends before it starts: the replay does not apply it.
-fn inverted(event: &Event) -> bool {
-    match *event {
-        Event::Map { start, end, .. }
-        | Event::Unmap { start, end, .. }
-        | Event::Discard { start, end, .. }
-        | Event::Resident { start, end, .. } => end < start,
-        Event::Remap {
-            old_start,
-            old_end,
-            new_start,
-            new_end,
-            ..
-        } => old_end < old_start || new_end < new_start,
-        _ => false,
-    }
-}
-
 /// Splits the bytes of `ranges` by the site each byte has in `sites`.
 fn by_site(
     ranges: impl Iterator<Item = Range<u64>>,
-    sites: Option<&SpaceSites>,
+    sites: Option<&RangeMap<u64, SiteId>>,
     mut add: impl FnMut(Key, u64),
 ) {
     for r in ranges {
         let mut attributed = 0;
         if let Some(sites) = sites {
-            for (piece, site) in sites.sites.overlapping(&r) {
+            for (piece, site) in sites.overlapping(&r) {
                 let bytes = {
                     let c = clip(piece, &r);
                     c.end - c.start
@@ -421,23 +71,6 @@ fn by_site(
             add(None, r.end - r.start - attributed);
         }
     }
-}
-
-/// The space whose last process this line takes away (its `exit`, or its `exec` of a new
-/// program): the replay ends it.
-fn ending_space(replay: &Replay, event: &Event) -> Option<SpaceId> {
-    let pid = match event {
-        Event::Exit { pid, .. } | Event::Exec { pid, .. } => *pid,
-        _ => return None,
-    };
-    let space = *replay.process_space.get(&pid)?;
-    let last = replay
-        .process_space
-        .values()
-        .filter(|&&s| s == space)
-        .count()
-        == 1;
-    (last && event.creates_space() != Some(space)).then_some(space)
 }
 
 /// The parts of spaces whose resident pages `event` can change.
@@ -504,7 +137,7 @@ pub(crate) struct BySite {
     json: bool,
     /// The stream's name, for what is said on stderr.
     name: String,
-    attribution: Attribution,
+    attribution: Sites,
     stacks: HashMap<SiteId, Stack>,
     /// Mapped bytes, first touches and the figures at each space's end, by key.
     figures: HashMap<Key, Figures>,
@@ -516,11 +149,10 @@ pub(crate) struct BySite {
     at_peak: HashMap<Key, u64>,
     changed: HashSet<Key>,
     peak_bytes: u64,
-    /// Between `before` and `after` of a line: the parts it can change, what they held by key
-    /// (negated, to add what they hold after), and the space it ends.
+    /// Between `before` and `after` of a line: the parts it can change, and what they held by
+    /// key (negated, to add what they hold after).
     regions: Vec<(SpaceId, Range<u64>)>,
     delta: HashMap<Key, i128>,
-    ending: Option<SpaceId>,
     /// The `start` line's `stack_depth`: traced with `--stacks`.
     stacks_taken: bool,
 }
@@ -530,7 +162,7 @@ impl BySite {
         BySite {
             json,
             name,
-            attribution: Attribution::default(),
+            attribution: Sites::default(),
             stacks: HashMap::new(),
             figures: HashMap::new(),
             resident: HashMap::new(),
@@ -539,7 +171,6 @@ impl BySite {
             peak_bytes: 0,
             regions: Vec::new(),
             delta: HashMap::new(),
-            ending: None,
             stacks_taken: false,
         }
     }
@@ -551,13 +182,9 @@ impl BySite {
                 continue;
             };
             let resident = s.resident.overlapping(region).map(|r| clip(r, region));
-            by_site(
-                resident,
-                self.attribution.spaces.get(space),
-                |key, bytes| {
-                    *self.delta.entry(key).or_default() += sign * i128::from(bytes);
-                },
-            );
+            by_site(resident, self.attribution.of(*space), |key, bytes| {
+                *self.delta.entry(key).or_default() += sign * i128::from(bytes);
+            });
         }
     }
 
@@ -566,7 +193,7 @@ impl BySite {
         let Some(s) = replay.spaces.get(&space) else {
             return;
         };
-        let sites = self.attribution.spaces.get(&space);
+        let sites = self.attribution.of(space);
         let figures = &mut self.figures;
         by_site(s.resident.iter().cloned(), sites, |key, bytes| {
             figures.entry(key).or_default().resident_at_exit += bytes;
@@ -593,8 +220,7 @@ impl BySite {
 impl Query for BySite {
     fn before(&mut self, state: &State, line: &Line, _out: &mut dyn Write) -> io::Result<Flow> {
         let replay = &state.replay;
-        self.ending = ending_space(replay, &line.event);
-        if let Some(space) = self.ending {
+        if let Some(space) = self.attribution.before(replay, line) {
             self.ended(replay, space);
         }
         self.regions = regions(replay, &line.event);
@@ -625,11 +251,8 @@ impl Query for BySite {
             }
             _ => {}
         }
-        if let Some((key, bytes)) = self.attribution.apply(line, replay) {
+        if let Some((key, bytes)) = self.attribution.after(replay, line) {
             self.figures.entry(key).or_default().mapped += bytes;
-        }
-        if let Some(space) = self.ending.take() {
-            self.attribution.spaces.remove(&space);
         }
         self.count_regions(replay, 1);
         for (key, delta) in self.delta.drain() {

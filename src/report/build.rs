@@ -69,6 +69,7 @@ impl Builder {
                 warnings: Vec::new(),
                 summary: None,
                 problems: Vec::new(),
+                stacks: Default::default(),
             },
             process_at: HashMap::new(),
             thread_at: HashMap::new(),
@@ -245,6 +246,11 @@ impl Builder {
             Event::Thread {
                 pid, child, name, ..
             } => self.thread_born(*child, *pid, t, name.clone()),
+            Event::Site {
+                id,
+                frames,
+                truncated,
+            } => self.meta.stacks.add(*id, frames, *truncated),
             Event::ThreadExit { tid, name, .. } => self.thread_ended(*tid, t, name.clone()),
             Event::Resident { tid, faults, .. } => {
                 // Pages found by a scan have no thread: their curve is thread 0's.

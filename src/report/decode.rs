@@ -4,10 +4,12 @@
 use std::collections::BTreeMap;
 use std::ops::Range;
 
-use crate::event::SpaceId;
+use rangemap::RangeMap;
+
+use crate::event::{SiteId, SpaceId};
 use crate::model::{AddressSpace, Made, Mapping};
 
-use super::format::{Piece, Record, Run, WRITTEN, ZERO};
+use super::format::{Piece, Record, Run, SitePiece, WRITTEN, ZERO};
 use super::records::{KINDS, KeyframeAt};
 use super::wire::{Cursor, Reader};
 
@@ -18,6 +20,8 @@ pub struct DecodedSpace {
     pub state: AddressSpace,
     /// A process is in it.
     pub live: bool,
+    /// The call site of each range that has one (`model::sites::Sites`'s).
+    pub sites: RangeMap<u64, SiteId>,
 }
 
 /// Decodes records in order, up to a time.
@@ -122,24 +126,27 @@ impl<'a> Decoder<'a> {
                 len,
                 pieces,
                 runs,
+                sites,
                 ..
             } => {
                 let mappings = self.mappings(start, &pieces)?;
-                let s = &mut self.space_mut()?.state;
+                let space = self.space_mut()?;
+                let s = &mut space.state;
                 s.mappings.remove(start..start + len);
                 for (r, m) in mappings {
                     s.mappings.insert(r, m);
                 }
                 set_pages(s, start, len, &runs);
+                set_sites(&mut space.sites, start, len, &sites);
             }
             Record::Create { space, copy_of, .. } => {
-                let mut state = copy_of
-                    .and_then(|p| self.spaces.get(&p))
-                    .map(|p| p.state.clone())
-                    .unwrap_or_default();
+                let parent = copy_of.and_then(|p| self.spaces.get(&p));
+                let mut state = parent.map(|p| p.state.clone()).unwrap_or_default();
+                let sites = parent.map(|p| p.sites.clone()).unwrap_or_default();
                 state.peak_resident_bytes = state.resident_bytes;
                 let live = self.spaces.get(&space).is_some_and(|s| s.live);
-                self.spaces.insert(space, DecodedSpace { state, live });
+                self.spaces
+                    .insert(space, DecodedSpace { state, live, sites });
             }
             Record::Live { space, .. } => self.spaces.entry(space).or_default().live = true,
             Record::Ended { space, .. } => {
@@ -150,6 +157,7 @@ impl<'a> Decoder<'a> {
                     ..Default::default()
                 };
                 s.live = false;
+                s.sites = RangeMap::new();
             }
             Record::Keyframe {
                 strings, spaces, ..
@@ -165,11 +173,14 @@ impl<'a> Decoder<'a> {
                     }
                     set_pages(&mut state, k.start, k.len, &k.runs);
                     state.peak_resident_bytes = k.peak_resident_bytes;
+                    let mut sites = RangeMap::new();
+                    set_sites(&mut sites, k.start, k.len, &k.sites);
                     self.spaces.insert(
                         k.space,
                         DecodedSpace {
                             state,
                             live: k.live,
+                            sites,
                         },
                     );
                 }
@@ -189,6 +200,21 @@ impl<'a> Decoder<'a> {
             }
         }
         Ok(out)
+    }
+}
+
+/// Sets the sites of `[start, start+len)` to `pieces` (what they leave out has none).
+fn set_sites(sites: &mut RangeMap<u64, SiteId>, start: u64, len: u64, pieces: &[SitePiece]) {
+    if len > 0 {
+        sites.remove(start..start.saturating_add(len));
+    }
+    let mut at = start;
+    for p in pieces {
+        let begin = at.saturating_add(p.gap);
+        at = begin.saturating_add(p.len);
+        if at > begin {
+            sites.insert(begin..at, p.site);
+        }
     }
 }
 

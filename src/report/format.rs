@@ -1,7 +1,7 @@
 //! One record of the stream and its bytes (docs/report.md, "Records"). Both sides go through
 //! [`Record`], so the encoder and the decoder cannot disagree on a layout.
 
-use crate::event::SpaceId;
+use crate::event::{SiteId, SpaceId};
 
 use super::wire::{Cursor, Reader, put_i64, put_len, put_str, put_u64};
 
@@ -32,7 +32,17 @@ pub struct Piece {
     pub made_tid: i32,
 }
 
-/// A space's whole state in a keyframe: its extent's pieces and runs.
+/// A part of a record's range made by a call site (the site lines of a `run --stacks` trace):
+/// `gap` bytes after the previous one (or the range's start), then `len` bytes of `site`. What
+/// no `SitePiece` covers has no site.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SitePiece {
+    pub gap: u64,
+    pub len: u64,
+    pub site: SiteId,
+}
+
+/// A space's whole state in a keyframe: its extent's pieces, runs and sites.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeySpace {
     pub space: SpaceId,
@@ -42,6 +52,7 @@ pub struct KeySpace {
     pub len: u64,
     pub pieces: Vec<Piece>,
     pub runs: Vec<Run>,
+    pub sites: Vec<SitePiece>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,13 +67,14 @@ pub enum Record {
         len: u64,
         runs: Vec<Run>,
     },
-    /// Mappings and page states of `[start, start+len)` after a layout line.
+    /// Mappings, page states and sites of `[start, start+len)` after a layout line.
     Range {
         t_ns: u64,
         start: u64,
         len: u64,
         pieces: Vec<Piece>,
         runs: Vec<Run>,
+        sites: Vec<SitePiece>,
     },
     /// The space made anew: empty, or a copy of `copy_of` (a fork).
     Create {
@@ -173,6 +185,27 @@ fn get_pieces(r: &mut Reader, page: u64) -> Result<Vec<Piece>, String> {
     Ok(pieces)
 }
 
+fn put_sites(out: &mut Vec<u8>, sites: &[SitePiece], page: u64) {
+    put_u64(out, sites.len() as u64);
+    for p in sites {
+        put_len(out, p.gap, page);
+        put_len(out, p.len, page);
+        put_u64(out, p.site);
+    }
+}
+
+fn get_sites(r: &mut Reader, page: u64) -> Result<Vec<SitePiece>, String> {
+    let n = r.u64()?;
+    let mut sites = Vec::new();
+    for _ in 0..n {
+        let gap = r.len(page)?;
+        let len = r.len(page)?;
+        let site = r.u64()?;
+        sites.push(SitePiece { gap, len, site });
+    }
+    Ok(sites)
+}
+
 impl Record {
     /// Appends the record's bytes, moving `cursor` on.
     pub fn write(&self, out: &mut Vec<u8>, cursor: &mut Cursor) {
@@ -208,6 +241,7 @@ impl Record {
                 len,
                 pieces,
                 runs,
+                sites,
             } => {
                 out.push(RANGE);
                 cursor.put_dt(out, *t_ns);
@@ -215,6 +249,7 @@ impl Record {
                 put_len(out, *len, cursor.page);
                 put_pieces(out, pieces, cursor.page);
                 put_runs(out, runs, cursor.page);
+                put_sites(out, sites, cursor.page);
             }
             Record::Create {
                 t_ns,
@@ -263,6 +298,7 @@ impl Record {
                     put_len(out, k.len, cursor.page);
                     put_pieces(out, &k.pieces, cursor.page);
                     put_runs(out, &k.runs, cursor.page);
+                    put_sites(out, &k.sites, cursor.page);
                 }
             }
         }
@@ -297,12 +333,14 @@ impl Record {
                 let len = r.len(cursor.page)?;
                 let pieces = get_pieces(r, cursor.page)?;
                 let runs = get_runs(r, len, cursor.page)?;
+                let sites = get_sites(r, cursor.page)?;
                 Record::Range {
                     t_ns,
                     start,
                     len,
                     pieces,
                     runs,
+                    sites,
                 }
             }
             CREATE => {
@@ -341,6 +379,7 @@ impl Record {
                     let len = r.len(cursor.page)?;
                     let pieces = get_pieces(r, cursor.page)?;
                     let runs = get_runs(r, len, cursor.page)?;
+                    let sites = get_sites(r, cursor.page)?;
                     spaces.push(KeySpace {
                         space,
                         live,
@@ -349,6 +388,7 @@ impl Record {
                         len,
                         pieces,
                         runs,
+                        sites,
                     });
                 }
                 Record::Keyframe {

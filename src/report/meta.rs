@@ -7,9 +7,11 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::buckets::Buckets;
+use super::stacks::Stacks;
 use crate::event::{Mismatch, VerifyTotals, WarningKind};
 
-pub const FORMAT: u32 = 1;
+/// The page checks it: 2 added the call sites (`stacks`, the records' site pieces).
+pub const FORMAT: u32 = 2;
 /// Layout and lifecycle rows kept from the start and from the end of a trace.
 pub const EVENTS_KEPT: usize = 20_000;
 /// Checks listed: the first so many failed ones, and as many passed ones.
@@ -45,6 +47,8 @@ pub struct Meta {
     pub warnings: Vec<Warning>,
     pub summary: Option<Value>,
     pub problems: Vec<String>,
+    /// The call stacks of the `site` lines (empty without `run --stacks`).
+    pub stacks: Stacks,
 }
 
 #[derive(Debug, Default, Serialize)]

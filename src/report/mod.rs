@@ -14,6 +14,7 @@ pub mod meta;
 pub mod page;
 pub mod records;
 pub mod serve;
+pub mod stacks;
 pub mod wire;
 
 #[cfg(test)]
@@ -73,15 +74,16 @@ fn default_output(trace: &Path) -> Option<PathBuf> {
     (trace.as_os_str() != "-").then(|| trace.with_extension("html"))
 }
 
-/// Whether writing `output` would overwrite `trace` (the same file under any name; `-` is
-/// stdin on one side and stdout on the other, never the same).
+/// Whether writing `output` would overwrite `trace` (the same regular file under any name; `-`
+/// is stdin on one side and stdout on the other, never the same, and a device such as
+/// `/dev/null` keeps nothing to overwrite).
 pub(crate) fn same_file(output: &Path, trace: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
     if output.as_os_str() == "-" || trace.as_os_str() == "-" {
         return false;
     }
     match (std::fs::metadata(output), std::fs::metadata(trace)) {
-        (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+        (Ok(a), Ok(b)) => a.is_file() && (a.dev(), a.ino()) == (b.dev(), b.ino()),
         _ => false,
     }
 }
@@ -141,5 +143,13 @@ pub fn write_to(output: &Path, meta: &Meta, records: &[u8]) -> io::Result<()> {
     let mut out = BufWriter::new(File::create(output)?);
     html::write_report(&mut out, meta, records)?;
     out.flush()?;
-    out.into_inner().map_err(|e| e.into_error())?.sync_all()
+    synced(out.into_inner().map_err(|e| e.into_error())?)
+}
+
+/// A written page on disk before we say so; a device (`/dev/null`) has nothing to sync.
+pub(crate) fn synced(file: File) -> std::io::Result<()> {
+    match file.metadata() {
+        Ok(m) if !m.is_file() => Ok(()),
+        _ => file.sync_all(),
+    }
 }

@@ -5,10 +5,13 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
-use crate::event::{Event, ForkKind, Line, MapKind, SpaceId};
+use rangemap::RangeMap;
+
+use crate::event::{Event, ForkKind, Line, MapKind, SiteId, SpaceId};
+use crate::model::sites::{Sites, clip};
 use crate::model::{AddressSpace, Replay};
 
-use super::format::{KeySpace, Piece, Record, Run, UNTOUCHED, WRITTEN, ZERO};
+use super::format::{KeySpace, Piece, Record, Run, SitePiece, UNTOUCHED, WRITTEN, ZERO};
 use super::wire::Cursor;
 
 /// Records between keyframes by default: a seek decodes at most this many after one.
@@ -55,6 +58,8 @@ pub struct Encoder {
     string_list: Vec<String>,
     change: Change,
     page_said: bool,
+    /// The call site of each range (`run --stacks`), by the rules `replay --by-site` follows.
+    pub sites: Sites,
 }
 
 impl Encoder {
@@ -71,6 +76,7 @@ impl Encoder {
             string_list: Vec::new(),
             change: Change::Nothing,
             page_said: false,
+            sites: Sites::default(),
         }
     }
 
@@ -127,6 +133,7 @@ impl Encoder {
 
     /// A line is about to be applied to `replay`.
     pub fn before(&mut self, replay: &Replay, line: &Line) {
+        self.sites.before(replay, line);
         if let Event::Start { page_size, .. } = &line.event
             && !self.page_said
         {
@@ -189,6 +196,8 @@ impl Encoder {
 
     /// `line` has been applied to `replay`: the records of what it changed.
     pub fn after(&mut self, replay: &Replay, line: &Line) {
+        // A line changes sites only within the ranges whose RANGE records it gives.
+        self.sites.after(replay, line);
         let t_ns = line.t_ns;
         match std::mem::replace(&mut self.change, Change::Nothing) {
             Change::Nothing => {}
@@ -218,6 +227,7 @@ impl Encoder {
                     let pieces = self.pieces(s, &range);
                     self.in_space(space);
                     let runs = page_runs(s, &range);
+                    let sites = site_pieces(self.sites.of(space), &range);
                     let len = range.end - range.start;
                     self.put(Record::Range {
                         t_ns,
@@ -225,6 +235,7 @@ impl Encoder {
                         len,
                         pieces,
                         runs,
+                        sites,
                     });
                 }
             }
@@ -264,19 +275,23 @@ impl Encoder {
         let mut spaces = Vec::new();
         for (&space, s) in &replay.spaces {
             let live = replay.process_space.values().any(|&v| v == space);
+            let sites = self.sites.of(space);
             let first = [
                 s.mappings.iter().next().map(|(r, _)| r.start),
                 s.resident.iter().next().map(|r| r.start),
+                sites.and_then(|m| m.iter().next()).map(|(r, _)| r.start),
             ];
             let last = [
                 s.mappings.iter().next_back().map(|(r, _)| r.end),
                 s.resident.iter().next_back().map(|r| r.end),
+                sites.and_then(|m| m.iter().next_back()).map(|(r, _)| r.end),
             ];
             let start = first.into_iter().flatten().min().unwrap_or(0);
             let end = last.into_iter().flatten().max().unwrap_or(0);
             if !live && start == end {
                 continue;
             }
+            let sites = site_pieces(sites, &(start..end));
             let pieces = self.pieces(s, &(start..end));
             let runs = page_runs(s, &(start..end));
             spaces.push(KeySpace {
@@ -287,6 +302,7 @@ impl Encoder {
                 len: end - start,
                 pieces,
                 runs,
+                sites,
             });
         }
         self.keyframes.push(KeyframeAt {
@@ -334,6 +350,22 @@ pub fn page_runs(s: &AddressSpace, range: &Range<u64>) -> Vec<Run> {
     }
     push(range.end - at, UNTOUCHED);
     runs
+}
+
+/// The sites within `range`, clipped to it.
+pub fn site_pieces(sites: Option<&RangeMap<u64, SiteId>>, range: &Range<u64>) -> Vec<SitePiece> {
+    let mut pieces = Vec::new();
+    let mut at = range.start;
+    for (r, &site) in sites.into_iter().flat_map(|s| s.overlapping(range)) {
+        let r = clip(r, range);
+        pieces.push(SitePiece {
+            gap: r.start - at,
+            len: r.end - r.start,
+            site,
+        });
+        at = r.end;
+    }
+    pieces
 }
 
 /// The records of a whole stream of lines, replayed from the start.

@@ -1,7 +1,7 @@
 //! Each record kind reads back as written, and the decoder's state follows.
 
 use super::decode::Decoder;
-use super::format::{KeySpace, Piece, Record, Run, UNTOUCHED, WRITTEN, ZERO};
+use super::format::{KeySpace, Piece, Record, Run, SitePiece, UNTOUCHED, WRITTEN, ZERO};
 use super::wire::{Cursor, Reader};
 
 fn piece(gap: u64, len: u64, path: Option<u64>) -> Piece {
@@ -58,6 +58,18 @@ fn every_kind() -> Vec<Record> {
                 piece(4096, 4096 * 5 + 100, None),
             ],
             runs: runs(),
+            sites: vec![
+                SitePiece {
+                    gap: 0,
+                    len: 4096,
+                    site: 7,
+                },
+                SitePiece {
+                    gap: 8192,
+                    len: 4096 * 5 + 100,
+                    site: 9,
+                },
+            ],
         },
         Record::Pages {
             t_ns: 71,
@@ -92,6 +104,11 @@ fn every_kind() -> Vec<Record> {
                 len,
                 pieces: vec![piece(0, len, Some(1))],
                 runs: runs(),
+                sites: vec![SitePiece {
+                    gap: 4096,
+                    len: 4096,
+                    site: 7,
+                }],
             }],
         },
         Record::Pages {
@@ -159,15 +176,30 @@ fn the_decoder_follows_each_kind_and_stops_at_the_time() {
     );
     assert_eq!(s.state.resident_bytes, 3 * 4096);
     assert_eq!(s.state.zero_in(base..base + 4096 * 9), 8192);
+    let sites = |s: &super::decode::DecodedSpace| {
+        s.sites
+            .iter()
+            .map(|(r, &id)| (r.clone(), id))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        sites(s),
+        [
+            (base..base + 4096, 7),
+            (base + 12288..base + 4096 * 8 + 100, 9)
+        ]
+    );
     d.advance_to(90).unwrap();
     assert_eq!(d.spaces[&3].state.resident_bytes, 4 * 4096);
     d.advance_to(95).unwrap();
     assert_eq!(d.spaces[&4].state.resident_bytes, 4 * 4096, "a fork's copy");
+    assert_eq!(sites(&d.spaces[&4]), sites(&d.spaces[&3]), "with its sites");
     assert_eq!(d.spaces[&4].state.peak_resident_bytes, 4 * 4096);
     assert!(!d.spaces[&4].live, "made, but no process in it yet");
     d.advance_to(99).unwrap();
     assert!(!d.spaces[&3].live);
     assert_eq!(d.spaces[&3].state.resident_bytes, 0);
+    assert!(d.spaces[&3].sites.is_empty());
     assert_eq!(
         d.spaces[&3].state.peak_resident_bytes,
         4 * 4096,
@@ -176,5 +208,6 @@ fn the_decoder_follows_each_kind_and_stops_at_the_time() {
     d.advance_to(100).unwrap();
     assert!(!d.spaces.contains_key(&3), "a keyframe lists what is there");
     assert_eq!(d.spaces[&4].state.peak_resident_bytes, 1 << 20);
+    assert_eq!(sites(&d.spaces[&4]), [(base + 4096..base + 8192, 7)]);
     assert_eq!(d.t_ns, 100);
 }

@@ -118,7 +118,7 @@ impl ReportTap {
             let mut out = BufWriter::new(file);
             crate::report::html::write_report(&mut out, &meta, &records)?;
             out.flush()?;
-            out.into_inner().map_err(|e| e.into_error())?.sync_all()
+            crate::report::synced(out.into_inner().map_err(|e| e.into_error())?)
         })
         .await
         .unwrap_or_else(|e| Err(io::Error::other(e.to_string())));

@@ -4,7 +4,8 @@ use serde_json::Value;
 
 use super::*;
 use crate::event::samples::{exit, fork};
-use crate::event::{Follow, MapKind, PageState};
+use crate::event::{Follow, Frame, MapCause, MapKind, PageState, Truncated};
+use crate::model::sites::is_system_frame;
 
 const K: u64 = 1024;
 

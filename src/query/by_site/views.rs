@@ -12,7 +12,8 @@ use crate::event::{Frame, SiteId, Truncated};
 
 use super::super::State;
 use super::super::format;
-use super::{Figures, Key, Stack, is_system_frame};
+use super::Figures;
+use crate::model::sites::{Key, Stack, is_system_frame};
 
 /// Callers shown under a bottom-up row.
 const CALLERS: usize = 3;

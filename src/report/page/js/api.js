@@ -89,6 +89,16 @@
     events() {
       return M.events.rows();
     },
+    /** The flame graph's nodes at the cursor (flame.js). */
+    flame() {
+      return M.flame.nodes();
+    },
+    setSystemFrames(on) {
+      M.flame.setSystem(!!on);
+    },
+    flameZoom(path) {
+      M.flame.setZoom(path);
+    },
     cursor: () => M.axis.cursor,
     window: () => [M.axis.t0, M.axis.t1],
   };

@@ -2,6 +2,7 @@
 // what the views derive from them once (processes in tree order, labels and colours of
 // spaces). Live mode appends record bytes and meta additions later, then calls `changed()`.
 (function (M) {
+  const FORMAT = 2; // src/report/meta.rs's FORMAT
   const D = (M.data = {
     meta: null,
     timeline: null,
@@ -22,7 +23,7 @@
   /** Reads the page's data blocks; throws on a data error. */
   D.load = function () {
     const meta = JSON.parse(text("mevi-meta"));
-    if (meta.format !== 1) throw new Error("report format " + meta.format + " is not 1");
+    if (meta.format !== FORMAT) throw new Error("report format " + meta.format + " is not " + FORMAT);
     const bytes = M.fromBase64(text("mevi-records"));
     // A page served by `run --serve` gets its records from the server's stream: it is live, or
     // (opened after the run) has none inline although the meta counts them.
@@ -61,6 +62,7 @@
   function derive() {
     const meta = D.meta;
     D.end = Math.max(1, meta.end_ns || 0);
+    M.sites.load(meta);
     const procs = meta.processes || [];
     D.byPid = new Map(procs.map((p) => [p.pid, p]));
     // Tree order: each process after its parent, siblings by birth.

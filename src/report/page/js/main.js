@@ -59,7 +59,10 @@
       M.verify.draw();
     }
     // The space view rebuilds only the spaces whose state changed (space.js).
-    if (d.cursor || d.records || d.meta || d.layout) M.space.draw();
+    if (d.cursor || d.records || d.meta || d.layout) {
+      M.space.draw();
+      M.flame.draw();
+    }
     if (d.window || d.meta) M.events.draw();
     M.resident.draw();
     M.processes.draw();
@@ -111,6 +114,7 @@
     M.processes.init($("processes"));
     M.threads.init($("threads"));
     M.space.init($("space"));
+    M.flame.init($("flame"));
     M.events.init($("events"));
     M.verify.init($("verify"));
     scrubber();

@@ -5,7 +5,40 @@
   const KIND = { PAGE_SIZE: 0, SPACE: 1, STRING: 2, PAGES: 3, RANGE: 4, CREATE: 5, LIVE: 6, ENDED: 7, KEYFRAME: 8 };
   M.MAP_KINDS = ["anon", "heap", "stack", "shmem", "file", "hugetlb"];
 
-  /** A space as the records left it: mappings in address order, page runs, peak, liveness. */
+  /** Removes every range of sorted `list` ({start, end, ...}) within `[a, b)`, keeping the
+   * parts outside it. */
+  function removeWithin(list, a, b) {
+    const i = M.lowerBound(list, (m) => m.end > a);
+    const keep = [];
+    let j = i;
+    for (; j < list.length && list[j].start < b; j++) {
+      const m = list[j];
+      if (m.start < a) keep.push(Object.assign({}, m, { end: a }));
+      if (m.end > b) keep.push(Object.assign({}, m, { start: b }));
+    }
+    list.splice(i, j - i, ...keep);
+  }
+
+  /** Inserts `m` into a hole of sorted `list`, merging with neighbours it touches that are
+   * `same` (as a RangeMap does). */
+  function insertInto(list, m, same) {
+    let i = M.lowerBound(list, (x) => x.start >= m.start);
+    if (i > 0 && list[i - 1].end === m.start && same(list[i - 1], m)) {
+      i -= 1;
+      list[i].end = m.end;
+    } else {
+      list.splice(i, 0, m);
+    }
+    if (i + 1 < list.length && list[i + 1].start === list[i].end && same(list[i], list[i + 1])) {
+      list[i].end = list[i + 1].end;
+      list.splice(i + 1, 1);
+    }
+  }
+
+  const sameSite = (x, y) => x.site === y.site;
+
+  /** A space as the records left it: mappings in address order, page runs, peak, liveness,
+   * and the call site of each range made by one (`run --stacks`). */
   class Space {
     constructor(id, stamp) {
       this.id = id;
@@ -14,6 +47,7 @@
       this.stamp = stamp;
       this.live = false;
       this.mappings = []; // {start, end, kind, tracked, prot, path, seq, t, tid}
+      this.sites = []; // {start, end, site}, in address order
       this.pages = new M.RunSet();
       this.peak = 0;
     }
@@ -24,7 +58,24 @@
 
     copyFrom(other) {
       this.mappings = other.mappings.map((m) => Object.assign({}, m));
+      this.sites = other.sites.map((p) => Object.assign({}, p));
       this.pages = other.pages.clone();
+    }
+
+    /** Sets the sites of `[a, b)` to `pieces` ({start, end, site}, in address order). */
+    setSites(a, b, pieces) {
+      removeWithin(this.sites, a, b);
+      for (const p of pieces) insertInto(this.sites, p, sameSite);
+    }
+
+    /** `[site, bytes]` of the ranges within `[a, b)` that have a site, in address order. */
+    sitesIn(a, b) {
+      const out = [];
+      for (let i = M.lowerBound(this.sites, (p) => p.end > a); i < this.sites.length && this.sites[i].start < b; i++) {
+        const p = this.sites[i];
+        out.push([p.site, Math.min(p.end, b) - Math.max(p.start, a)]);
+      }
+      return out;
     }
 
     /** Sets the pages of `[a, b)`; the peak follows. */
@@ -58,32 +109,12 @@
 
     /** Removes every mapping within `[a, b)`, keeping the parts outside it. */
     removeMappings(a, b) {
-      const ms = this.mappings;
-      let i = M.lowerBound(ms, (m) => m.end > a);
-      const keep = [];
-      let j = i;
-      for (; j < ms.length && ms[j].start < b; j++) {
-        const m = ms[j];
-        if (m.start < a) keep.push(Object.assign({}, m, { end: a }));
-        if (m.end > b) keep.push(Object.assign({}, m, { start: b }));
-      }
-      ms.splice(i, j - i, ...keep);
+      removeWithin(this.mappings, a, b);
     }
 
     /** Inserts `m` into a hole, merging with equal neighbours it touches (as a RangeMap does). */
     insertMapping(m) {
-      const ms = this.mappings;
-      let i = M.lowerBound(ms, (x) => x.start >= m.start);
-      if (i > 0 && ms[i - 1].end === m.start && sameMapping(ms[i - 1], m)) {
-        i -= 1;
-        ms[i].end = m.end;
-      } else {
-        ms.splice(i, 0, m);
-      }
-      if (i + 1 < ms.length && ms[i + 1].start === ms[i].end && sameMapping(ms[i], ms[i + 1])) {
-        ms[i].end = ms[i + 1].end;
-        ms.splice(i + 1, 1);
-      }
+      insertInto(this.mappings, m, sameMapping);
     }
   }
 
@@ -186,6 +217,20 @@
       return out;
     }
 
+    /** A record's site pieces, from `a`: {start, end, site}. */
+    sitePieces(a) {
+      const r = this.r, page = this.page, out = [];
+      let at = a;
+      const n = r.u();
+      for (let q = 0; q < n; q++) {
+        const begin = at + r.len(page);
+        at = begin + r.len(page);
+        const site = r.u();
+        if (at > begin) out.push({ start: begin, end: at, site });
+      }
+      return out;
+    }
+
     /** Applies records up to the first with a time after `T` (left unread). */
     advanceTo(T) {
       const r = this.r, bytes = r.bytes;
@@ -254,10 +299,12 @@
           const len = r.len(this.page);
           const maps = this.pieces(a);
           const runs = this.runs(a, len);
+          const sites = this.sitePieces(a);
           const s = this.current(at);
           s.removeMappings(a, a + len);
           for (const m of maps) s.insertMapping(m);
           s.setPages(a, a + len, runs);
+          s.setSites(a, a + len, sites);
           break;
         }
         case KIND.CREATE: {
@@ -315,6 +362,7 @@
         const len = r.len(this.page);
         for (const m of this.pieces(a)) s.insertMapping(m);
         s.pages = M.RunSet.from(this.runs(a, len));
+        s.setSites(a, a + len, this.sitePieces(a));
         s.peak = peak;
         this.spaces.set(s.id, s);
       }

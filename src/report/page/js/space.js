@@ -153,7 +153,35 @@
       lines.push(M.exact(resident) + " resident pages (" + M.exact(Math.floor(zero / page)) + " of them zero pages), " + M.exact(untouched) + " untouched");
     }
     lines.push("made at " + M.ms(m.t) + " by thread " + m.tid + " (line " + m.seq + ")");
+    return lines.concat(siteLines(space, m.start, m.end));
+  }
+
+  /** The sites within `[a, b)`, by bytes, largest first: `[[id, bytes]]`. */
+  function sitesWithin(space, a, b) {
+    const by = new Map();
+    for (const [id, bytes] of space.sitesIn(a, b)) by.set(id, (by.get(id) || 0) + bytes);
+    return [...by].sort((x, y) => y[1] - x[1] || x[0] - y[0]);
+  }
+
+  /** What made `[a, b)` (a trace with stacks): its largest site's user frame and first callers,
+   * and how many others. */
+  function siteLines(space, a, b) {
+    if (!M.sites.any()) return [];
+    const sites = sitesWithin(space, a, b);
+    if (!sites.length) return ["call site: none (a line without a stack: exec's mappings, the main stack)"];
+    const [first, ...more] = M.sites.describe(sites[0][0], 3);
+    const lines = ["call site: " + first].concat(more.map((l) => "   " + l));
+    if (sites.length > 1) lines.push("and " + (sites.length - 1) + " other site(s) for " + M.size(sites.slice(1).reduce((n, s) => n + s[1], 0)) + " of it");
     return lines;
+  }
+
+  /** A site's user frame, short: `alloc_arena_a (sites_arena.c:45)`. */
+  function siteName(id) {
+    const site = M.sites.get(id);
+    if (!site || !site.frames.length) return "site " + id;
+    const f = site.frames[M.sites.userFrame(site)];
+    const where = M.sites.where(f);
+    return M.sites.name(f) + (where ? " (" + where + ")" : "");
   }
 
   function hover(ev, canvas, space, page) {
@@ -181,9 +209,21 @@
         const a = r.m.start + c * L.ppc * page, b = Math.min(r.m.end, a + L.ppc * page);
         const [res, zero] = space.pages.count(a, b);
         lines.push("cell " + M.hex(a) + ": " + M.exact(Math.ceil((b - a) / page)) + " page(s), " + M.exact(Math.floor((res - zero) / page)) + " written, " + M.exact(Math.floor(zero / page)) + " zero page");
+        const cellSites = sitesWithin(space, a, b);
+        if (cellSites.length && sitesWithin(space, r.m.start, r.m.end).length > 1) {
+          lines.push("cell's site: " + cellSites.map(([id]) => siteName(id)).join(", "));
+        }
       }
     }
     M.tip.show(ev, lines);
+  }
+
+  /** The table's cell naming the largest site of mapping `m`, its callers in its title. */
+  function siteCell(space, m, cell) {
+    const sites = sitesWithin(space, m.start, m.end);
+    if (!sites.length) return cell("path", "");
+    const text = siteName(sites[0][0]) + (sites.length > 1 ? " +" + (sites.length - 1) : "");
+    return cell("path", text, M.sites.describe(sites[0][0], 6).join("\n"));
   }
 
   /** Text safe inside HTML (element content and quoted attributes). */
@@ -196,11 +236,13 @@
     const d = space.describe(page);
     const id = M.dec(space.id);
     const cell = (cls, text, title) => "<td" + (cls ? ' class="' + cls + '"' : "") + (title ? ' title="' + esc(title) + '"' : "") + ">" + esc(text) + "</td>";
+    const stacks = M.sites.any();
     const rows = d.mappings.map((m) => '<tr class="' + (m.tracked ? ROW : ROW + " untracked") + '" data-space="' + id +
       '" data-start="' + M.dec(m.start) + '" data-end="' + M.dec(m.end) + '" data-kind="' + esc(m.kind) +
       '" data-prot="' + esc(m.prot) + '" data-path="' + esc(m.path || "") + '" data-tracked="' + m.tracked +
       '" data-resident="' + M.dec(m.resident_pages) + '" data-zero="' + M.dec(m.zero_pages) +
-      '" data-untouched="' + M.dec(m.untouched_pages) + '" data-made-seq="' + M.dec(m.made_seq) + '">' +
+      '" data-untouched="' + M.dec(m.untouched_pages) + '" data-made-seq="' + M.dec(m.made_seq) +
+      '" data-sites="' + sitesWithin(space, m.start, m.end).map(([id]) => id).join(" ") + '">' +
       cell("mono", M.hex(m.start) + "–" + M.hex(m.end)) +
       cell("num", M.size(m.end - m.start), M.exact(m.end - m.start) + " B") +
       cell(null, m.kind) + cell("mono", m.prot) +
@@ -208,8 +250,8 @@
       cell("num", m.tracked ? M.exact(m.zero_pages) : "-") +
       cell("num", m.tracked ? M.exact(m.untouched_pages) : "-") +
       cell("num", M.ms(m.made_t_ns) + ", " + m.made_tid) +
-      cell("path", m.path || "", m.path || "") + "</tr>");
-    const head = ["range", "size", "kind", "prot", "resident", "zero", "untouched", "made (ms, tid)", "path"]
+      cell("path", m.path || "", m.path || "") + (stacks ? siteCell(space, m, cell) : "") + "</tr>");
+    const head = ["range", "size", "kind", "prot", "resident", "zero", "untouched", "made (ms, tid)", "path"].concat(stacks ? ["call site"] : [])
       .map((h, i) => "<th" + (i === 1 || (i >= 4 && i <= 7) ? ' class="num"' : "") + ">" + h + "</th>").join("");
     return '<table class="maps"><thead><tr>' + head + "</tr></thead><tbody>" + rows.join("") + "</tbody></table>";
   }
