@@ -59,7 +59,7 @@ struct Variant {
 
 /// Each entry is a runner (`Runner::MeviVariant(its index)`), on its workloads, with its target
 /// and per-stack cost in the table: adding one is adding an entry here.
-static VARIANTS: [Variant; 1] = [
+static VARIANTS: [Variant; 2] = [
     Variant {
         label: "mevi-actors --stacks",
         args: &["--stacks"],
@@ -71,16 +71,15 @@ static VARIANTS: [Variant; 1] = [
         took_stack: |line| line.get("site").is_some() && line.get("cause").is_none(),
         counted: "lines with a site and no cause, about the layout syscalls",
     },
-    // TOUCH_STACKS_HOOK: once `run --touch-stacks N` exists (issue 13), its runner is this entry
-    // (and `[Variant; 2]`):
-    // Variant {
-    //     label: "mevi-actors --touch-stacks 64",
-    //     args: &["--touch-stacks", "64"],
-    //     workloads: &["touch-write-1t"],
-    //     max_ratio: 1.2,
-    //     took_stack: |line| line["ev"] == "resident" && line.get("site").is_some(),
-    //     counted: "resident lines with a site",
-    // },
+    // `--touch-stacks 64`: a sampled page fault's stack, unwound by the lane (issue 13).
+    Variant {
+        label: "mevi-actors --touch-stacks 64",
+        args: &["--touch-stacks", "64"],
+        workloads: &["touch-write-1t"],
+        max_ratio: 1.2,
+        took_stack: |line| line["ev"] == "resident" && line.get("site").is_some(),
+        counted: "resident lines with a site",
+    },
 ];
 
 /// How long the busy floor keeps reading an empty descriptor before it sleeps in `poll`.
