@@ -2,10 +2,13 @@
 //! read from the tracer in as few `process_vm_readv` calls as the walk needs.
 
 use std::io::{self, IoSliceMut};
+use std::sync::Arc;
 
 use nix::sys::ptrace;
 use nix::sys::uio::{RemoteIoVec, process_vm_readv};
 use nix::unistd::Pid;
+
+use super::procfs::Pagemap;
 
 /// Where a walk starts: the instruction pointer, the stack pointer and the frame pointer.
 #[derive(Clone, Copy, Debug)]
@@ -35,6 +38,34 @@ pub struct StackCopy {
     ended: bool,
     /// The most this copy reads.
     limit: usize,
+    readable: Readable,
+}
+
+/// Which pages may be read: those the page tables hold (present, or swapped out). Reading any
+/// other page would fault it in: through a lane's userfaultfd, which may hold the fault until
+/// the very syscall the tracer is reporting is reported (a deadlock), or as a new page the
+/// program never touched.
+pub struct Readable {
+    pub pagemap: Arc<Pagemap>,
+    pub page_size: u64,
+}
+
+impl Readable {
+    /// How many bytes from `from` (at most `len`) are on populated pages; 0 if none.
+    fn bytes_from(&self, from: u64, len: usize) -> usize {
+        let page = self.page_size;
+        let Some(end) = from.checked_add(len as u64) else {
+            return 0;
+        };
+        let pages = from & !(page - 1)..end.div_ceil(page).saturating_mul(page);
+        match self.pagemap.populated_runs(pages) {
+            Ok(runs) => match runs.first() {
+                Some(run) if run.start <= from => (run.end.min(end) - from) as usize,
+                _ => 0,
+            },
+            Err(_) => 0,
+        }
+    }
 }
 
 /// The first read: most stacks at a syscall are this deep or less.
@@ -43,13 +74,14 @@ const FIRST_READ: usize = 4 << 10;
 impl StackCopy {
     /// The stack of thread `tid` (any thread of the process reads the same memory, but the
     /// main one may be gone), from `sp`.
-    pub fn new(tid: i32, sp: u64, limit: usize) -> Self {
+    pub fn new(tid: i32, sp: u64, limit: usize, readable: Readable) -> Self {
         Self {
             pid: Pid::from_raw(tid),
             base: sp,
             bytes: Vec::new(),
             ended: false,
             limit,
+            readable,
         }
     }
 
@@ -79,8 +111,15 @@ impl StackCopy {
             self.ended = true;
             return;
         };
-        self.bytes.resize(want, 0);
-        let len = want - have;
+        // Only populated pages: the read stops at the first other one.
+        let len = self.readable.bytes_from(from, want - have);
+        if len < want - have {
+            self.ended = true;
+        }
+        if len == 0 {
+            return;
+        }
+        self.bytes.resize(have + len, 0);
         let remote = [RemoteIoVec {
             base: from as usize,
             len,

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::ops::{Deref, Range};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::PathBuf;
 use std::sync::{Arc, Weak};
 
@@ -208,9 +208,23 @@ fn open_mapped(tid: i32, m: &MapsEntry) -> Option<(File, FileKey)> {
             }
         })
     };
-    let by_name = File::open(&m.path).ok().and_then(|f| Some((same(&f)?, f)));
+    // Never blocking: whatever now has the name (a FIFO a program put there) is looked at
+    // before it is opened, and opened without waiting for a partner.
+    let open = |path: &str| {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(path)
+            .ok()
+    };
+    let named_is_it = std::fs::metadata(&m.path)
+        .is_ok_and(|n| n.is_file() && n.ino() == m.inode && dev_name(n.dev()) == m.dev);
+    let by_name = named_is_it
+        .then(|| open(&m.path))
+        .flatten()
+        .and_then(|f| Some((same(&f)?, f)));
     let (key, file) = by_name.or_else(|| {
-        let f = File::open(format!("/proc/{tid}/map_files/{:x}-{:x}", m.start, m.end)).ok()?;
+        let f = open(&format!("/proc/{tid}/map_files/{:x}-{:x}", m.start, m.end))?;
         Some((same(&f)?, f))
     })?;
     Some((file, key))

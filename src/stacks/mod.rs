@@ -23,7 +23,7 @@ use self::files::{CodeFile, CodeFiles};
 use self::space::SpaceCode;
 pub use self::touches::{TouchSamplers, TouchStacks};
 use crate::event::{SiteId, SpaceId, Truncated};
-use crate::kernel::stack::{self, StackCopy, StartRegisters};
+use crate::kernel::stack::{self, Readable, StackCopy, StartRegisters};
 
 /// How far up the stack a walk reads at most: deep recursion with large frames ends here.
 const STACK_READ_LIMIT: usize = 1 << 20;
@@ -180,7 +180,15 @@ impl Stacks {
                 self.spaces.entry(space).insert_entry(code).into_mut()
             }
         };
-        let mut copy = StackCopy::new(tid, regs.sp, STACK_READ_LIMIT);
+        let Some(pagemap) = code.pagemap.clone() else {
+            tracing::debug!(tid, space, "no stack: the page tables cannot be read");
+            return None;
+        };
+        let readable = Readable {
+            pagemap,
+            page_size: self.shared.page_size,
+        };
+        let mut copy = StackCopy::new(tid, regs.sp, STACK_READ_LIMIT, readable);
         let mut read_stack = |addr| copy.read_u64(addr).ok_or(());
         Some(self.shared.site_of(code, tid, regs, &mut read_stack))
     }

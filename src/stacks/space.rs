@@ -9,7 +9,7 @@ use framehop::x86_64::{CacheX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, Module, Unwinder};
 
 use super::files::{CodeFile, CodeFiles, Section};
-use crate::kernel::procfs;
+use crate::kernel::procfs::{self, Pagemap};
 
 /// An executable mapping: of a file, or of anonymous memory (JIT code).
 pub(crate) struct Mapped {
@@ -29,6 +29,8 @@ pub(crate) struct SpaceCode {
     pub mapped: Vec<Mapped>,
     /// Code was mapped, moved or made executable since `mapped` was read.
     pub stale: bool,
+    /// The space's page tables: which stack pages may be read (kernel::stack::Readable).
+    pub pagemap: Option<Arc<Pagemap>>,
 }
 
 impl SpaceCode {
@@ -62,6 +64,7 @@ impl SpaceCode {
             cache: CacheX86_64::new(),
             mapped,
             stale: false,
+            pagemap: Pagemap::open(tid, page_size).ok().map(Arc::new),
         })
     }
 
