@@ -315,6 +315,7 @@ fn run_report_writes_the_page_report_makes_from_the_stream() {
             !matches!(
                 l.event,
                 Event::Start { .. }
+                    | Event::Site { .. }
                     | Event::Resident { .. }
                     | Event::Verify { .. }
                     | Event::Summary { .. }

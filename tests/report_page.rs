@@ -54,10 +54,17 @@ impl Drop for Report {
 impl Report {
     /// `run -o trace.jsonl -- tests/workloads/NAME`, then `report trace.jsonl -o trace.html`.
     fn of_workload(name: &str) -> Report {
+        Report::of_workload_with(name, &[])
+    }
+
+    /// The same, `run` given `flags` too.
+    fn of_workload_with(name: &str, flags: &[&str]) -> Report {
         let trace = scratch(name).with_extension("jsonl");
         let (status, stdout, stderr) = run_bounded(
             Command::new(bin())
-                .args(["run", "-o"])
+                .arg("run")
+                .args(flags)
+                .arg("-o")
                 .arg(&trace)
                 .arg("--")
                 .arg(workload(name)),
@@ -278,7 +285,7 @@ fn assert_screenshot(browser: &Browser, page: &Page, name: &str) {
 
 #[test]
 fn the_report_of_a_fork_shows_the_summary_and_each_processs_end_as_its_kernel_had_it() {
-    let report = Report::of_workload("fork_touch");
+    let report = Report::of_workload_with("fork_touch", &["--no-stacks"]);
     let started = Instant::now();
     let Some(browser) = Browser::for_test() else {
         return;
@@ -291,10 +298,10 @@ fn the_report_of_a_fork_shows_the_summary_and_each_processs_end_as_its_kernel_ha
         assert!(!replay.is_empty(), "nothing live at {} ms", ms(t));
     }
     assert_end_is_kernels(&page, &report);
-    // Traced without --stacks: the flame graph's panel says how to get one.
+    // Traced with --no-stacks: the flame graph's panel says how to get one.
     let flame = eval_json(&page, "document.querySelector('#flame').textContent");
     assert!(
-        flame.as_str().unwrap_or_default().contains("run --stacks"),
+        flame.as_str().unwrap_or_default().contains("--no-stacks"),
         "{flame}"
     );
     assert_clean(&page, Source::Offline);

@@ -215,7 +215,7 @@ fn serve_sends_the_whole_run_then_serves_until_ctrl_c_with_the_programs_status()
     let (code, page) = get(addr, "/", &addr.to_string());
     assert_eq!(code, 200);
     assert!(
-        page.contains("id=\"mevi-meta\">{\"format\":1,\"live\":true"),
+        page.contains("id=\"mevi-meta\">{\"format\":2,\"live\":true"),
         "{}",
         &page[..page.len().min(400)]
     );

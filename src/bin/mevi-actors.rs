@@ -91,11 +91,15 @@ enum Command {
         /// With --serve: stop serving SECS seconds after the program ends, instead of at Ctrl-C.
         #[arg(long, value_name = "SECS", requires = "serve")]
         serve_linger: Option<u64>,
-        /// Take the call stack of every layout change (mmap, munmap, mremap, madvise, brk):
-        /// each distinct stack is a `site` line, unwound by frame pointers or DWARF unwind
-        /// tables and symbolized (function, file, line); `replay --by-site` adds bytes up by it.
-        #[arg(long)]
+        /// Take the call stack of every layout change (mmap, munmap, mremap, madvise, brk), the
+        /// default: each distinct stack is a `site` line, unwound by DWARF unwind tables or
+        /// frame pointers and symbolized (function, file, line); `replay --by-site` adds bytes
+        /// up by it.
+        #[arg(long, overrides_with = "no_stacks")]
         stacks: bool,
+        /// Take no call stacks of layout changes.
+        #[arg(long, overrides_with = "stacks")]
+        no_stacks: bool,
         /// With --stacks or --touch-stacks: at most N frames a stack.
         #[arg(long, value_name = "N", default_value_t = DEFAULT_STACK_DEPTH, value_parser = clap::value_parser!(u32).range(1..=1024))]
         stack_depth: u32,
@@ -232,7 +236,8 @@ fn main() -> ExitCode {
             serve,
             ui_interval_ms,
             serve_linger,
-            stacks,
+            stacks: _,
+            no_stacks,
             stack_depth,
             touch_stacks,
             #[cfg(feature = "test-hooks")]
@@ -256,7 +261,7 @@ fn main() -> ExitCode {
                 serve,
                 ui_interval: Duration::from_millis(ui_interval_ms),
                 serve_linger: serve_linger.map(Duration::from_secs),
-                stack_depth: stacks.then_some(stack_depth),
+                stack_depth: (!no_stacks).then_some(stack_depth),
                 touch_stacks: (touch_stacks > 0).then_some(touch_stacks),
             })
             .status

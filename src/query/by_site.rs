@@ -281,9 +281,9 @@ impl Query for BySite {
         }
         if self.stacks.is_empty() {
             let why = if self.stacks_taken {
-                "traced with --stacks, but no line names a site"
+                "stacks were taken, but no line names a site"
             } else {
-                "it was traced without `run --stacks`"
+                "it was traced with `run --no-stacks`, or by a version without stacks"
             };
             crate::to_stderr!(
                 "mevi-actors: {}: no call stacks in this trace ({why}): every byte is under \

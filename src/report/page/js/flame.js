@@ -95,7 +95,7 @@
     const any = M.sites.any();
     root.classList.toggle("no-stacks", !any);
     if (!any) {
-      note.textContent = "This trace has no call stacks: trace the program with `mevi-actors run --stacks` to see its resident memory by the code that mapped it.";
+      note.textContent = "This trace has no call stacks: trace the program with `mevi-actors run` (without `--no-stacks`) to see its resident memory by the code that mapped it.";
       info.textContent = "";
       canvas.hidden = true;
       drawnKey = null;
