@@ -96,15 +96,8 @@ impl StackShared {
         }
     }
 
-    /// The site of a stack, walked from `regs` through `code` with `read_stack`.
-    fn site_of(
-        &self,
-        code: &mut SpaceCode,
-        tid: i32,
-        regs: StartRegisters,
-        read_stack: &mut dyn FnMut(u64) -> Result<u64, ()>,
-    ) -> SiteId {
-        let (addresses, truncated) = walk(code, tid, regs, self.depth, read_stack);
+    /// The site of a stack walked through `code`.
+    fn site_of(&self, code: &SpaceCode, (addresses, truncated): Walked) -> SiteId {
         let mut keys = Vec::with_capacity(addresses.len());
         let mut taken = Vec::with_capacity(addresses.len());
         for (addr, returns_here) in addresses {
@@ -149,6 +142,28 @@ impl StackShared {
     }
 }
 
+/// A walk's frames (address, and whether it is a return address), innermost first, and why it
+/// ended before the root, if it did.
+type Walked = (Vec<(u64, bool)>, Option<Truncated>);
+
+impl StackShared {
+    /// The stack of thread `tid`, stopped in a ptrace stop, walked through `code`: read from
+    /// the thread's memory where the page tables hold it. None without the page tables.
+    fn walk_stopped(&self, code: &mut SpaceCode, tid: i32, regs: StartRegisters) -> Option<Walked> {
+        let Some(pagemap) = code.pagemap.clone() else {
+            tracing::debug!(tid, "no stack: the page tables cannot be read");
+            return None;
+        };
+        let readable = Readable {
+            pagemap,
+            page_size: self.page_size,
+        };
+        let mut copy = StackCopy::new(tid, regs.sp, STACK_READ_LIMIT, readable);
+        let mut read_stack = |addr| copy.read_u64(addr).ok_or(());
+        Some(walk(code, tid, regs, self.depth, &mut read_stack))
+    }
+}
+
 /// The tracer's taker of layout changes' stacks, with its view of each space's code.
 pub struct Stacks {
     shared: StackShared,
@@ -173,24 +188,20 @@ impl Stacks {
                 return None;
             }
         };
-        let code = match self.spaces.get_mut(&space) {
-            Some(code) if !code.stale => code,
-            _ => {
-                let code = self.shared.read_code(tid)?;
-                self.spaces.entry(space).insert_entry(code).into_mut()
+        // Code mapped since the space's code was read matters only if the stack is in it: the
+        // walk through what is known comes first (a JIT maps code at every step, and reading
+        // the maps again each time would cost it dearly), and only a stack that leaves the known
+        // code reads them again.
+        if let Some(code) = self.spaces.get_mut(&space) {
+            let walked = self.shared.walk_stopped(code, tid, regs)?;
+            if !code.stale || code.knows(&walked) {
+                return Some(self.shared.site_of(code, walked));
             }
-        };
-        let Some(pagemap) = code.pagemap.clone() else {
-            tracing::debug!(tid, space, "no stack: the page tables cannot be read");
-            return None;
-        };
-        let readable = Readable {
-            pagemap,
-            page_size: self.shared.page_size,
-        };
-        let mut copy = StackCopy::new(tid, regs.sp, STACK_READ_LIMIT, readable);
-        let mut read_stack = |addr| copy.read_u64(addr).ok_or(());
-        Some(self.shared.site_of(code, tid, regs, &mut read_stack))
+        }
+        let code = self.shared.read_code(tid)?;
+        let code = self.spaces.entry(space).insert_entry(code).into_mut();
+        let walked = self.shared.walk_stopped(code, tid, regs)?;
+        Some(self.shared.site_of(code, walked))
     }
 
     /// Code may have been mapped, moved or made executable in `space`: its mappings are read
@@ -224,7 +235,7 @@ fn walk(
     regs: StartRegisters,
     depth: usize,
     mut read_stack: &mut dyn FnMut(u64) -> Result<u64, ()>,
-) -> (Vec<(u64, bool)>, Option<Truncated>) {
+) -> Walked {
     let mut frames = code.unwinder.iter_frames(
         regs.ip,
         UnwindRegsX86_64::new(regs.ip, regs.sp, regs.bp),

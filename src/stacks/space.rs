@@ -9,6 +9,7 @@ use framehop::x86_64::{CacheX86_64, UnwinderX86_64};
 use framehop::{ExplicitModuleSectionInfo, Module, Unwinder};
 
 use super::files::{CodeFile, CodeFiles, Section};
+use crate::event::Truncated;
 use crate::kernel::procfs::{self, Pagemap};
 
 /// An executable mapping: of a file, or of anonymous memory (JIT code).
@@ -73,6 +74,15 @@ impl SpaceCode {
         let i = self.mapped.partition_point(|m| m.range.start <= addr);
         let m = self.mapped.get(i.checked_sub(1)?)?;
         m.range.contains(&addr).then_some(m)
+    }
+
+    /// Whether every frame of a walk is in code this view knows: then code mapped since did
+    /// not change it (but for new code mapped over the very range of known code, which reads
+    /// the maps again only at the next stack that leaves the known code).
+    pub fn knows(&self, (frames, _): &(Vec<(u64, bool)>, Option<Truncated>)) -> bool {
+        frames
+            .iter()
+            .all(|&(addr, _)| self.mapping_of(addr).is_some())
     }
 
     /// Whether code is mapped anywhere in `range`.

@@ -112,7 +112,8 @@ impl TouchStacks {
             let word = stack.get(at..at.checked_add(8).ok_or(())?).ok_or(())?;
             Ok(u64::from_ne_bytes(word.try_into().map_err(|_| ())?))
         };
-        Some(self.shared.site_of(code, tid, sample.regs, &mut read_stack))
+        let walked = super::walk(code, tid, sample.regs, self.shared.depth, &mut read_stack);
+        Some(self.shared.site_of(code, walked))
     }
 
     /// The space mapped code or made some executable: read its mappings again at the next
