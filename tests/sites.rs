@@ -11,6 +11,7 @@ use std::process::Command;
 use std::sync::Mutex;
 
 use mevi_actors::event::{Event, Frame, Line, MapCause, SiteId, Truncated};
+use mevi_actors::model::sites::is_system_frame;
 use object::{Object, ObjectSegment, ObjectSymbol};
 use serde_json::Value;
 
@@ -486,73 +487,11 @@ fn file_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
-/// A system frame, by the rule of issue 13 (`replay --by-site`'s "user frame"): libc, the
-/// loader, C++ and allocator runtimes by module; allocators and Rust's runtime by function. And
-/// what that rule means but its prefixes miss: Rust's standard library inlined into the program
-/// under a name that starts with the type, like `<u8 as alloc::vec::spec_from_elem::
-/// SpecFromElem>::from_elem` (its DWARF file is in the toolchain's `/rustc/COMMIT/library/`).
-fn is_system(frame: &Frame) -> bool {
-    const MODULES: &[&str] = &[
-        "libc.so",
-        "libc-",
-        "ld-linux",
-        "ld-musl",
-        "libpthread",
-        "libstdc++",
-        "libgcc_s",
-        "libjemalloc",
-        "libtcmalloc",
-        "libmimalloc",
-    ];
-    const FUNCTIONS: &[&str] = &[
-        "malloc",
-        "calloc",
-        "realloc",
-        "free",
-        "__libc_",
-        "_int_",
-        "sysmalloc",
-        "__GI_",
-        "__mmap",
-        "mmap",
-        "__munmap",
-        "munmap",
-        "__brk",
-        "brk",
-        "__sbrk",
-        "sbrk",
-        "mremap",
-        "madvise",
-        "operator new",
-        "__rust_",
-        "__rdl_",
-        "__rg_",
-        "alloc::",
-        "core::",
-        "std::",
-        "<alloc::",
-        "<core::",
-        "<std::",
-    ];
-    frame
-        .module
-        .as_deref()
-        .is_some_and(|m| MODULES.iter().any(|s| file_name(m).starts_with(s)))
-        || frame
-            .function
-            .as_deref()
-            .is_some_and(|f| FUNCTIONS.iter().any(|s| f.starts_with(s)))
-        || frame
-            .file
-            .as_deref()
-            .is_some_and(|f| f.starts_with("/rustc/") && f.contains("/library/"))
-}
-
 /// The innermost frame that is not a system frame (the outermost when all are).
 fn user_frame(frames: &[Frame]) -> &Frame {
     frames
         .iter()
-        .find(|f| !is_system(f))
+        .find(|f| !is_system_frame(f))
         .unwrap_or_else(|| frames.last().unwrap())
 }
 
