@@ -119,6 +119,10 @@ pub enum FoundBy {
     Scan,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 fn is_false(b: &bool) -> bool {
     !*b
 }
@@ -236,6 +240,10 @@ pub enum WarningKind {
     Unannounced,
     /// An actor of mevi-actors failed; the trace ends here.
     ActorFailed,
+    /// `--touch-stacks`: some first touches cannot be sampled (the reason is in the message:
+    /// `perf_event_paranoid`, pinned-memory limits, file descriptors). Their lines are as exact
+    /// as ever; they carry no site.
+    NoTouchStacks,
 }
 
 impl WarningKind {
@@ -247,6 +255,7 @@ impl WarningKind {
                 | WarningKind::NoUserfaultfd
                 | WarningKind::NotFollowed
                 | WarningKind::CheckpointSkipped
+                | WarningKind::NoTouchStacks
         )
     }
 }
@@ -462,9 +471,13 @@ pub enum Event {
         /// Mapped by transparent huge pages (PMDs), as a scan found them.
         #[serde(default, skip_serializing_if = "is_false")]
         huge: bool,
-        /// With `--touch-stacks`: the stack of the first of its pages whose fault was sampled.
+        /// With `--touch-stacks`: the stack of its pages whose faults were sampled (a run
+        /// holds the samples of one stack only).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         site: Option<SiteId>,
+        /// With `--touch-stacks`: how many of its faults were sampled, all at `site`.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        sampled: u64,
     },
     Exit {
         pid: i32,

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
-use mevi_actors::event::{Event, Frame, Line, MapCause, SiteId, Truncated};
+use mevi_actors::event::{Event, Frame, Line, MapCause, SiteId, Truncated, WarningKind};
 use mevi_actors::model::sites::is_system_frame;
 use object::{Object, ObjectSegment, ObjectSymbol};
 use serde_json::Value;
@@ -150,6 +150,11 @@ impl Run {
     /// `mevi-actors run --stacks FLAGS -o FILE -- program`, which must succeed and follow the
     /// kernel page for page (stacks change nothing of that).
     pub(crate) fn of(flags: &[&str], program: &Path) -> Run {
+        Run::with_args(flags, program, &[])
+    }
+
+    /// The same, with arguments for the program.
+    pub(crate) fn with_args(flags: &[&str], program: &Path, args: &[&str]) -> Run {
         let file = scratch("sites");
         let (status, stdout, stderr) = run_bounded(
             Command::new(bin())
@@ -158,7 +163,8 @@ impl Run {
                 .arg("-o")
                 .arg(&file)
                 .arg("--")
-                .arg(program),
+                .arg(program)
+                .args(args),
         );
         // Traced::read takes (and removes) its file: give it a copy.
         let copy = file.with_extension("read");
@@ -684,19 +690,40 @@ impl Run {
     }
 }
 
-/// The sites_touch workload under `--touch-stacks N`, one line per fault.
-fn touch_run(period: &str) -> Run {
-    let run = Run::of(
+/// The sites_touch workload under `--touch-stacks N`, one line per fault, with `noise` faults
+/// no lane follows before each first touch of write_pages_here.
+fn touch_run(period: &str, noise: u32) -> Run {
+    let run = Run::with_args(
         &["--touch-stacks", period, "--coalesce-ms", "0"],
         &c_workload("sites_touch", Build::DwarfOnly),
+        &[&noise.to_string()],
     );
     assert_eq!(run.calls.len(), 2, "{:?}", run.calls);
     run
 }
 
+impl Run {
+    /// Each write call's first touches: (lines, lines with a site naming the call's function).
+    fn sampled_touches(&self) -> Vec<(u64, u64)> {
+        let sites = self.sites();
+        self.calls
+            .iter()
+            .map(|call| {
+                let touches = self.touches_of(call);
+                let named = touches
+                    .iter()
+                    .filter_map(|line| line.event.site())
+                    .filter(|id| names(user_frame(sites[id].1), &call.function))
+                    .count();
+                (touches.len() as u64, named as u64)
+            })
+            .collect()
+    }
+}
+
 #[test]
 fn every_sampled_first_touch_names_the_function_that_wrote_it() {
-    let run = touch_run("1");
+    let run = touch_run("1", 0);
     let sites = run.sites();
     for call in &run.calls {
         let touches = run.touches_of(call);
@@ -730,7 +757,7 @@ fn every_sampled_first_touch_names_the_function_that_wrote_it() {
                     .as_str()
                     .is_some_and(|f| same_function(f, &call.function))
             })
-            .map(|r| r["first_touches"].as_u64().unwrap_or(0))
+            .map(|r| r["sampled_touches"].as_u64().unwrap_or(0))
             .sum();
         assert_eq!(touched, call.present, "{call:?}: {rows:#?}");
     }
@@ -738,20 +765,111 @@ fn every_sampled_first_touch_names_the_function_that_wrote_it() {
 
 #[test]
 fn one_first_touch_in_sixteen_gets_a_stack() {
-    let run = touch_run("16");
-    let (mut lines, mut with_site) = (0, 0);
-    for call in &run.calls {
-        for line in run.touches_of(call) {
-            lines += 1;
-            if line.event.site().is_some() {
-                with_site += 1;
-            }
-        }
-    }
-    // The period counts every page fault of the thread, and nearly all of these threads'
-    // faults are these first touches: about 768 / 16 = 48.
+    let run = touch_run("16", 0);
+    let (lines, named) = run
+        .sampled_touches()
+        .iter()
+        .fold((0, 0), |(l, n), &(lines, named)| (l + lines, n + named));
+    // About 768 / 16 = 48.
     assert!(
-        (lines / 32..=lines / 8).contains(&with_site),
-        "{with_site} of {lines} first touches got a stack"
+        (lines / 32..=lines / 8).contains(&named),
+        "{named} of {lines} first touches got a stack naming their function"
+    );
+}
+
+/// Faults no lane follows come between the followed ones, 15 to each, as a loop does: a
+/// sampling that counted every fault with a fixed period of 16 would see every first touch of
+/// the loop or none.
+#[test]
+fn one_first_touch_in_sixteen_gets_a_stack_whatever_faults_come_between() {
+    let run = touch_run("16", 15);
+    let [(here, here_named), _] = run.sampled_touches()[..] else {
+        panic!("{:?}", run.calls);
+    };
+    assert_eq!(here, 512, "{:?}", run.calls);
+    assert!(
+        (here / 32..=here / 8).contains(&here_named),
+        "{here_named} of {here} first touches got a stack naming write_pages_here"
+    );
+}
+
+/// Many faults no lane follows between two followed ones (20 here, a fork child's copies on
+/// write) must not crowd a followed fault's sample out of the thread's buffer.
+#[test]
+fn every_first_touch_gets_its_stack_however_many_faults_come_between() {
+    let run = touch_run("1", 20);
+    for (call, (lines, named)) in run.calls.iter().zip(run.sampled_touches()) {
+        assert_eq!(lines, call.present, "{call:?}");
+        assert_eq!(named, lines, "{call:?}: first touches without their stack");
+    }
+}
+
+/// A sampler holds a descriptor per live thread. Under a low descriptor limit the samplers
+/// stop short of it, and say so; the tracer keeps what it needs, so every thread is still a
+/// thread (its clone flags are read without a descriptor) and the stream stays exact.
+#[test]
+fn touch_stacks_under_a_low_descriptor_limit_leave_the_trace_whole() {
+    let file = scratch("threads-held");
+    let program = crate::util::workload("threads_held");
+    let script = format!(
+        "ulimit -n 160; exec {} run --touch-stacks 1 --verify -o {} -- {} 200",
+        bin(),
+        file.display(),
+        program.display()
+    );
+    let (status, stdout, stderr) = crate::util::run_within(
+        Command::new("sh").args(["-c", &script]),
+        std::time::Duration::from_secs(120),
+    );
+    assert_eq!((status, stdout.as_str()), (0, "ok\n"), "{stderr}");
+    let lines = crate::util::parse_stream(&std::fs::read_to_string(&file).unwrap());
+    let count = |f: &dyn Fn(&Event) -> bool| lines.iter().filter(|l| f(&l.event)).count();
+    assert_eq!(
+        count(&|e| matches!(e, Event::Thread { .. })),
+        200,
+        "{stderr}"
+    );
+    assert_eq!(count(&|e| matches!(e, Event::Fork { .. })), 0, "{stderr}");
+    let warnings: Vec<&Event> = lines
+        .iter()
+        .map(|l| &l.event)
+        .filter(|e| matches!(e, Event::Warning { .. }))
+        .collect();
+    assert!(
+        matches!(&warnings[..], [Event::Warning { what: WarningKind::NoTouchStacks, message, .. }]
+            if message.contains("RLIMIT_NOFILE")),
+        "{warnings:?}"
+    );
+    // The threads that got a sampler before the limit have their stacks.
+    let named = count(&|e| matches!(e, Event::Resident { site: Some(_), .. }));
+    assert!(named >= 20, "only {named} first touches got a stack");
+}
+
+/// A thread that is not the leader execs: it becomes the leader, and its sampler goes with it,
+/// so the new program's first touches have their stacks.
+#[test]
+fn first_touches_after_an_exec_from_a_thread_have_stacks() {
+    let t = crate::util::trace(
+        &["--touch-stacks", "1", "--coalesce-ms", "0"],
+        &[crate::util::workload("exec_thread")],
+    );
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    t.assert_matches_kernel();
+    let [region] = &t.truth("region", "after_exec")[..] else {
+        panic!("{}", t.stdout);
+    };
+    let touches: Vec<&Event> = t
+        .lines
+        .iter()
+        .map(|l| &l.event)
+        .filter(|e| {
+            matches!(e, Event::Resident { start, end, .. }
+                if *start >= region.start && *end <= region.end)
+        })
+        .collect();
+    assert_eq!(touches.len(), 5, "{touches:?}");
+    assert!(
+        touches.iter().all(|e| e.site().is_some()),
+        "first touches after the exec without a stack: {touches:?}"
     );
 }

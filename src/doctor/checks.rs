@@ -5,7 +5,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::Path;
 
 use super::{Check, Credentials, Mark};
-use crate::kernel::procfs::Pagemap;
+use crate::kernel::procfs::{Pagemap, sysctl};
 use crate::kernel::rehearsal::{self, Stage};
 use crate::kernel::thp::ThpPolicy;
 use crate::kernel::uffd;
@@ -26,14 +26,6 @@ pub(super) const WITHOUT_FAULTS: &str = "`mevi-actors run --no-faults` traces ma
 /// What is left when nothing can be traced.
 pub(super) const WITHOUT_TRACING: &str = "nothing can be traced here (not even with --no-faults); \
                                `mevi-actors replay` reads streams written elsewhere";
-
-/// A sysctl's value, None when it does not exist here.
-fn sysctl(name: &str) -> Option<String> {
-    let path = format!("/proc/sys/{}", name.replace('.', "/"));
-    std::fs::read_to_string(path)
-        .ok()
-        .map(|v| v.trim().to_string())
-}
 
 /// The command that runs mevi-actors as root, for a fix.
 fn as_root_command() -> String {
@@ -402,11 +394,21 @@ pub(super) fn thp() -> Check {
 pub(super) fn perf_event_paranoid() -> Check {
     let level = sysctl("kernel.perf_event_paranoid");
     let level = level.as_deref().unwrap_or("absent");
-    match crate::kernel::perf::TouchSampler::open(nix::unistd::gettid().as_raw(), 64) {
+    use crate::kernel::perf::{FaultsSeen, TouchSampler};
+    let me = nix::unistd::gettid().as_raw();
+    match TouchSampler::open(me, FaultsSeen::All) {
         Ok(_) => Check::new(
             Mark::Ok,
             "kernel.perf_event_paranoid",
             format!("= {level}; page faults can be sampled (--touch-stacks)"),
+        ),
+        Err(_) if TouchSampler::open(me, FaultsSeen::UserOnly).is_ok() => Check::new(
+            Mark::Note,
+            "kernel.perf_event_paranoid",
+            format!(
+                "= {level}; user-mode page faults can be sampled (--touch-stacks), not those \
+                 inside system calls (`sysctl kernel.perf_event_paranoid=1`, or CAP_PERFMON)"
+            ),
         ),
         // Optional: `run` works without it.
         Err(e) => Check::new(

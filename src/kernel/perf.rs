@@ -1,28 +1,46 @@
-//! Stacks of first touches (`--touch-stacks N`): a software `page-faults` perf event per thread,
-//! sampling every Nth fault with the fault's address, the thread's user registers and a copy of
-//! its user stack, taken by the kernel where the fault begins, before userfaultfd puts the thread
-//! to sleep. The lane that resolves a fault finds its sample in the thread's buffer by address.
-//! perf-event2 holds the `perf_event_open` and ring-buffer plumbing (and its `unsafe`).
+//! Stacks of first touches (`--touch-stacks N`): a software `page-faults` perf event per thread
+//! that samples each fault's address, the thread's user registers and a copy of its user
+//! stack, taken by the kernel where the fault begins, before userfaultfd puts the thread to
+//! sleep. The lane that resolves a fault it chose to sample reads the thread's newest sample:
+//! the thread sleeps in that very fault, so the newest is that fault's. (Every fault is sampled
+//! because the kernel's period counts every fault, a followed one or not: a period of N would
+//! see only one phase of a loop whose faults repeat with it, and none of its first touches.)
+//!
+//! The ring buffer is mapped read-only, which makes the kernel overwrite its oldest records
+//! (written backward, newest first) instead of stopping when it is full: the faults no lane
+//! follows (files, copy-on-write, a fork child's) never crowd out a followed one, however many
+//! come between two. Its record format is perf-event2's (its `Counter` opens the event, and
+//! `perf-event-data` parses the record); the read of the newest record is ours, since the crate
+//! reads forward buffers only.
 
 use std::io;
+use std::mem::offset_of;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use perf_event::data::Record;
+use perf_event::data::parse::Parser;
 use perf_event::events::Software;
-use perf_event::{Builder, SampleFlag, Sampler};
+use perf_event::{Builder, Counter, SampleFlag};
+use perf_event_open_sys::bindings::{PERF_RECORD_SAMPLE, perf_event_header, perf_event_mmap_page};
 
 use super::stack::StartRegisters;
 
 /// Bytes of user stack a sample copies: enough for the frames between a touch and `main` in C
-/// and Rust, small enough that a buffer holds several.
+/// and Rust.
 const STACK_BYTES: u32 = 8 << 10;
-/// A thread's ring buffer: a faulting thread sleeps until its fault is read, so few samples wait.
-const BUFFER_BYTES: usize = 128 << 10;
+/// A thread's ring: one sample (the stack, its registers, a header) fits with room to spare.
+/// The kernel pins it, and charges it to `perf_event_mlock_kb` (and then `RLIMIT_MEMLOCK`).
+pub const RING_BYTES: usize = 16 << 10;
 /// `PERF_REG_X86_BP`, `_SP`, `_IP`: a sample's registers come in this order.
 const REGS_BP_SP_IP: u64 = (1 << 6) | (1 << 7) | (1 << 8);
 
 /// One thread's sampler.
 pub struct TouchSampler {
-    sampler: Sampler,
+    counter: Counter,
+    ring: memmap2::Mmap,
+    /// `data_head` when the lane last looked: a sample since then moved it.
+    seen_head: u64,
 }
 
 /// A sampled fault: where it was, and the thread's registers and stack then.
@@ -33,56 +51,141 @@ pub struct TouchSample {
     pub stack: Vec<u8>,
 }
 
+/// Which faults a sampler sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultsSeen {
+    /// User and kernel mode: a first touch inside a syscall (`read` into a fresh page) is the
+    /// kernel's fault, and its sample still has the user registers at the syscall. Needs
+    /// `CAP_PERFMON` or `perf_event_paranoid` ≤ 1.
+    All,
+    /// User mode only: what an unprivileged user may sample (`perf_event_paranoid` ≤ 2).
+    UserOnly,
+}
+
+/// Why a sampler could not be had.
+#[derive(Debug)]
+pub enum SamplerError {
+    /// `perf_event_open` refused (`perf_event_paranoid`, no perf support).
+    Open(io::Error),
+    /// The ring could not be mapped (pinned memory: `perf_event_mlock_kb`, `RLIMIT_MEMLOCK`).
+    Map(io::Error),
+}
+
+impl std::fmt::Display for SamplerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SamplerError::Open(e) => write!(f, "perf_event_open: {e}"),
+            SamplerError::Map(e) => write!(f, "mapping its sample buffer: {e}"),
+        }
+    }
+}
+
+impl AsRawFd for TouchSampler {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.counter.as_raw_fd()
+    }
+}
+
 impl TouchSampler {
-    /// Samples every `period`th page fault of thread `tid` from now on.
-    pub fn open(tid: i32, period: u64) -> io::Result<Self> {
-        let counter = Builder::new(Software::PAGE_FAULTS)
+    /// Samples every page fault of thread `tid` from now on.
+    pub fn open(tid: i32, seen: FaultsSeen) -> Result<Self, SamplerError> {
+        let mut builder = Builder::new(Software::PAGE_FAULTS);
+        builder
             .observe_pid(tid)
             .any_cpu()
-            .sample_period(period)
+            .sample_period(1)
             .sample(SampleFlag::ADDR | SampleFlag::REGS_USER | SampleFlag::STACK_USER)
             .sample_regs_user(REGS_BP_SP_IP)
             .sample_stack_user(STACK_BYTES)
-            // A first touch inside a syscall (`read` into a fresh page) is the kernel's fault:
-            // its sample still has the user registers at the syscall.
-            .exclude_kernel(false)
+            .exclude_kernel(seen == FaultsSeen::UserOnly)
             .exclude_hv(true)
-            .enabled(true)
-            .build()?;
+            .enabled(true);
+        builder.attrs_mut().set_write_backward(1);
+        let counter = builder.build().map_err(SamplerError::Open)?;
+        let page = page_size();
+        // SAFETY: a read-only shared mapping of the event's ring; the kernel writes it, we
+        // only read it, and the mapping lives as long as `self` (it is dropped before the fd).
+        let ring = unsafe {
+            memmap2::MmapOptions::new()
+                .len(page + RING_BYTES.max(page))
+                .map(&counter)
+                .map_err(SamplerError::Map)?
+        };
         Ok(Self {
-            sampler: counter.sampled(BUFFER_BYTES)?,
+            counter,
+            ring,
+            seen_head: 0,
         })
     }
 
     /// Drops the samples taken so far.
     pub fn discard(&mut self) {
-        while self.sampler.next_record().is_some() {}
+        self.seen_head = self.data_head();
     }
 
-    /// The sample of the fault at `page` (page-aligned), if the buffer holds one; the samples of
-    /// other faults (of files, copy-on-write, pages no lane follows) are dropped on the way.
+    /// The sample of the fault at `page` (page-aligned), if the thread's newest sample, taken
+    /// since the last look, is of it.
     pub fn sample_at(&mut self, page: u64, page_mask: u64) -> Option<TouchSample> {
-        let mut found = None;
-        while let Some(record) = self.sampler.next_record() {
-            let Ok(Record::Sample(sample)) = record.parse_record() else {
-                continue;
-            };
-            let Some(addr) = sample.addr() else { continue };
-            if addr & page_mask != page {
-                continue;
-            }
-            let (Some(regs), Some(stack)) = (sample.regs_user(), sample.stack_user()) else {
-                continue;
-            };
-            let [bp, sp, ip] = regs.regs[..] else {
-                continue;
-            };
-            found = Some(TouchSample {
-                addr,
-                regs: StartRegisters { ip, sp, bp },
-                stack: stack.to_vec(),
-            });
+        let head = self.data_head();
+        if head == self.seen_head {
+            return None;
         }
-        found
+        self.seen_head = head;
+        let bytes = self.newest_record(head)?;
+        let header = perf_event_header {
+            type_: u32::from_ne_bytes(bytes[0..4].try_into().ok()?),
+            misc: u16::from_ne_bytes(bytes[4..6].try_into().ok()?),
+            size: u16::from_ne_bytes(bytes[6..8].try_into().ok()?),
+        };
+        if header.type_ != PERF_RECORD_SAMPLE {
+            return None;
+        }
+        let mut parser = Parser::new(&bytes[8..], self.counter.config().clone());
+        let Ok(Record::Sample(sample)) = Record::parse_with_header(&mut parser, header) else {
+            return None;
+        };
+        let addr = sample.addr()?;
+        if addr & page_mask != page {
+            return None;
+        }
+        let [bp, sp, ip] = sample.regs_user()?.regs[..] else {
+            return None;
+        };
+        Some(TouchSample {
+            addr,
+            regs: StartRegisters { ip, sp, bp },
+            stack: sample.stack_user()?.to_vec(),
+        })
     }
+
+    fn data_head(&self) -> u64 {
+        let at = offset_of!(perf_event_mmap_page, data_head);
+        // SAFETY: the first page of the mapping is the kernel's `perf_event_mmap_page`, and
+        // `data_head` is an aligned u64 in it that the kernel stores to; the acquire load
+        // pairs with the kernel's release after a record is written.
+        unsafe { AtomicU64::from_ptr(self.ring.as_ptr().add(at) as *mut u64) }
+            .load(Ordering::Acquire)
+    }
+
+    /// A copy of the record that begins at `head` (the newest: the buffer is written
+    /// backward), header included; `None` if its size makes no sense.
+    fn newest_record(&self, head: u64) -> Option<Vec<u8>> {
+        let page = page_size();
+        let data = &self.ring[page..];
+        let size = data.len();
+        let at = |offset: usize| data[(head as usize).wrapping_add(offset) % size];
+        let length = usize::from(u16::from_ne_bytes([at(6), at(7)]));
+        if length < size_of::<perf_event_header>() || length > size {
+            return None;
+        }
+        // The thread that writes this ring sleeps in its fault: the record is still.
+        Some((0..length).map(at).collect())
+    }
+}
+
+fn page_size() -> usize {
+    nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
+        .ok()
+        .flatten()
+        .map_or(4096, |p| p as usize)
 }

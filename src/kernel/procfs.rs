@@ -8,6 +8,14 @@ use std::os::unix::io::AsRawFd;
 
 use linux_raw_sys::general::{page_region, pm_scan_arg};
 
+/// A sysctl's value (`kernel.perf_event_paranoid`), None when it does not exist here.
+pub fn sysctl(name: &str) -> Option<String> {
+    let path = format!("/proc/sys/{}", name.replace('.', "/"));
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|v| v.trim().to_string())
+}
+
 /// One line of `/proc/PID/maps`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MapsEntry {

@@ -198,6 +198,14 @@ pub fn interrupt(tid: i32) -> Result<(), Errno> {
     ptrace::interrupt(Pid::from_raw(tid))
 }
 
+/// Whether `tid` is a thread of process `pid`: `tgkill` with signal 0 checks exactly that,
+/// and needs no file descriptor (a `/proc` read would).
+pub fn is_thread_of(pid: i32, tid: i32) -> bool {
+    // SAFETY: signal 0 sends nothing; the kernel only checks that `tid` is in group `pid` and
+    // that we may signal it.
+    unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, 0) == 0 }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

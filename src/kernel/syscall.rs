@@ -366,10 +366,25 @@ pub fn uffd_ioctl(tid: i32, args: [u64; 6], page_size: u64) -> io::Result<Option
 }
 
 /// A 64-bit word of a stopped thread's memory (a syscall's argument struct).
+/// Read with `process_vm_readv`, which needs no file descriptor: a tracer short of them (a
+/// program with many threads under a low `ulimit -n`) still reads a clone's flags.
 fn read_word(tid: i32, addr: u64) -> io::Result<u64> {
-    use std::os::unix::fs::FileExt;
+    use nix::sys::uio::{RemoteIoVec, process_vm_readv};
     let mut word = [0u8; 8];
-    std::fs::File::open(format!("/proc/{tid}/mem"))?.read_exact_at(&mut word, addr)?;
+    let remote = [RemoteIoVec {
+        base: addr as usize,
+        len: word.len(),
+    }];
+    let read = process_vm_readv(
+        Pid::from_raw(tid),
+        &mut [io::IoSliceMut::new(&mut word)],
+        &remote,
+    )?;
+    if read != word.len() {
+        return Err(io::Error::other(format!(
+            "{read} of 8 bytes read at {addr:#x} of thread {tid}"
+        )));
+    }
     Ok(u64::from_ne_bytes(word))
 }
 

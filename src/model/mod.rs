@@ -783,6 +783,7 @@ mod tests {
             huge: false,
             writer: None,
             site: None,
+            sampled: 0,
         }
     }
 
@@ -1089,6 +1090,7 @@ mod tests {
                 huge: false,
                 writer: None,
                 site: None,
+                sampled: 0,
             },
             _ => unreachable!(),
         };

@@ -32,7 +32,8 @@ pub(crate) struct Figures {
     pub resident_at_exit: u64,
     #[serde(rename = "alive_at_exit_bytes")]
     pub alive_at_exit: u64,
-    pub first_touches: u64,
+    /// First touches that got a stack with `--touch-stacks N`: about 1 in N of them.
+    pub sampled_touches: u64,
 }
 
 impl Figures {
@@ -41,7 +42,7 @@ impl Figures {
         self.resident_at_peak += other.resident_at_peak;
         self.resident_at_exit += other.resident_at_exit;
         self.alive_at_exit += other.alive_at_exit;
-        self.first_touches += other.first_touches;
+        self.sampled_touches += other.sampled_touches;
     }
 
     pub fn is_zero(&self) -> bool {
@@ -139,7 +140,7 @@ pub(crate) struct BySite {
     name: String,
     attribution: Sites,
     stacks: HashMap<SiteId, Stack>,
-    /// Mapped bytes, first touches and the figures at each space's end, by key.
+    /// Mapped bytes, sampled first touches and the figures at each space's end, by key.
     figures: HashMap<Key, Figures>,
     /// Resident bytes of every live space now, by key: kept by difference, what the parts of
     /// spaces a line can change held before it and after (they add up to the tree's total).
@@ -155,6 +156,8 @@ pub(crate) struct BySite {
     delta: HashMap<Key, i128>,
     /// The `start` line's `stack_depth`: traced with `--stacks`.
     stacks_taken: bool,
+    /// The `start` line's `touch_stacks`: one first touch in about N was sampled.
+    touch_period: Option<u64>,
 }
 
 impl BySite {
@@ -172,6 +175,7 @@ impl BySite {
             regions: Vec::new(),
             delta: HashMap::new(),
             stacks_taken: false,
+            touch_period: None,
         }
     }
 
@@ -231,7 +235,14 @@ impl Query for BySite {
     fn after(&mut self, state: &State, line: &Line, _out: &mut dyn Write) -> io::Result<Flow> {
         let replay = &state.replay;
         match &line.event {
-            Event::Start { stack_depth, .. } => self.stacks_taken = stack_depth.is_some(),
+            Event::Start {
+                stack_depth,
+                touch_stacks,
+                ..
+            } => {
+                self.stacks_taken = stack_depth.is_some();
+                self.touch_period = *touch_stacks;
+            }
             Event::Site {
                 id,
                 frames,
@@ -244,9 +255,9 @@ impl Query for BySite {
                 self.stacks.insert(*id, stack);
             }
             // Sampled first touches carry the site of the thread that made them.
-            Event::Resident { faults, .. } => {
+            Event::Resident { sampled, .. } => {
                 if let Some(site) = line.event.site() {
-                    self.figures.entry(Some(site)).or_default().first_touches += faults;
+                    self.figures.entry(Some(site)).or_default().sampled_touches += sampled;
                 }
             }
             _ => {}
@@ -292,7 +303,7 @@ impl Query for BySite {
             );
         }
         let figures = self.all_figures();
-        let views = views::Views::new(&figures, &self.stacks);
+        let views = views::Views::new(&figures, &self.stacks, self.touch_period);
         if self.json {
             views.write_json(out)
         } else {

@@ -4,76 +4,173 @@
 //! the thread's buffer, and walks the stack the kernel copied there. No tracee is stopped and
 //! no tracee memory is read: the sample has the stack as it was at the fault.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::io;
+use std::os::fd::AsRawFd;
 use std::sync::Mutex;
 
 use super::StackShared;
 use super::space::SpaceCode;
 use crate::event::SiteId;
 pub use crate::kernel::perf::TouchSample;
-use crate::kernel::perf::TouchSampler;
+use crate::kernel::perf::{FaultsSeen, RING_BYTES, SamplerError, TouchSampler};
 
 /// Every traced thread's sampler, by thread id.
 pub struct TouchSamplers {
     period: u64,
-    by_thread: Mutex<HashMap<i32, TouchSampler>>,
-    /// Whether a failure to open one was said already (once is enough).
-    told: std::sync::atomic::AtomicBool,
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
+    by_thread: HashMap<i32, TouchSampler>,
+    /// Kernel-mode faults too, until the kernel refuses them to an unprivileged user.
+    seen: FaultsSeen,
+    /// The reasons already said in the stream (once each is enough).
+    told: HashSet<Refusal>,
+}
+
+/// Why a thread's faults go unsampled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Refusal {
+    Paranoid,
+    KernelFaults,
+    Pinning,
+    Descriptors,
+    Other,
 }
 
 impl TouchSamplers {
-    /// Samplers of one fault in `period`.
+    /// Samplers for one first touch in `period`.
     pub fn new(period: u64) -> Self {
         Self {
             period,
-            by_thread: Mutex::default(),
-            told: Default::default(),
+            inner: Mutex::new(Inner {
+                by_thread: HashMap::new(),
+                seen: FaultsSeen::All,
+                told: HashSet::new(),
+            }),
         }
     }
 
-    fn threads(&self) -> std::sync::MutexGuard<'_, HashMap<i32, TouchSampler>> {
-        self.by_thread.lock().unwrap_or_else(|e| e.into_inner())
+    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A new thread, stopped before it runs any code of its own.
-    pub fn open(&self, tid: i32) {
-        match TouchSampler::open(tid, self.period) {
-            Ok(sampler) => {
-                self.threads().insert(tid, sampler);
-            }
-            Err(e) => {
-                use std::sync::atomic::Ordering;
-                if !self.told.swap(true, Ordering::Relaxed) {
-                    crate::to_stderr!(
-                        "mevi-actors: --touch-stacks: cannot sample the page faults of thread \
-                         {tid} (perf_event_open: {e}); its first touches get no stacks"
-                    );
-                }
+    /// A new thread, stopped before it runs any code of its own. If its faults cannot be
+    /// sampled, the reason, for the stream, the first time it comes up.
+    pub fn open(&self, tid: i32) -> Option<String> {
+        let mut inner = self.inner();
+        let mut opened = TouchSampler::open(tid, inner.seen);
+        if inner.seen == FaultsSeen::All
+            && matches!(&opened, Err(SamplerError::Open(e)) if denied(e))
+        {
+            opened = TouchSampler::open(tid, FaultsSeen::UserOnly);
+            if opened.is_ok() {
+                inner.seen = FaultsSeen::UserOnly;
+                return inner.tell(Refusal::KernelFaults, || {
+                    format!(
+                        "--touch-stacks: first touches made inside system calls (a read into a \
+                         fresh page) are not sampled: kernel.perf_event_paranoid is {}, and \
+                         sampling kernel-mode faults needs 1 or less, or CAP_PERFMON",
+                        paranoid()
+                    )
+                });
             }
         }
+        let (fd_ceiling, fd_limit) = fd_ceiling();
+        let (refusal, message) = match opened {
+            Ok(sampler) if sampler.as_raw_fd() < fd_ceiling => {
+                inner.by_thread.insert(tid, sampler);
+                return None;
+            }
+            Ok(_) => (
+                Refusal::Descriptors,
+                format!(
+                    "--touch-stacks: thread {tid} and those after it while descriptors are this \
+                     scarce get no touch stacks, to leave {} of the {fd_limit} descriptors \
+                     RLIMIT_NOFILE allows to the trace (raise it: ulimit -n)",
+                    fd_limit - fd_ceiling
+                ),
+            ),
+            Err(SamplerError::Open(e)) if denied(&e) => (
+                Refusal::Paranoid,
+                format!(
+                    "--touch-stacks: perf_event_open refuses to sample page faults ({e}): \
+                     kernel.perf_event_paranoid is {}; it needs 2 or less, or CAP_PERFMON; \
+                     first touches get no stacks",
+                    paranoid()
+                ),
+            ),
+            Err(SamplerError::Map(e)) if denied(&e) || e.raw_os_error() == Some(libc::ENOMEM) => (
+                Refusal::Pinning,
+                format!(
+                    "--touch-stacks: the {} KiB sample buffer of thread {tid} cannot be pinned \
+                     ({e}): threads past kernel.perf_event_mlock_kb ({} KiB) and RLIMIT_MEMLOCK \
+                     get no touch stacks (raise either: ulimit -l)",
+                    RING_BYTES >> 10,
+                    crate::kernel::procfs::sysctl("kernel.perf_event_mlock_kb")
+                        .unwrap_or_else(|| "?".into()),
+                ),
+            ),
+            Err(SamplerError::Open(e) | SamplerError::Map(e)) => (
+                Refusal::Other,
+                format!(
+                    "--touch-stacks: cannot sample the page faults of thread {tid} ({e}); its \
+                     first touches get no stacks"
+                ),
+            ),
+        };
+        inner.tell(refusal, || message)
     }
 
     /// An exec gave thread `former` the id `now` (the leader's); the samplers of the other
     /// threads of the process went with them. The faults of the exec itself (the new program's
-    /// file pages, the loader's) are dropped: they would fill the buffer before the program's
-    /// first touch is sampled.
+    /// file pages, the loader's) are dropped.
     pub fn exec(&self, former: i32, now: i32) {
-        let mut threads = self.threads();
-        if let Some(mut sampler) = threads.remove(&former) {
+        let mut inner = self.inner();
+        if let Some(mut sampler) = inner.by_thread.remove(&former) {
             sampler.discard();
-            threads.insert(now, sampler);
+            inner.by_thread.insert(now, sampler);
         }
     }
 
     /// The thread is gone.
     pub fn gone(&self, tid: i32) {
-        self.threads().remove(&tid);
+        self.inner().by_thread.remove(&tid);
     }
 
     /// The sample of thread `tid`'s fault at `page`, if it was sampled.
     fn sample_at(&self, tid: i32, page: u64, page_mask: u64) -> Option<TouchSample> {
-        self.threads().get_mut(&tid)?.sample_at(page, page_mask)
+        self.inner()
+            .by_thread
+            .get_mut(&tid)?
+            .sample_at(page, page_mask)
     }
+}
+
+impl Inner {
+    fn tell(&mut self, refusal: Refusal, message: impl FnOnce() -> String) -> Option<String> {
+        self.told.insert(refusal).then(message)
+    }
+}
+
+/// Descriptors are handed out lowest first: a sampler's landing at or above this means that
+/// fewer than a quarter of the limit (and at least 64) are left for the trace itself (a
+/// userfaultfd and `/proc` files per space, code files). It is closed again, and its thread
+/// goes without. With the limit itself.
+fn fd_ceiling() -> (i32, i32) {
+    use nix::sys::resource::{Resource, getrlimit};
+    let limit = getrlimit(Resource::RLIMIT_NOFILE).map_or(1024, |(soft, _)| soft);
+    let limit = i32::try_from(limit).unwrap_or(i32::MAX);
+    (limit - (limit / 4).max(64), limit)
+}
+
+fn denied(e: &io::Error) -> bool {
+    matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM))
+}
+
+fn paranoid() -> String {
+    crate::kernel::procfs::sysctl("kernel.perf_event_paranoid").unwrap_or_else(|| "?".into())
 }
 
 /// A lane's taker of its first touches' stacks, with its own view of its space's code.
@@ -92,9 +189,13 @@ impl TouchStacks {
         }
     }
 
-    /// The sample of thread `tid`'s fault at `page`, taken before the fault is resolved: the
-    /// thread then runs on, and its next fault's sample follows in the buffer.
+    /// The sample of thread `tid`'s fault at `page`, for one first touch in N chosen at
+    /// random (a fixed stride would see one phase of a loop). Taken before the fault is
+    /// resolved: the thread then runs on, and its next fault's sample overwrites it.
     pub fn sample_of(&self, tid: i32, page: u64) -> Option<TouchSample> {
+        if fastrand::u64(..self.samplers.period) != 0 {
+            return None;
+        }
         let mask = !(self.shared.page_size - 1);
         self.samplers.sample_at(tid, page, mask)
     }

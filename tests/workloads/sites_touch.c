@@ -5,6 +5,10 @@
  * 512 pages, and write_pages_there (in a second thread) every page of the second, 256 pages,
  * each with its own loop, so that the faulting instruction is in that function.
  *
+ * `sites_touch NOISE`: before each page of the first region, write_pages_here also writes
+ * NOISE fresh pages of a shared anonymous mapping: faults no lane follows (shmem), between
+ * every two followed ones, as a fork child's copy-on-write faults come.
+ *
  * Truth (besides truth_finish's), one line per writing function:
  *   {"truth":"site","pid":P,"name":FUNCTION,"call":"write","file":"sites_touch.c",
  *    "line":L,"start":S,"end":E,"present":N,"kept":1}
@@ -20,9 +24,12 @@
 
 static int here_line, there_line;
 
-__attribute__((noinline)) void write_pages_here(volatile char *p, size_t pages)
+__attribute__((noinline)) void write_pages_here(volatile char *p, size_t pages,
+                                                volatile char *noise, size_t per_page)
 {
     for (size_t i = 0; i < pages; i++) {
+        for (size_t j = 0; j < per_page; j++)
+            noise[(i * per_page + j) * TRUTH_PAGE] = 3;
         here_line = __LINE__; p[i * TRUTH_PAGE] = 1;
     }
 }
@@ -66,13 +73,21 @@ static char *map_region(size_t pages)
     return p;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
     truth_touch_stack();
     truth_touch_static();
+    size_t per_page = argc > 1 ? strtoul(argv[1], NULL, 10) : 0;
+    char *noise = NULL;
+    if (per_page > 0) {
+        noise = mmap(NULL, HERE_PAGES * per_page * TRUTH_PAGE, PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (noise == MAP_FAILED)
+            truth_die("mmap(MAP_SHARED)");
+    }
     char *here = map_region(HERE_PAGES);
     char *there = map_region(THERE_PAGES);
-    write_pages_here(here, HERE_PAGES);
+    write_pages_here(here, HERE_PAGES, noise, per_page);
     pthread_t t;
     if (pthread_create(&t, NULL, thread_main, there) != 0)
         truth_die("pthread_create");

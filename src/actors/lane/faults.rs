@@ -99,6 +99,7 @@ impl Lane {
                     end: addr + self.page_size,
                     write,
                     faults: 1,
+                    sampled: u64::from(site.is_some()),
                     site,
                 };
                 self.touches.touched(touch, &mut self.outgoing);

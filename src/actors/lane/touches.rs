@@ -26,8 +26,10 @@ pub(super) struct TouchRun {
     pub(super) writer: Option<i32>,
     /// Made by a task that is no thread of the space: never in a run of one that is.
     pub(super) remote: bool,
-    /// `--touch-stacks`: the stack of the first of its pages whose fault was sampled.
+    /// `--touch-stacks`: the stack of its pages whose faults were sampled.
     pub(super) site: Option<SiteId>,
+    /// How many of its faults were sampled (all at `site`).
+    pub(super) sampled: u64,
 }
 
 impl TouchRun {
@@ -46,6 +48,7 @@ impl TouchRun {
                 huge: false,
                 writer: self.writer,
                 site: self.site,
+                sampled: self.sampled,
             },
         }
     }
@@ -61,6 +64,10 @@ impl TouchRun {
         if self.write != touch.write || self.pid != touch.pid || !self.same_toucher(touch) {
             return false;
         }
+        // A run names one stack: a page sampled at another ends it.
+        if self.site.is_some() && touch.site.is_some() && self.site != touch.site {
+            return false;
+        }
         if self.end == touch.start {
             self.end = touch.end;
         } else if self.start == touch.end {
@@ -72,6 +79,7 @@ impl TouchRun {
         // One thread's run of adjacent first touches is one loop of its code: a sampled page
         // names it.
         self.site = self.site.or(touch.site);
+        self.sampled += touch.sampled;
         true
     }
 }
@@ -158,7 +166,14 @@ mod tests {
             writer: None,
             remote: false,
             site: None,
+            sampled: 0,
         }
+    }
+
+    fn sampled(mut run: TouchRun, site: SiteId) -> TouchRun {
+        run.site = Some(site);
+        run.sampled = 1;
+        run
     }
 
     /// (tid, first page, end page, write, faults) of each `resident` line.
@@ -191,6 +206,35 @@ mod tests {
                 site: None,
             },
         }
+    }
+
+    #[test]
+    fn a_run_names_one_stack_and_counts_its_samples() {
+        let t = Instant::now();
+        let mut touches = Touches::new(7, Some(WINDOW));
+        let mut out = Vec::new();
+        touches.touched(touch(t, 1, 10, true), &mut out);
+        touches.touched(sampled(touch(t, 1, 11, true), 3), &mut out);
+        touches.touched(touch(t, 1, 12, true), &mut out);
+        touches.touched(sampled(touch(t, 1, 13, true), 3), &mut out);
+        // Another stack's sample ends the run; an unsampled page then joins the new one.
+        touches.touched(sampled(touch(t, 1, 14, true), 4), &mut out);
+        touches.touched(touch(t, 1, 15, true), &mut out);
+        touches.flush(&mut out);
+        let sites: Vec<_> = out
+            .iter()
+            .map(|s| match s.event {
+                Event::Resident {
+                    start,
+                    end,
+                    site,
+                    sampled,
+                    ..
+                } => (start / PAGE, end / PAGE, site, sampled),
+                ref other => panic!("not a resident line: {other:?}"),
+            })
+            .collect();
+        assert_eq!(sites, [(10, 14, Some(3), 2), (14, 16, Some(4), 1)]);
     }
 
     #[test]

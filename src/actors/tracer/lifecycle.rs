@@ -160,9 +160,10 @@ impl Tracer {
             Ok(flags) => flags,
             Err(e) => {
                 // The event alone: a vfork shares; a fork does not; a clone is a thread if the
-                // child is in our thread group, and shares memory if the kernel says so.
+                // child is in our thread group (a signal 0 to it as one of the group's threads
+                // says so, with no file to open), and shares memory if the kernel says so.
                 tracing::debug!(parent_tid, "cannot read the clone flags: {e}");
-                let is_thread = event == ChildEvent::Clone && procfs::tgid(child) == Some(pid);
+                let is_thread = event == ChildEvent::Clone && ptrace::is_thread_of(pid, child);
                 let shares = match event {
                     ChildEvent::Vfork => true,
                     ChildEvent::Fork => false,
@@ -291,7 +292,8 @@ impl Tracer {
         // Its id in a child PID namespace is the process's now (read again: the leader's).
         let elsewhere = self.ns_tids.contains_key(&pid) || self.ns_tids.contains_key(&former_tid);
         if let Some((_, samplers)) = &self.config.touch_stacks {
-            for &t in &killed {
+            // The exec's own thread lives on as the leader: its sampler moves, not goes.
+            for &t in killed.iter().filter(|&&t| t != former_tid) {
                 samplers.gone(t);
             }
             samplers.exec(former_tid, tid);

@@ -448,8 +448,12 @@ impl Tracer {
 
     /// `--touch-stacks`: sample the page faults of a new thread, stopped before it runs.
     fn sample_touches(&self, tid: i32) {
-        if let Some((_, samplers)) = &self.config.touch_stacks {
-            samplers.open(tid);
+        let Some((_, samplers)) = &self.config.touch_stacks else {
+            return;
+        };
+        if let Some(why) = samplers.open(tid) {
+            let pid = self.threads.get(&tid).map(|t| t.pid);
+            self.warn(pid, None, WarningKind::NoTouchStacks, why);
         }
     }
 

@@ -451,6 +451,7 @@ impl Tracer {
                         by: Some(FoundBy::Scan),
                         huge: run.huge,
                         site: None,
+                        sampled: 0,
                     });
                 }
             }

@@ -153,6 +153,7 @@ fn touch(pid: i32, space: SpaceId, range: Range<u64>) -> Event {
         by: None,
         huge: false,
         site: None,
+        sampled: 0,
     }
 }
 
@@ -252,7 +253,7 @@ fn fig(mapped: u64, at_peak: u64, at_exit: u64, alive: u64) -> Figures {
         resident_at_peak: at_peak,
         resident_at_exit: at_exit,
         alive_at_exit: alive,
-        first_touches: 0,
+        sampled_touches: 0,
     }
 }
 
@@ -507,16 +508,47 @@ fn brk_growth_and_split_lines_are_mapped_once() {
 }
 
 #[test]
-fn first_touches_are_counted_only_for_resident_lines_with_a_site() {
+fn sampled_first_touches_are_counted_by_their_site_whatever_the_run_length() {
+    let sampled = |range: Range<u64>, site: SiteId, n: u64| match touch(1, 0, range) {
+        Event::Resident {
+            pid,
+            tid,
+            space,
+            start,
+            end,
+            write,
+            faults,
+            writer,
+            by,
+            huge,
+            ..
+        } => Event::Resident {
+            pid,
+            tid,
+            space,
+            start,
+            end,
+            write,
+            faults,
+            writer,
+            by,
+            huge,
+            site: Some(site),
+            sampled: n,
+        },
+        _ => unreachable!(),
+    };
     let f = figures(vec![
         start(),
         exec(1, 0),
         site_in(1, "alloc_a"),
-        map(1, 0, 0x100000..0x104000, Some(1)),
+        map(1, 0, 0x100000..0x110000, Some(1)),
+        // Unsampled first touches count for nothing; a run of 8 pages with 2 samples counts 2.
         touch(1, 0, 0x100000..0x104000),
+        sampled(0x104000..0x10c000, 1, 2),
+        sampled(0x10c000..0x10d000, 1, 1),
     ]);
-    // Resident lines have no site yet: nothing is counted, and the column stays out.
-    assert_eq!(f[&Some(1)].first_touches, 0);
+    assert_eq!(f[&Some(1)].sampled_touches, 3);
 }
 
 /// Two stacks whose innermost user frame is `alloc_a` at w.c:11 (one through malloc, one
@@ -564,7 +596,7 @@ fn bottom_up_rows_merge_the_stacks_of_one_user_frame() {
     assert_eq!(a["resident_at_peak_bytes"], 96 * K);
     assert_eq!(a["resident_at_exit_bytes"], 96 * K);
     assert_eq!(a["alive_at_exit_bytes"], 96 * K);
-    assert_eq!(a["first_touches"], 0);
+    assert_eq!(a["sampled_touches"], 0);
     // The callers of its largest stack.
     assert_eq!(a["callers"][0]["function"], "main");
     assert_eq!(a["callers"][0]["line"], 40);
@@ -659,11 +691,11 @@ fn a_trace_without_stacks_has_its_bytes_under_no_stack() {
         serde_json::json!({"view": "bottom_up", "function": "(no stack)", "callers": [],
             "sites": [], "mapped_bytes": 16 * K, "resident_at_peak_bytes": 4 * K,
             "resident_at_exit_bytes": 4 * K, "alive_at_exit_bytes": 16 * K,
-            "first_touches": 0}),
+            "sampled_touches": 0}),
         serde_json::json!({"view": "top_down", "path": ["(no stack)"], "depth": 0,
             "mapped_bytes": 16 * K, "resident_at_peak_bytes": 4 * K,
             "resident_at_exit_bytes": 4 * K, "alive_at_exit_bytes": 16 * K,
-            "first_touches": 0}),
+            "sampled_touches": 0}),
     ];
     assert_eq!(lines, expected);
 }

@@ -83,6 +83,8 @@ pub(super) struct Views<'a> {
     /// `nodes[0]` is the root, which holds every figure.
     nodes: Vec<Node>,
     stacks: usize,
+    /// `--touch-stacks N`: one first touch in about N was sampled.
+    touch_period: Option<u64>,
 }
 
 /// Largest first: resident at peak, then mapped, then still mapped at exit.
@@ -95,7 +97,11 @@ fn order(f: &Figures) -> (Reverse<u64>, Reverse<u64>, Reverse<u64>) {
 }
 
 impl<'a> Views<'a> {
-    pub fn new(figures: &HashMap<Key, Figures>, stacks: &'a HashMap<SiteId, Stack>) -> Self {
+    pub fn new(
+        figures: &HashMap<Key, Figures>,
+        stacks: &'a HashMap<SiteId, Stack>,
+        touch_period: Option<u64>,
+    ) -> Self {
         let mut rows: HashMap<RowKey, Row<'a>> = HashMap::new();
         let mut nodes = vec![Node::default()];
         for (key, f) in figures {
@@ -148,6 +154,7 @@ impl<'a> Views<'a> {
             rows,
             nodes,
             stacks: stacks.len(),
+            touch_period,
         }
     }
 
@@ -216,7 +223,7 @@ impl<'a> Views<'a> {
     pub fn write_text(&self, state: &State, out: &mut dyn Write) -> io::Result<()> {
         let replay = &state.replay;
         let total = self.nodes[0].figures;
-        let touches = total.first_touches > 0;
+        let touches = self.touch_period.is_some();
         let peak = if replay.tree_peak_resident_bytes == 0 {
             "nothing was ever resident".to_string()
         } else {
@@ -235,10 +242,10 @@ impl<'a> Views<'a> {
             out,
             "  mapped: by the site's map, brk and remap lines; at peak: resident then; at exit, \
              alive: resident and still mapped as each address space ended{}",
-            if touches {
-                "; touches: sampled first touches (pages)"
-            } else {
-                ""
+            match self.touch_period {
+                Some(n) =>
+                    format!("; sampled: first touches that got a stack (pages; about 1 in {n} did)"),
+                None => String::new(),
             }
         )?;
         writeln!(
@@ -439,7 +446,7 @@ fn header(out: &mut dyn Write, touches: bool, last: &str) -> io::Result<()> {
         "mapped", "at peak", "at exit", "alive"
     )?;
     if touches {
-        write!(out, " {:>8}", "touches")?;
+        write!(out, " {:>8}", "sampled")?;
     }
     writeln!(out, "  {last}")
 }
@@ -453,7 +460,7 @@ fn columns(f: &Figures, touches: bool) -> String {
         format::size(f.alive_at_exit)
     );
     if touches {
-        text.push_str(&format!(" {:>8}", f.first_touches));
+        text.push_str(&format!(" {:>8}", f.sampled_touches));
     }
     text
 }
