@@ -103,10 +103,10 @@ enum Command {
         /// With --stacks or --touch-stacks: at most N frames a stack.
         #[arg(long, value_name = "N", default_value_t = DEFAULT_STACK_DEPTH, value_parser = clap::value_parser!(u32).range(1..=1024))]
         stack_depth: u32,
-        /// Take the call stack of about one page fault in N of each thread (a perf event's
-        /// sample, at random intervals, no stop): the first touches it lands on name their
-        /// site; 0 (the default) is off.
-        #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..1 << 62))]
+        /// Take the call stack of page faults, each with a chance of 1 in N (a perf event's
+        /// sample, no stop): the first touches it lands on name their site; 0 (the default)
+        /// is off.
+        #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..1 << 31))]
         touch_stacks: u64,
         /// Test hook (test builds only): forget the first resident page in the replayed state,
         /// so that --verify must find a mismatch.

@@ -394,15 +394,27 @@ pub(super) fn thp() -> Check {
 pub(super) fn perf_event_paranoid() -> Check {
     let level = sysctl("kernel.perf_event_paranoid");
     let level = level.as_deref().unwrap_or("absent");
-    use crate::kernel::perf::{FaultsSeen, TouchSampler};
+    use crate::kernel::perf::{FaultsSeen, OneFaultIn, TouchSampler};
     let me = nix::unistd::gettid().as_raw();
-    match TouchSampler::open(me, FaultsSeen::All) {
-        Ok(_) => Check::new(
-            Mark::Ok,
-            "kernel.perf_event_paranoid",
-            format!("= {level}; page faults can be sampled (--touch-stacks)"),
-        ),
-        Err(_) if TouchSampler::open(me, FaultsSeen::UserOnly).is_ok() => Check::new(
+    let every = OneFaultIn::EveryNth(64);
+    match TouchSampler::open(me, every, FaultsSeen::All) {
+        Ok(_) => match crate::kernel::bpf::OneInN::load(64) {
+            Ok(_) => Check::new(
+                Mark::Ok,
+                "kernel.perf_event_paranoid",
+                format!("= {level}; page faults can be sampled, at random (--touch-stacks)"),
+            ),
+            Err(e) => Check::new(
+                Mark::Note,
+                "kernel.perf_event_paranoid",
+                format!(
+                    "= {level}; page faults can be sampled (--touch-stacks), every Nth rather \
+                     than at random (the BPF program that draws them: {e}; it needs CAP_BPF and \
+                     CAP_PERFMON)"
+                ),
+            ),
+        },
+        Err(_) if TouchSampler::open(me, every, FaultsSeen::UserOnly).is_ok() => Check::new(
             Mark::Note,
             "kernel.perf_event_paranoid",
             format!(

@@ -1,10 +1,9 @@
 //! Stacks of first touches (`--touch-stacks N`): a software `page-faults` perf event per thread
-//! that samples each fault's address, the thread's user registers and a copy of its user
-//! stack, taken by the kernel where the fault begins, before userfaultfd puts the thread to
-//! sleep. The lane that resolves a fault it chose to sample reads the thread's newest sample:
-//! the thread sleeps in that very fault, so the newest is that fault's. (Every fault is sampled
-//! because the kernel's period counts every fault, a followed one or not: a period of N would
-//! see only one phase of a loop whose faults repeat with it, and none of its first touches.)
+//! that samples one fault in N (at random, through bpf.rs's program, or every Nth) with its
+//! address, the thread's user registers and a copy of its user stack, taken by the kernel where
+//! the fault begins, before userfaultfd puts the thread to sleep. The lane that resolves a
+//! fault reads the thread's newest sample: the thread sleeps in that very fault, so if the
+//! fault was sampled, the newest is its sample.
 //!
 //! The ring buffer is mapped read-only, which makes the kernel overwrite its oldest records
 //! (written backward, newest first) instead of stopping when it is full: the faults no lane
@@ -24,6 +23,7 @@ use perf_event::events::Software;
 use perf_event::{Builder, Counter, SampleFlag};
 use perf_event_open_sys::bindings::{PERF_RECORD_SAMPLE, perf_event_header, perf_event_mmap_page};
 
+use super::bpf::OneInN;
 use super::stack::StartRegisters;
 
 /// Bytes of user stack a sample copies: enough for the frames between a touch and `main` in C
@@ -51,6 +51,15 @@ pub struct TouchSample {
     pub stack: Vec<u8>,
 }
 
+/// How a sampler picks one fault in N.
+#[derive(Clone, Copy)]
+pub enum OneFaultIn<'a> {
+    /// Each fault with a chance of 1 in N, through the program.
+    Random(&'a OneInN),
+    /// Every Nth fault (the kernel's period), where the program cannot be loaded.
+    EveryNth(u64),
+}
+
 /// Which faults a sampler sees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FaultsSeen {
@@ -69,6 +78,8 @@ pub enum SamplerError {
     Open(io::Error),
     /// The ring could not be mapped (pinned memory: `perf_event_mlock_kb`, `RLIMIT_MEMLOCK`).
     Map(io::Error),
+    /// The program that picks one fault in N could not be attached.
+    Filter(io::Error),
 }
 
 impl std::fmt::Display for SamplerError {
@@ -76,6 +87,7 @@ impl std::fmt::Display for SamplerError {
         match self {
             SamplerError::Open(e) => write!(f, "perf_event_open: {e}"),
             SamplerError::Map(e) => write!(f, "mapping its sample buffer: {e}"),
+            SamplerError::Filter(e) => write!(f, "attaching its BPF program: {e}"),
         }
     }
 }
@@ -87,13 +99,16 @@ impl AsRawFd for TouchSampler {
 }
 
 impl TouchSampler {
-    /// Samples every page fault of thread `tid` from now on.
-    pub fn open(tid: i32, seen: FaultsSeen) -> Result<Self, SamplerError> {
+    /// Samples one page fault in N of thread `tid` from now on.
+    pub fn open(tid: i32, pick: OneFaultIn, seen: FaultsSeen) -> Result<Self, SamplerError> {
         let mut builder = Builder::new(Software::PAGE_FAULTS);
         builder
             .observe_pid(tid)
             .any_cpu()
-            .sample_period(1)
+            .sample_period(match pick {
+                OneFaultIn::Random(_) => 1,
+                OneFaultIn::EveryNth(n) => n,
+            })
             .sample(SampleFlag::ADDR | SampleFlag::REGS_USER | SampleFlag::STACK_USER)
             .sample_regs_user(REGS_BP_SP_IP)
             .sample_stack_user(STACK_BYTES)
@@ -102,6 +117,11 @@ impl TouchSampler {
             .enabled(true);
         builder.attrs_mut().set_write_backward(1);
         let counter = builder.build().map_err(SamplerError::Open)?;
+        if let OneFaultIn::Random(program) = pick {
+            program
+                .attach(counter.as_raw_fd())
+                .map_err(SamplerError::Filter)?;
+        }
         let page = page_size();
         // SAFETY: a read-only shared mapping of the event's ring; the kernel writes it, we
         // only read it, and the mapping lives as long as `self` (it is dropped before the fd).

@@ -12,8 +12,9 @@ use std::sync::Mutex;
 use super::StackShared;
 use super::space::SpaceCode;
 use crate::event::SiteId;
+use crate::kernel::bpf::OneInN;
 pub use crate::kernel::perf::TouchSample;
-use crate::kernel::perf::{FaultsSeen, RING_BYTES, SamplerError, TouchSampler};
+use crate::kernel::perf::{FaultsSeen, OneFaultIn, RING_BYTES, SamplerError, TouchSampler};
 
 /// Every traced thread's sampler, by thread id.
 pub struct TouchSamplers {
@@ -25,13 +26,17 @@ struct Inner {
     by_thread: HashMap<i32, TouchSampler>,
     /// Kernel-mode faults too, until the kernel refuses them to an unprivileged user.
     seen: FaultsSeen,
+    /// The program that picks faults at random, loaded at the first sampler: `Some(None)`
+    /// when it is not needed (N = 1) or cannot be loaded (every Nth fault is sampled then).
+    program: Option<Option<OneInN>>,
     /// The reasons already said in the stream (once each is enough).
     told: HashSet<Refusal>,
 }
 
-/// Why a thread's faults go unsampled.
+/// Why a thread's faults go unsampled, or are sampled less well.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Refusal {
+    NotRandom,
     Paranoid,
     KernelFaults,
     Pinning,
@@ -40,13 +45,14 @@ enum Refusal {
 }
 
 impl TouchSamplers {
-    /// Samplers for one first touch in `period`.
+    /// Samplers of one fault in `period`.
     pub fn new(period: u64) -> Self {
         Self {
             period,
             inner: Mutex::new(Inner {
                 by_thread: HashMap::new(),
                 seen: FaultsSeen::All,
+                program: None,
                 told: HashSet::new(),
             }),
         }
@@ -56,32 +62,53 @@ impl TouchSamplers {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A new thread, stopped before it runs any code of its own. If its faults cannot be
-    /// sampled, the reason, for the stream, the first time it comes up.
-    pub fn open(&self, tid: i32) -> Option<String> {
-        let mut inner = self.inner();
-        let mut opened = TouchSampler::open(tid, inner.seen);
+    /// A new thread, stopped before it runs any code of its own. What is wrong with its
+    /// sampling, for the stream, the first time each reason comes up.
+    pub fn open(&self, tid: i32) -> Vec<String> {
+        let mut guard = self.inner();
+        let inner = &mut *guard;
+        let mut said = Vec::new();
+        let program = inner.program.get_or_insert_with(|| {
+            if self.period == 1 {
+                return None;
+            }
+            OneInN::load(self.period)
+                .inspect_err(|e| {
+                    said.extend(tell(&mut inner.told, Refusal::NotRandom, || {
+                        format!(
+                            "--touch-stacks: every {}th page fault is sampled rather than each                              with a chance of 1 in {0}, so a loop whose faults repeat in step                              with that may have all of its first touches sampled or none                              (loading the BPF program that draws them: {e}; it needs CAP_BPF                              and CAP_PERFMON)",
+                            self.period
+                        )
+                    }))
+                })
+                .ok()
+        });
+        let pick = match program {
+            Some(program) => OneFaultIn::Random(program),
+            None => OneFaultIn::EveryNth(self.period),
+        };
+        let mut opened = TouchSampler::open(tid, pick, inner.seen);
         if inner.seen == FaultsSeen::All
             && matches!(&opened, Err(SamplerError::Open(e)) if denied(e))
         {
-            opened = TouchSampler::open(tid, FaultsSeen::UserOnly);
+            opened = TouchSampler::open(tid, pick, FaultsSeen::UserOnly);
             if opened.is_ok() {
                 inner.seen = FaultsSeen::UserOnly;
-                return inner.tell(Refusal::KernelFaults, || {
+                said.extend(tell(&mut inner.told, Refusal::KernelFaults, || {
                     format!(
                         "--touch-stacks: first touches made inside system calls (a read into a \
                          fresh page) are not sampled: kernel.perf_event_paranoid is {}, and \
                          sampling kernel-mode faults needs 1 or less, or CAP_PERFMON",
                         paranoid()
                     )
-                });
+                }));
             }
         }
         let (fd_ceiling, fd_limit) = fd_ceiling();
         let (refusal, message) = match opened {
             Ok(sampler) if sampler.as_raw_fd() < fd_ceiling => {
                 inner.by_thread.insert(tid, sampler);
-                return None;
+                return said;
             }
             Ok(_) => (
                 Refusal::Descriptors,
@@ -112,7 +139,7 @@ impl TouchSamplers {
                         .unwrap_or_else(|| "?".into()),
                 ),
             ),
-            Err(SamplerError::Open(e) | SamplerError::Map(e)) => (
+            Err(e) => (
                 Refusal::Other,
                 format!(
                     "--touch-stacks: cannot sample the page faults of thread {tid} ({e}); its \
@@ -120,7 +147,8 @@ impl TouchSamplers {
                 ),
             ),
         };
-        inner.tell(refusal, || message)
+        said.extend(tell(&mut inner.told, refusal, || message));
+        said
     }
 
     /// An exec gave thread `former` the id `now` (the leader's); the samplers of the other
@@ -148,10 +176,13 @@ impl TouchSamplers {
     }
 }
 
-impl Inner {
-    fn tell(&mut self, refusal: Refusal, message: impl FnOnce() -> String) -> Option<String> {
-        self.told.insert(refusal).then(message)
-    }
+/// `message()`, unless `refusal` was said already.
+fn tell(
+    told: &mut HashSet<Refusal>,
+    refusal: Refusal,
+    message: impl FnOnce() -> String,
+) -> Option<String> {
+    told.insert(refusal).then(message)
 }
 
 /// Descriptors are handed out lowest first: a sampler's landing at or above this means that
@@ -189,13 +220,9 @@ impl TouchStacks {
         }
     }
 
-    /// The sample of thread `tid`'s fault at `page`, for one first touch in N chosen at
-    /// random (a fixed stride would see one phase of a loop). Taken before the fault is
-    /// resolved: the thread then runs on, and its next fault's sample overwrites it.
+    /// The sample of thread `tid`'s fault at `page`, if the kernel sampled it. Taken before
+    /// the fault is resolved: the thread then runs on, and its next sample overwrites it.
     pub fn sample_of(&self, tid: i32, page: u64) -> Option<TouchSample> {
-        if fastrand::u64(..self.samplers.period) != 0 {
-            return None;
-        }
         let mask = !(self.shared.page_size - 1);
         self.samplers.sample_at(tid, page, mask)
     }

@@ -451,7 +451,7 @@ impl Tracer {
         let Some((_, samplers)) = &self.config.touch_stacks else {
             return;
         };
-        if let Some(why) = samplers.open(tid) {
+        for why in samplers.open(tid) {
             let pid = self.threads.get(&tid).map(|t| t.pid);
             self.warn(pid, None, WarningKind::NoTouchStacks, why);
         }
