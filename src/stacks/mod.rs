@@ -214,10 +214,8 @@ impl Stacks {
 
     /// `range` of `space` moved or went: if it held code, the space's mappings are read again.
     pub fn moved(&mut self, space: SpaceId, range: &Range<u64>) {
-        if let Some(code) = self.spaces.get_mut(&space)
-            && code.has_code_in(range)
-        {
-            code.stale = true;
+        if let Some(code) = self.spaces.get_mut(&space) {
+            code.moved(range);
         }
     }
 

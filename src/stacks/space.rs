@@ -86,10 +86,17 @@ impl SpaceCode {
     }
 
     /// Whether code is mapped anywhere in `range`.
-    pub fn has_code_in(&self, range: &Range<u64>) -> bool {
+    fn has_code_in(&self, range: &Range<u64>) -> bool {
         self.mapped
             .iter()
             .any(|m| m.range.start < range.end && range.start < m.range.end)
+    }
+
+    /// `range` moved or went: if it held code, the mappings are read again at the next stack.
+    pub fn moved(&mut self, range: &Range<u64>) {
+        if self.has_code_in(range) {
+            self.stale = true;
+        }
     }
 }
 

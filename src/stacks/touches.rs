@@ -254,10 +254,8 @@ impl TouchStacks {
 
     /// `range` moved or went: if it held code, read the mappings again at the next stack.
     pub fn moved(&mut self, range: &std::ops::Range<u64>) {
-        if let Some(code) = &mut self.code
-            && code.has_code_in(range)
-        {
-            code.stale = true;
+        if let Some(code) = &mut self.code {
+            code.moved(range);
         }
     }
 }

@@ -10,7 +10,7 @@ use super::Tracer;
 use super::mappings::{MapAt, NewMapping};
 use crate::actors::lane::{LaneMessage, PagesAtExit};
 use crate::actors::sequencer::Stamped;
-use crate::event::{Event, Follow, MapKind, SiteId, SpaceId, prot_string};
+use crate::event::{Event, Follow, MapKind, SpaceId, prot_string};
 use crate::kernel::procfs;
 use crate::kernel::ptrace::Resume;
 use crate::kernel::syscall::{self, DiscardAdvice, LayoutSyscall, SeccompEntry, SyscallReturn};
@@ -32,10 +32,10 @@ pub(super) struct ExitReport {
 
 /// Who made a change, and in which space.
 #[derive(Clone, Copy)]
-struct By {
-    pid: i32,
-    tid: i32,
-    space: SpaceId,
+pub(super) struct By {
+    pub(super) pid: i32,
+    pub(super) tid: i32,
+    pub(super) space: SpaceId,
 }
 
 impl Tracer {
@@ -191,47 +191,6 @@ impl Tracer {
         if let Some(s) = self.spaces.get(&space) {
             s.lane.send(LaneMessage::Ended { tid });
         }
-    }
-
-    /// With `--stacks`: the site of the thread's stack, for a syscall that succeeded (it
-    /// returned `rval`) and whose lines name one.
-    fn stack_of(&mut self, by: By, call: LayoutSyscall, rval: u64) -> Option<SiteId> {
-        let brk_moves = self
-            .spaces
-            .get(&by.space)
-            .is_some_and(|s| self.page_align(s.brk) != self.page_align(rval));
-        let stacks = self.config.stacks.as_mut()?;
-        match call {
-            LayoutSyscall::Mmap { prot, .. } => {
-                if prot & libc::PROT_EXEC as u64 != 0 {
-                    stacks.code_changed(by.space);
-                }
-            }
-            LayoutSyscall::Mremap {
-                old_addr, old_len, ..
-            } => stacks.moved(by.space, &(old_addr..old_addr.saturating_add(old_len))),
-            LayoutSyscall::Mprotect { prot, .. } => {
-                if prot & libc::PROT_EXEC as u64 != 0 {
-                    stacks.code_changed(by.space);
-                }
-                return None;
-            }
-            // A break that stays within its page is no line.
-            LayoutSyscall::Brk { .. } => {
-                if !brk_moves {
-                    return None;
-                }
-            }
-            LayoutSyscall::Munmap { .. }
-            | LayoutSyscall::Madvise {
-                discard: Some(_), ..
-            } => {}
-            LayoutSyscall::Madvise { discard: None, .. }
-            | LayoutSyscall::UffdRegister { .. }
-            | LayoutSyscall::UffdMove { .. }
-            | LayoutSyscall::Other { .. } => return None,
-        }
-        stacks.take(by.tid, by.space)
     }
 
     /// Reports what a layout syscall did, and what it changed, as ranges.

@@ -25,6 +25,7 @@ mod notif;
 mod races;
 mod scans;
 mod spaces;
+mod stacks;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::OsString;

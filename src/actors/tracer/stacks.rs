@@ -1,0 +1,51 @@
+//! `--stacks`: the call stack of a layout syscall, taken at its exit stop while the thread is
+//! still stopped (src/stacks/ walks it), and what the syscall tells the stacks about the
+//! space's code.
+
+use super::Tracer;
+use super::layout::By;
+use crate::event::SiteId;
+use crate::kernel::syscall::LayoutSyscall;
+
+impl Tracer {
+    /// With `--stacks`: the site of the thread's stack, for a syscall that succeeded (it
+    /// returned `rval`) and whose lines name one.
+    pub(super) fn stack_of(&mut self, by: By, call: LayoutSyscall, rval: u64) -> Option<SiteId> {
+        let brk_moves = self
+            .spaces
+            .get(&by.space)
+            .is_some_and(|s| self.page_align(s.brk) != self.page_align(rval));
+        let stacks = self.config.stacks.as_mut()?;
+        match call {
+            LayoutSyscall::Mmap { prot, .. } => {
+                if prot & libc::PROT_EXEC as u64 != 0 {
+                    stacks.code_changed(by.space);
+                }
+            }
+            LayoutSyscall::Mremap {
+                old_addr, old_len, ..
+            } => stacks.moved(by.space, &(old_addr..old_addr.saturating_add(old_len))),
+            LayoutSyscall::Mprotect { prot, .. } => {
+                if prot & libc::PROT_EXEC as u64 != 0 {
+                    stacks.code_changed(by.space);
+                }
+                return None;
+            }
+            // A break that stays within its page is no line.
+            LayoutSyscall::Brk { .. } => {
+                if !brk_moves {
+                    return None;
+                }
+            }
+            LayoutSyscall::Munmap { .. }
+            | LayoutSyscall::Madvise {
+                discard: Some(_), ..
+            } => {}
+            LayoutSyscall::Madvise { discard: None, .. }
+            | LayoutSyscall::UffdRegister { .. }
+            | LayoutSyscall::UffdMove { .. }
+            | LayoutSyscall::Other { .. } => return None,
+        }
+        stacks.take(by.tid, by.space)
+    }
+}
