@@ -14,7 +14,10 @@
 //! - `checkpoint-impatient`: a checkpoint waits 20 ms, not 2 s, for every thread to stop;
 //! - `killed-first`: the program is killed by SIGKILL before its first stop;
 //! - `thp-always`: the tracer takes the machine's transparent huge page policy to be `always`
-//!   (every private anonymous range followed by scans), whatever sysfs says.
+//!   (every private anonymous range followed by scans), whatever sysfs says;
+//! - `perf-kernel`: `--touch-stacks` may not sample kernel-mode faults (as under
+//!   `perf_event_paranoid` 2);
+//! - `bpf`: `--touch-stacks` cannot load the program that draws its samples (no `CAP_BPF`).
 
 use crate::event::SpaceId;
 
@@ -30,6 +33,8 @@ pub enum Fault {
     CheckpointImpatient,
     KilledFirst,
     ThpAlways,
+    PerfKernel,
+    Bpf,
 }
 
 #[cfg(feature = "test-hooks")]
@@ -45,6 +50,8 @@ impl Fault {
             Fault::CheckpointImpatient => "checkpoint-impatient",
             Fault::KilledFirst => "killed-first",
             Fault::ThpAlways => "thp-always",
+            Fault::PerfKernel => "perf-kernel",
+            Fault::Bpf => "bpf",
         }
     }
 }

@@ -873,3 +873,51 @@ fn first_touches_after_an_exec_from_a_thread_have_stacks() {
         "first touches after the exec without a stack: {touches:?}"
     );
 }
+
+/// Where the kernel refuses kernel-mode faults (`perf_event_paranoid` 2) and the program that
+/// draws the samples (no `CAP_BPF`): the run says both, once, and every thread, the first one
+/// included, is still sampled, every 2nd fault.
+#[test]
+fn touch_stacks_without_kernel_faults_or_bpf_still_sample_every_thread() {
+    let file = scratch("touch-fallback");
+    let program = c_workload("sites_touch", Build::DwarfOnly);
+    let (status, stdout, stderr) = run_bounded(
+        Command::new(bin())
+            .env("MEVI_TEST_FAULT", "perf-kernel,bpf")
+            .args(["run", "--touch-stacks", "2", "--coalesce-ms", "0", "-o"])
+            .arg(&file)
+            .arg("--")
+            .arg(&program),
+    );
+    let copy = file.with_extension("read");
+    std::fs::copy(&file, &copy).unwrap_or_else(|e| panic!("no stream ({e}):\n{stderr}"));
+    let run = Run {
+        file,
+        program,
+        calls: calls(&stdout),
+        traced: Traced::read(&copy, status, stdout, stderr),
+    };
+    assert_eq!(run.traced.status, 0, "{}", run.traced.stderr);
+    let mut warned: Vec<&str> = run
+        .traced
+        .lines
+        .iter()
+        .filter_map(|l| match &l.event {
+            Event::Warning {
+                what: WarningKind::NoTouchStacks,
+                message,
+                ..
+            } => Some(message.as_str()),
+            _ => None,
+        })
+        .collect();
+    warned.sort();
+    assert!(
+        matches!(&warned[..], [a, b] if a.contains("every 2th") && b.contains("inside system calls")),
+        "{warned:?}"
+    );
+    // Every other fault of each thread is sampled (nearly all of them are these first touches).
+    for (call, (lines, named)) in run.calls.iter().zip(run.sampled_touches()) {
+        assert!(named >= lines / 4, "{call:?}: {named} of {lines} named");
+    }
+}

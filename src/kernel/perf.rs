@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use perf_event::data::Record;
 use perf_event::data::parse::Parser;
 use perf_event::events::Software;
-use perf_event::{Builder, Counter, SampleFlag};
+use perf_event::{Builder, Counter, ReadFormat, SampleFlag};
 use perf_event_open_sys::bindings::{PERF_RECORD_SAMPLE, perf_event_header, perf_event_mmap_page};
 
 use super::bpf::OneInN;
@@ -37,8 +37,9 @@ const REGS_BP_SP_IP: u64 = (1 << 6) | (1 << 7) | (1 << 8);
 
 /// One thread's sampler.
 pub struct TouchSampler {
-    counter: Counter,
+    /// Declared before the counter, so it is unmapped first.
     ring: memmap2::Mmap,
+    counter: Counter,
     /// `data_head` when the lane last looked: a sample since then moved it.
     seen_head: u64,
 }
@@ -109,7 +110,15 @@ impl TouchSampler {
                 OneFaultIn::Random(_) => 1,
                 OneFaultIn::EveryNth(n) => n,
             })
-            .sample(SampleFlag::ADDR | SampleFlag::REGS_USER | SampleFlag::STACK_USER)
+            // READ: the count of faults at the sample, to tell the newest fault's sample from
+            // an older one at the same page.
+            .sample(
+                SampleFlag::ADDR
+                    | SampleFlag::READ
+                    | SampleFlag::REGS_USER
+                    | SampleFlag::STACK_USER,
+            )
+            .read_format(ReadFormat::empty())
             .sample_regs_user(REGS_BP_SP_IP)
             .sample_stack_user(STACK_BYTES)
             .exclude_kernel(seen == FaultsSeen::UserOnly)
@@ -122,9 +131,10 @@ impl TouchSampler {
                 .attach(counter.as_raw_fd())
                 .map_err(SamplerError::Filter)?;
         }
-        let page = page_size();
-        // SAFETY: a read-only shared mapping of the event's ring; the kernel writes it, we
-        // only read it, and the mapping lives as long as `self` (it is dropped before the fd).
+        let page = super::page_size() as usize;
+        // SAFETY: a read-only shared mapping of the event's ring. The kernel writes it while
+        // it is mapped, which memmap2's `Mmap` does not expect of a file: it is never read
+        // through a slice, only through raw pointers (`data_head`, `copy_record`).
         let ring = unsafe {
             memmap2::MmapOptions::new()
                 .len(page + RING_BYTES.max(page))
@@ -132,8 +142,8 @@ impl TouchSampler {
                 .map_err(SamplerError::Map)?
         };
         Ok(Self {
-            counter,
             ring,
+            counter,
             seen_head: 0,
         })
     }
@@ -144,14 +154,21 @@ impl TouchSampler {
     }
 
     /// The sample of the fault at `page` (page-aligned), if the thread's newest sample, taken
-    /// since the last look, is of it.
+    /// since the last look, is of it and of the thread's latest fault (the thread sleeps in
+    /// that fault: a sample of an earlier fault at the same page, made before a discard, has a
+    /// smaller count).
     pub fn sample_at(&mut self, page: u64, page_mask: u64) -> Option<TouchSample> {
         let head = self.data_head();
         if head == self.seen_head {
             return None;
         }
         self.seen_head = head;
-        let bytes = self.newest_record(head)?;
+        let bytes = self.copy_record(head)?;
+        // The thread was running (its fault resolved by another's, or left for a signal): the
+        // copy may be torn.
+        if self.data_head() != head {
+            return None;
+        }
         let header = perf_event_header {
             type_: u32::from_ne_bytes(bytes[0..4].try_into().ok()?),
             misc: u16::from_ne_bytes(bytes[4..6].try_into().ok()?),
@@ -168,6 +185,10 @@ impl TouchSampler {
         if addr & page_mask != page {
             return None;
         }
+        let count_then = sample.values()?.get(0)?.value();
+        if self.counter.read().ok()? != count_then {
+            return None;
+        }
         let [bp, sp, ip] = sample.regs_user()?.regs[..] else {
             return None;
         };
@@ -181,31 +202,40 @@ impl TouchSampler {
     fn data_head(&self) -> u64 {
         let at = offset_of!(perf_event_mmap_page, data_head);
         // SAFETY: the first page of the mapping is the kernel's `perf_event_mmap_page`, and
-        // `data_head` is an aligned u64 in it that the kernel stores to; the acquire load
-        // pairs with the kernel's release after a record is written.
+        // `data_head` is an aligned u64 in it that the kernel stores to. The page is mapped
+        // read-only, which std allows for a lock-free atomic load (AtomicU64 is on x86_64);
+        // the acquire pairs with the kernel's barrier before it publishes a record.
         unsafe { AtomicU64::from_ptr(self.ring.as_ptr().add(at) as *mut u64) }
             .load(Ordering::Acquire)
     }
 
-    /// A copy of the record that begins at `head` (the newest: the buffer is written
-    /// backward), header included; `None` if its size makes no sense.
-    fn newest_record(&self, head: u64) -> Option<Vec<u8>> {
-        let page = page_size();
-        let data = &self.ring[page..];
-        let size = data.len();
-        let at = |offset: usize| data[(head as usize).wrapping_add(offset) % size];
-        let length = usize::from(u16::from_ne_bytes([at(6), at(7)]));
-        if length < size_of::<perf_event_header>() || length > size {
+    /// A copy of the record that begins at `head` (the newest: the event writes backward),
+    /// header included; `None` if its size makes no sense.
+    fn copy_record(&self, head: u64) -> Option<Vec<u8>> {
+        let page = super::page_size() as usize;
+        let size = self.ring.len() - page;
+        let start = head as usize % size;
+        // SAFETY (both): `data` is the ring's data area, `size` bytes after its header page;
+        // every offset below is reduced modulo `size` and every length bounded by it.
+        let data = unsafe { self.ring.as_ptr().add(page) };
+        let mut header = [0u8; size_of::<perf_event_header>()];
+        for (i, byte) in header.iter_mut().enumerate() {
+            *byte = unsafe { data.add((start + i) % size).read_volatile() };
+        }
+        let length = usize::from(u16::from_ne_bytes([header[6], header[7]]));
+        if length < header.len() || length > size {
             return None;
         }
-        // The thread that writes this ring sleeps in its fault: the record is still.
-        Some((0..length).map(at).collect())
+        // At most one wrap: the part up to the ring's end, then the rest from its start.
+        let first = length.min(size - start);
+        let mut record = vec![0u8; length];
+        // SAFETY: `[start, start + first)` and `[0, length - first)` lie within the data area
+        // and `record` holds `length` bytes; a concurrent write by the kernel can only tear
+        // the copy, which `sample_at` then drops.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.add(start), record.as_mut_ptr(), first);
+            std::ptr::copy_nonoverlapping(data, record.as_mut_ptr().add(first), length - first);
+        }
+        Some(record)
     }
-}
-
-fn page_size() -> usize {
-    nix::unistd::sysconf(nix::unistd::SysconfVar::PAGE_SIZE)
-        .ok()
-        .flatten()
-        .map_or(4096, |p| p as usize)
 }

@@ -7,7 +7,8 @@
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::os::fd::AsRawFd;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::StackShared;
 use super::space::SpaceCode;
@@ -15,28 +16,27 @@ use crate::event::SiteId;
 use crate::kernel::bpf::OneInN;
 pub use crate::kernel::perf::TouchSample;
 use crate::kernel::perf::{FaultsSeen, OneFaultIn, RING_BYTES, SamplerError, TouchSampler};
+use crate::test_hooks::{self, Fault};
 
-/// Every traced thread's sampler, by thread id.
+/// Every traced thread's sampler, by thread id. The tracer opens and moves them; each lane
+/// reads those of its threads. The table's lock is held for a lookup only, a sampler's for
+/// one read of its ring.
 pub struct TouchSamplers {
     period: u64,
-    inner: Mutex<Inner>,
-}
-
-struct Inner {
-    by_thread: HashMap<i32, TouchSampler>,
-    /// Kernel-mode faults too, until the kernel refuses them to an unprivileged user.
-    seen: FaultsSeen,
-    /// The program that picks faults at random, loaded at the first sampler: `Some(None)`
-    /// when it is not needed (N = 1) or cannot be loaded (every Nth fault is sampled then).
-    program: Option<Option<OneInN>>,
-    /// The reasons already said in the stream (once each is enough).
-    told: HashSet<Refusal>,
+    /// The program that picks faults at random: None when N = 1 or it cannot be loaded (every
+    /// Nth fault is sampled then).
+    program: Option<OneInN>,
+    by_thread: Mutex<HashMap<i32, Arc<Mutex<TouchSampler>>>>,
+    /// Kernel-mode faults are left out, since the kernel refused them.
+    user_only: AtomicBool,
+    /// What is wrong, said in the stream once for each reason; the first is waiting to be said
+    /// (the program could not be loaded).
+    told: Mutex<(HashSet<Refusal>, Option<String>)>,
 }
 
 /// Why a thread's faults go unsampled, or are sampled less well.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Refusal {
-    NotRandom,
     Paranoid,
     KernelFaults,
     Pinning,
@@ -47,54 +47,65 @@ enum Refusal {
 impl TouchSamplers {
     /// Samplers of one fault in `period`.
     pub fn new(period: u64) -> Self {
+        let (program, not_random) = match period {
+            1 => (None, None),
+            n => match OneInN::load(n).and_then(|program| {
+                match test_hooks::fails(Fault::Bpf, None) {
+                    true => Err(io::Error::from_raw_os_error(libc::EPERM)),
+                    false => Ok(program),
+                }
+            }) {
+                Ok(program) => (Some(program), None),
+                Err(e) => (
+                    None,
+                    Some(format!(
+                        "--touch-stacks: every {n}th page fault is sampled rather than each with \
+                         a chance of 1 in {n}, so a loop whose faults repeat in step with that \
+                         may have all of its first touches sampled or none (loading the BPF \
+                         program that draws them: {e}; it needs CAP_BPF and CAP_PERFMON)"
+                    )),
+                ),
+            },
+        };
         Self {
             period,
-            inner: Mutex::new(Inner {
-                by_thread: HashMap::new(),
-                seen: FaultsSeen::All,
-                program: None,
-                told: HashSet::new(),
-            }),
+            program,
+            by_thread: Mutex::default(),
+            user_only: AtomicBool::new(false),
+            told: Mutex::new((HashSet::new(), not_random)),
         }
     }
 
-    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    fn threads(&self) -> MutexGuard<'_, HashMap<i32, Arc<Mutex<TouchSampler>>>> {
+        self.by_thread.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// A new thread, stopped before it runs any code of its own. What is wrong with its
     /// sampling, for the stream, the first time each reason comes up.
     pub fn open(&self, tid: i32) -> Vec<String> {
-        let mut guard = self.inner();
-        let inner = &mut *guard;
-        let mut said = Vec::new();
-        let program = inner.program.get_or_insert_with(|| {
-            if self.period == 1 {
-                return None;
-            }
-            OneInN::load(self.period)
-                .inspect_err(|e| {
-                    said.extend(tell(&mut inner.told, Refusal::NotRandom, || {
-                        format!(
-                            "--touch-stacks: every {}th page fault is sampled rather than each                              with a chance of 1 in {0}, so a loop whose faults repeat in step                              with that may have all of its first touches sampled or none                              (loading the BPF program that draws them: {e}; it needs CAP_BPF                              and CAP_PERFMON)",
-                            self.period
-                        )
-                    }))
-                })
-                .ok()
-        });
-        let pick = match program {
+        let mut told = self.told.lock().unwrap_or_else(|e| e.into_inner());
+        let (told, not_random) = &mut *told;
+        let mut said: Vec<String> = not_random.take().into_iter().collect();
+        let pick = match &self.program {
             Some(program) => OneFaultIn::Random(program),
             None => OneFaultIn::EveryNth(self.period),
         };
-        let mut opened = TouchSampler::open(tid, pick, inner.seen);
-        if inner.seen == FaultsSeen::All
-            && matches!(&opened, Err(SamplerError::Open(e)) if denied(e))
+        let seen = match self.user_only.load(Ordering::Relaxed) {
+            true => FaultsSeen::UserOnly,
+            false => FaultsSeen::All,
+        };
+        let mut opened = match seen == FaultsSeen::All && test_hooks::fails(Fault::PerfKernel, None)
         {
+            true => Err(SamplerError::Open(io::Error::from_raw_os_error(
+                libc::EACCES,
+            ))),
+            false => TouchSampler::open(tid, pick, seen),
+        };
+        if seen == FaultsSeen::All && matches!(&opened, Err(SamplerError::Open(e)) if denied(e)) {
             opened = TouchSampler::open(tid, pick, FaultsSeen::UserOnly);
             if opened.is_ok() {
-                inner.seen = FaultsSeen::UserOnly;
-                said.extend(tell(&mut inner.told, Refusal::KernelFaults, || {
+                self.user_only.store(true, Ordering::Relaxed);
+                said.extend(tell(told, Refusal::KernelFaults, || {
                     format!(
                         "--touch-stacks: first touches made inside system calls (a read into a \
                          fresh page) are not sampled: kernel.perf_event_paranoid is {}, and \
@@ -107,7 +118,7 @@ impl TouchSamplers {
         let (fd_ceiling, fd_limit) = fd_ceiling();
         let (refusal, message) = match opened {
             Ok(sampler) if sampler.as_raw_fd() < fd_ceiling => {
-                inner.by_thread.insert(tid, sampler);
+                self.threads().insert(tid, Arc::new(Mutex::new(sampler)));
                 return said;
             }
             Ok(_) => (
@@ -147,32 +158,35 @@ impl TouchSamplers {
                 ),
             ),
         };
-        said.extend(tell(&mut inner.told, refusal, || message));
+        said.extend(tell(told, refusal, || message));
         said
     }
 
     /// An exec gave thread `former` the id `now` (the leader's); the samplers of the other
-    /// threads of the process went with them. The faults of the exec itself (the new program's
-    /// file pages, the loader's) are dropped.
+    /// threads of the process went with them, and so does the old leader's, whose death is
+    /// never reported. The faults of the exec itself (the new program's file pages, the
+    /// loader's) are dropped.
     pub fn exec(&self, former: i32, now: i32) {
-        let mut inner = self.inner();
-        if let Some(mut sampler) = inner.by_thread.remove(&former) {
-            sampler.discard();
-            inner.by_thread.insert(now, sampler);
+        let mut threads = self.threads();
+        if former != now {
+            threads.remove(&now);
+        }
+        if let Some(sampler) = threads.remove(&former) {
+            sampler.lock().unwrap_or_else(|e| e.into_inner()).discard();
+            threads.insert(now, sampler);
         }
     }
 
     /// The thread is gone.
     pub fn gone(&self, tid: i32) {
-        self.inner().by_thread.remove(&tid);
+        self.threads().remove(&tid);
     }
 
     /// The sample of thread `tid`'s fault at `page`, if it was sampled.
     fn sample_at(&self, tid: i32, page: u64, page_mask: u64) -> Option<TouchSample> {
-        self.inner()
-            .by_thread
-            .get_mut(&tid)?
-            .sample_at(page, page_mask)
+        let sampler = self.threads().get(&tid)?.clone();
+        let mut sampler = sampler.lock().unwrap_or_else(|e| e.into_inner());
+        sampler.sample_at(page, page_mask)
     }
 }
 

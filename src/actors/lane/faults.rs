@@ -62,10 +62,16 @@ impl Lane {
         let Some(uffd) = self.uffd.as_ref().filter(|_| self.failed.is_none()) else {
             return;
         };
-        // Its sample is taken before the thread runs on to its next fault.
+        // Its sample is taken before the thread runs on to its next fault; only a thread of
+        // the space's own has one (another process's sampler holds faults of its own memory).
+        let own_thread = self
+            .who
+            .known(tid)
+            .is_some_and(|who| who.writer.is_none() && !who.remote);
         let sample = self
             .touch_stacks
             .as_ref()
+            .filter(|_| own_thread)
             .and_then(|stacks| stacks.sample_of(tid, addr));
         match uffd.resolve(addr, write) {
             Resolution::Resolved => {
