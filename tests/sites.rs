@@ -921,3 +921,64 @@ fn touch_stacks_without_kernel_faults_or_bpf_still_sample_every_thread() {
         assert!(named >= lines / 4, "{call:?}: {named} of {lines} named");
     }
 }
+
+/// A page first touched by `write_page`, discarded, then made resident again by
+/// `MADV_POPULATE_WRITE` (faults the kernel takes for the thread, never sampled): the refill
+/// is no sampled first touch, and never takes `write_page`'s older sample of the same page.
+#[test]
+fn a_refill_the_kernel_does_not_sample_never_takes_an_older_stack() {
+    let file = scratch("refill");
+    let program = c_workload("sites_refill", Build::DwarfOnly);
+    let (status, stdout, stderr) = run_bounded(
+        Command::new(bin())
+            .args(["run", "--touch-stacks", "1", "--coalesce-ms", "0", "-o"])
+            .arg(&file)
+            .arg("--")
+            .arg(&program),
+    );
+    let traced = Traced::read(&file, status, stdout, stderr);
+    assert_eq!(traced.status, 0, "{}", traced.stderr);
+    traced.assert_matches_kernel();
+    let [region] = &traced.truth("region", "refill")[..] else {
+        panic!("{}", traced.stdout);
+    };
+    let (start, end) = (region.start, region.end);
+    let sites: HashMap<SiteId, &[Frame]> = traced
+        .lines
+        .iter()
+        .filter_map(|l| match &l.event {
+            Event::Site { id, frames, .. } => Some((*id, &frames[..])),
+            _ => None,
+        })
+        .collect();
+    // Each page: its first touch, then its refill, in that order.
+    let mut by_page: BTreeMap<u64, Vec<Option<SiteId>>> = BTreeMap::new();
+    for line in &traced.lines {
+        if let Event::Resident {
+            start: s, end: e, ..
+        } = line.event
+            && s >= start
+            && e <= end
+        {
+            by_page.entry(s).or_default().push(line.event.site());
+        }
+    }
+    assert_eq!(by_page.len() as u64, (end - start) / PAGE, "{by_page:?}");
+    for (page, touches) in &by_page {
+        let [first, refill] = touches[..] else {
+            panic!("page {page:#x}: {touches:?}");
+        };
+        let first = first.unwrap_or_else(|| panic!("page {page:#x}: an unsampled first touch"));
+        assert!(
+            names(user_frame(sites[&first]), "write_page"),
+            "{}",
+            show(sites[&first])
+        );
+        assert_eq!(
+            refill,
+            None,
+            "page {page:#x}: the refill took {:?}",
+            refill.map(|s| show(sites[&s]))
+        );
+    }
+}

@@ -106,7 +106,7 @@ enum Command {
         /// Take the call stack of page faults, each with a chance of 1 in N (a perf event's
         /// sample, no stop): the first touches it lands on name their site; 0 (the default)
         /// is off.
-        #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..1 << 31))]
+        #[arg(long, value_name = "N", default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=(1 << 31) - 1))]
         touch_stacks: u64,
         /// Test hook (test builds only): forget the first resident page in the replayed state,
         /// so that --verify must find a mismatch.
@@ -249,12 +249,15 @@ fn main() -> ExitCode {
             let test_corrupt_state = false;
             if no_faults && touch_stacks > 0 {
                 use clap::CommandFactory;
-                Cli::command()
-                    .error(
-                        clap::error::ErrorKind::ArgumentConflict,
-                        "--touch-stacks samples first touches, which --no-faults does not follow",
-                    )
-                    .exit();
+                // The error shows `run`'s usage: the subcommand, once built, knows its full name.
+                let mut cli = Cli::command();
+                cli.build();
+                let mut run = cli.find_subcommand("run").cloned().unwrap_or(cli);
+                run.error(
+                    clap::error::ErrorKind::ArgumentConflict,
+                    "--touch-stacks samples first touches, which --no-faults does not follow",
+                )
+                .exit();
             }
             run(RunOptions {
                 argv: program,

@@ -18,7 +18,8 @@ use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use perf_event::data::Record;
-use perf_event::data::parse::Parser;
+use perf_event::data::endian::Native;
+use perf_event::data::parse::{ParseConfig, Parser};
 use perf_event::events::Software;
 use perf_event::{Builder, Counter, ReadFormat, SampleFlag};
 use perf_event_open_sys::bindings::{PERF_RECORD_SAMPLE, perf_event_header, perf_event_mmap_page};
@@ -42,6 +43,48 @@ pub struct TouchSampler {
     counter: Counter,
     /// `data_head` when the lane last looked: a sample since then moved it.
     seen_head: u64,
+}
+
+/// A thread's newest record, as taken before its fault was resolved.
+pub struct Taken {
+    record: Vec<u8>,
+    /// The thread's count of faults when it was taken: the fault it slept in is the sample's
+    /// only if the sample's count is this.
+    count_now: u64,
+    config: ParseConfig<Native>,
+}
+
+impl Taken {
+    /// The sample of the fault at `page` (page-aligned), if the record is the sample of the
+    /// thread's latest fault (an earlier sample at the same page has a smaller count) and of
+    /// that page.
+    pub fn sample_at(self, page: u64, page_mask: u64) -> Option<TouchSample> {
+        let bytes = &self.record;
+        let header = perf_event_header {
+            type_: u32::from_ne_bytes(bytes[0..4].try_into().ok()?),
+            misc: u16::from_ne_bytes(bytes[4..6].try_into().ok()?),
+            size: u16::from_ne_bytes(bytes[6..8].try_into().ok()?),
+        };
+        if header.type_ != PERF_RECORD_SAMPLE {
+            return None;
+        }
+        let mut parser = Parser::new(&bytes[8..], self.config);
+        let Ok(Record::Sample(sample)) = Record::parse_with_header(&mut parser, header) else {
+            return None;
+        };
+        let addr = sample.addr()?;
+        if addr & page_mask != page || sample.values()?.get(0)?.value() != self.count_now {
+            return None;
+        }
+        let [bp, sp, ip] = sample.regs_user()?.regs[..] else {
+            return None;
+        };
+        Some(TouchSample {
+            addr,
+            regs: StartRegisters { ip, sp, bp },
+            stack: sample.stack_user()?.to_vec(),
+        })
+    }
 }
 
 /// A sampled fault: where it was, and the thread's registers and stack then.
@@ -153,49 +196,25 @@ impl TouchSampler {
         self.seen_head = self.data_head();
     }
 
-    /// The sample of the fault at `page` (page-aligned), if the thread's newest sample, taken
-    /// since the last look, is of it and of the thread's latest fault (the thread sleeps in
-    /// that fault: a sample of an earlier fault at the same page, made before a discard, has a
-    /// smaller count).
-    pub fn sample_at(&mut self, page: u64, page_mask: u64) -> Option<TouchSample> {
+    /// The thread's newest record, if one was taken since the last look, copied while the
+    /// thread sleeps in its fault (before the lane resolves it), with the thread's count of
+    /// faults now. Parsed later, once the fault is resolved: [`Taken::sample_at`].
+    pub fn take(&mut self) -> Option<Taken> {
         let head = self.data_head();
         if head == self.seen_head {
             return None;
         }
         self.seen_head = head;
-        let bytes = self.copy_record(head)?;
+        let record = self.copy_record(head)?;
         // The thread was running (its fault resolved by another's, or left for a signal): the
         // copy may be torn.
         if self.data_head() != head {
             return None;
         }
-        let header = perf_event_header {
-            type_: u32::from_ne_bytes(bytes[0..4].try_into().ok()?),
-            misc: u16::from_ne_bytes(bytes[4..6].try_into().ok()?),
-            size: u16::from_ne_bytes(bytes[6..8].try_into().ok()?),
-        };
-        if header.type_ != PERF_RECORD_SAMPLE {
-            return None;
-        }
-        let mut parser = Parser::new(&bytes[8..], self.counter.config().clone());
-        let Ok(Record::Sample(sample)) = Record::parse_with_header(&mut parser, header) else {
-            return None;
-        };
-        let addr = sample.addr()?;
-        if addr & page_mask != page {
-            return None;
-        }
-        let count_then = sample.values()?.get(0)?.value();
-        if self.counter.read().ok()? != count_then {
-            return None;
-        }
-        let [bp, sp, ip] = sample.regs_user()?.regs[..] else {
-            return None;
-        };
-        Some(TouchSample {
-            addr,
-            regs: StartRegisters { ip, sp, bp },
-            stack: sample.stack_user()?.to_vec(),
+        Some(Taken {
+            record,
+            count_now: self.counter.read().ok()?,
+            config: self.counter.config().clone(),
         })
     }
 

@@ -14,8 +14,7 @@ use super::StackShared;
 use super::space::SpaceCode;
 use crate::event::SiteId;
 use crate::kernel::bpf::OneInN;
-pub use crate::kernel::perf::TouchSample;
-use crate::kernel::perf::{FaultsSeen, OneFaultIn, RING_BYTES, SamplerError, TouchSampler};
+use crate::kernel::perf::{FaultsSeen, OneFaultIn, RING_BYTES, SamplerError, Taken, TouchSampler};
 use crate::test_hooks::{self, Fault};
 
 /// Every traced thread's sampler, by thread id. The tracer opens and moves them; each lane
@@ -177,16 +176,24 @@ impl TouchSamplers {
         }
     }
 
+    /// Drops the samples the threads `tids` have taken so far.
+    pub fn forget_samples(&self, tids: impl Iterator<Item = i32>) {
+        let threads = self.threads();
+        for sampler in tids.filter_map(|tid| threads.get(&tid)) {
+            sampler.lock().unwrap_or_else(|e| e.into_inner()).discard();
+        }
+    }
+
     /// The thread is gone.
     pub fn gone(&self, tid: i32) {
         self.threads().remove(&tid);
     }
 
-    /// The sample of thread `tid`'s fault at `page`, if it was sampled.
-    fn sample_at(&self, tid: i32, page: u64, page_mask: u64) -> Option<TouchSample> {
+    /// Thread `tid`'s newest record, if it has a new one.
+    fn take(&self, tid: i32) -> Option<Taken> {
         let sampler = self.threads().get(&tid)?.clone();
         let mut sampler = sampler.lock().unwrap_or_else(|e| e.into_inner());
-        sampler.sample_at(page, page_mask)
+        sampler.take()
     }
 }
 
@@ -234,15 +241,15 @@ impl TouchStacks {
         }
     }
 
-    /// The sample of thread `tid`'s fault at `page`, if the kernel sampled it. Taken before
-    /// the fault is resolved: the thread then runs on, and its next sample overwrites it.
-    pub fn sample_of(&self, tid: i32, page: u64) -> Option<TouchSample> {
-        let mask = !(self.shared.page_size - 1);
-        self.samplers.sample_at(tid, page, mask)
+    /// Thread `tid`'s newest record, taken before its fault is resolved: the thread then runs
+    /// on, and its next sample overwrites it. Only a copy: what it is, is seen in `site_of`.
+    pub fn take(&self, tid: i32) -> Option<Taken> {
+        self.samplers.take(tid)
     }
 
-    /// The site of a sampled first touch by thread `tid`.
-    pub fn site_of(&mut self, tid: i32, sample: TouchSample) -> Option<SiteId> {
+    /// The site of thread `tid`'s first touch of `page`, if `taken` is its sample.
+    pub fn site_of(&mut self, tid: i32, page: u64, taken: Taken) -> Option<SiteId> {
+        let sample = taken.sample_at(page, !(self.shared.page_size - 1))?;
         let code = match &mut self.code {
             Some(code) if !code.stale => code,
             code => code.insert(self.shared.read_code(tid)?),

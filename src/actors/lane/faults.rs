@@ -62,17 +62,18 @@ impl Lane {
         let Some(uffd) = self.uffd.as_ref().filter(|_| self.failed.is_none()) else {
             return;
         };
-        // Its sample is taken before the thread runs on to its next fault; only a thread of
-        // the space's own has one (another process's sampler holds faults of its own memory).
+        // Its sample is copied before the thread runs on to its next fault (and looked at
+        // after); only a thread of the space's own has one (another process's sampler holds
+        // faults of its own memory).
         let own_thread = self
             .who
             .known(tid)
             .is_some_and(|who| who.writer.is_none() && !who.remote);
-        let sample = self
+        let taken = self
             .touch_stacks
             .as_ref()
             .filter(|_| own_thread)
-            .and_then(|stacks| stacks.sample_of(tid, addr));
+            .and_then(|stacks| stacks.take(tid));
         match uffd.resolve(addr, write) {
             Resolution::Resolved => {
                 if test_hooks::fails(Fault::LanePanic, Some(self.space)) {
@@ -93,8 +94,8 @@ impl Lane {
                 let site = self
                     .touch_stacks
                     .as_mut()
-                    .zip(sample)
-                    .and_then(|(stacks, sample)| stacks.site_of(tid, sample));
+                    .zip(taken)
+                    .and_then(|(stacks, taken)| stacks.site_of(tid, addr, taken));
                 let touch = TouchRun {
                     at,
                     pid: who.pid,

@@ -1,20 +1,28 @@
 //! `--stacks`: the call stack of a layout syscall, taken at its exit stop while the thread is
 //! still stopped (src/stacks/ walks it), and what the syscall tells the stacks about the
-//! space's code.
+//! space's code and, for `--touch-stacks`, about the samples taken so far.
 
 use super::Tracer;
 use super::layout::By;
-use crate::event::SiteId;
+use crate::event::{SiteId, SpaceId};
 use crate::kernel::syscall::LayoutSyscall;
 
 impl Tracer {
     /// With `--stacks`: the site of the thread's stack, for a syscall that succeeded (it
     /// returned `rval`) and whose lines name one.
     pub(super) fn stack_of(&mut self, by: By, call: LayoutSyscall, rval: u64) -> Option<SiteId> {
-        let brk_moves = self
-            .spaces
-            .get(&by.space)
-            .is_some_and(|s| self.page_align(s.brk) != self.page_align(rval));
+        let old_brk = self.spaces.get(&by.space).map(|s| self.page_align(s.brk));
+        let brk_moves = old_brk.is_some_and(|old| old != self.page_align(rval));
+        let releases = match call {
+            LayoutSyscall::Munmap { .. } | LayoutSyscall::Mremap { .. } => true,
+            LayoutSyscall::Madvise { discard, .. } => discard.is_some(),
+            LayoutSyscall::Mmap { flags, .. } => flags & libc::MAP_FIXED != 0,
+            LayoutSyscall::Brk { .. } => old_brk.is_some_and(|old| self.page_align(rval) < old),
+            _ => false,
+        };
+        if releases {
+            self.forget_touch_samples(by.space);
+        }
         let stacks = self.config.stacks.as_mut()?;
         match call {
             LayoutSyscall::Mmap { prot, .. } => {
@@ -47,5 +55,21 @@ impl Tracer {
             | LayoutSyscall::Other { .. } => return None,
         }
         stacks.take(by.tid, by.space)
+    }
+
+    /// `--touch-stacks`: pages of the space went (discarded, unmapped, replaced). Its threads'
+    /// samples so far are dropped: a page filled again later by a fault the kernel does not
+    /// sample (`MADV_POPULATE_WRITE`, an `O_DIRECT` read, `process_vm_writev`) would otherwise
+    /// find an older sample of the same page the newest, and take its stack.
+    fn forget_touch_samples(&self, space: SpaceId) {
+        let Some((_, samplers)) = &self.config.touch_stacks else {
+            return;
+        };
+        let in_space = self
+            .threads
+            .iter()
+            .filter(|(_, t)| self.processes.get(&t.pid).and_then(|p| p.space) == Some(space))
+            .map(|(&tid, _)| tid);
+        samplers.forget_samples(in_space);
     }
 }
