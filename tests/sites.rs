@@ -787,8 +787,9 @@ fn one_first_touch_in_sixteen_gets_a_stack_whatever_faults_come_between() {
         panic!("{:?}", run.calls);
     };
     assert_eq!(here, 512, "{:?}", run.calls);
+    // About 32; below 12 by chance about once in 10^5 runs.
     assert!(
-        (here / 32..=here / 8).contains(&here_named),
+        (12..=here / 8).contains(&here_named),
         "{here_named} of {here} first touches got a stack naming write_pages_here"
     );
 }
@@ -913,7 +914,7 @@ fn touch_stacks_without_kernel_faults_or_bpf_still_sample_every_thread() {
         .collect();
     warned.sort();
     assert!(
-        matches!(&warned[..], [a, b] if a.contains("every 2th") && b.contains("inside system calls")),
+        matches!(&warned[..], [a, b] if a.contains("inside system calls") && b.contains("fixed stride")),
         "{warned:?}"
     );
     // Every other fault of each thread is sampled (nearly all of them are these first touches).

@@ -392,9 +392,9 @@ pub(super) fn thp() -> Check {
 
 /// `--touch-stacks` samples each thread's page faults with a perf event: tried on this thread.
 pub(super) fn perf_event_paranoid() -> Check {
+    use crate::kernel::perf::{FaultsSeen, OneFaultIn, TouchSampler};
     let level = sysctl("kernel.perf_event_paranoid");
     let level = level.as_deref().unwrap_or("absent");
-    use crate::kernel::perf::{FaultsSeen, OneFaultIn, TouchSampler};
     let me = nix::unistd::gettid().as_raw();
     let every = OneFaultIn::EveryNth(64);
     match TouchSampler::open(me, every, FaultsSeen::All) {

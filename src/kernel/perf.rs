@@ -15,14 +15,16 @@
 use std::io;
 use std::mem::offset_of;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{Ordering, fence};
 
 use perf_event::data::Record;
 use perf_event::data::endian::Native;
 use perf_event::data::parse::{ParseConfig, Parser};
 use perf_event::events::Software;
 use perf_event::{Builder, Counter, ReadFormat, SampleFlag};
-use perf_event_open_sys::bindings::{PERF_RECORD_SAMPLE, perf_event_header, perf_event_mmap_page};
+use perf_event_open_sys::bindings::{
+    PAUSE_OUTPUT, PERF_RECORD_SAMPLE, perf_event_header, perf_event_mmap_page,
+};
 
 use super::bpf::OneInN;
 use super::stack::StartRegisters;
@@ -38,8 +40,9 @@ const REGS_BP_SP_IP: u64 = (1 << 6) | (1 << 7) | (1 << 8);
 
 /// One thread's sampler.
 pub struct TouchSampler {
-    /// Declared before the counter, so it is unmapped first.
-    ring: memmap2::Mmap,
+    /// Declared before the counter, so it is unmapped first. Raw: the kernel writes it, so it
+    /// is read through pointers only, never a Rust reference.
+    ring: memmap2::MmapRaw,
     counter: Counter,
     /// `data_head` when the lane last looked: a sample since then moved it.
     seen_head: u64,
@@ -56,8 +59,9 @@ pub struct Taken {
 
 impl Taken {
     /// The sample of the fault at `page` (page-aligned), if the record is the sample of the
-    /// thread's latest fault (an earlier sample at the same page has a smaller count) and of
-    /// that page.
+    /// thread's latest counted fault (a sample of an earlier one has a smaller count) and of
+    /// that page. A fill the kernel makes for the thread is not counted: the samples of a
+    /// released range are dropped at the release for that (`TouchSampler::forget_in`).
     pub fn sample_at(self, page: u64, page_mask: u64) -> Option<TouchSample> {
         let bytes = &self.record;
         let header = perf_event_header {
@@ -80,7 +84,6 @@ impl Taken {
             return None;
         };
         Some(TouchSample {
-            addr,
             regs: StartRegisters { ip, sp, bp },
             stack: sample.stack_user()?.to_vec(),
         })
@@ -89,7 +92,6 @@ impl Taken {
 
 /// A sampled fault: where it was, and the thread's registers and stack then.
 pub struct TouchSample {
-    pub addr: u64,
     pub regs: StartRegisters,
     /// The stack from `regs.sp` up.
     pub stack: Vec<u8>,
@@ -175,15 +177,10 @@ impl TouchSampler {
                 .map_err(SamplerError::Filter)?;
         }
         let page = super::page_size() as usize;
-        // SAFETY: a read-only shared mapping of the event's ring. The kernel writes it while
-        // it is mapped, which memmap2's `Mmap` does not expect of a file: it is never read
-        // through a slice, only through raw pointers (`data_head`, `copy_record`).
-        let ring = unsafe {
-            memmap2::MmapOptions::new()
-                .len(page + RING_BYTES.max(page))
-                .map(&counter)
-                .map_err(SamplerError::Map)?
-        };
+        let ring = memmap2::MmapOptions::new()
+            .len(page + RING_BYTES.max(page))
+            .map_raw_read_only(&counter)
+            .map_err(SamplerError::Map)?;
         Ok(Self {
             ring,
             counter,
@@ -196,6 +193,20 @@ impl TouchSampler {
         self.seen_head = self.data_head();
     }
 
+    /// Drops the newest sample if it is of a page in `range` (which went away).
+    pub fn forget_in(&mut self, range: &std::ops::Range<u64>) {
+        let head = self.data_head();
+        if head == self.seen_head {
+            return;
+        }
+        // The sample's first field is its address (ADDR comes first of the fields asked for).
+        let mut addr = [0u8; 8];
+        self.read_ring(head.wrapping_add(8), &mut addr);
+        if range.contains(&u64::from_ne_bytes(addr)) {
+            self.seen_head = head;
+        }
+    }
+
     /// The thread's newest record, if one was taken since the last look, copied while the
     /// thread sleeps in its fault (before the lane resolves it), with the thread's count of
     /// faults now. Parsed later, once the fault is resolved: [`Taken::sample_at`].
@@ -204,57 +215,78 @@ impl TouchSampler {
         if head == self.seen_head {
             return None;
         }
+        // The thread may be running (its fault resolved by another's, or left for a signal):
+        // the kernel writes nothing meanwhile (a sample it takes then is lost), and a record
+        // newer than `head` makes the count differ.
+        self.pause_output(true);
+        let head = self.data_head();
+        let record = self.copy_record(head);
+        self.pause_output(false);
         self.seen_head = head;
-        let record = self.copy_record(head)?;
-        // The thread was running (its fault resolved by another's, or left for a signal): the
-        // copy may be torn.
-        if self.data_head() != head {
-            return None;
-        }
         Some(Taken {
-            record,
+            record: record?,
             count_now: self.counter.read().ok()?,
             config: self.counter.config().clone(),
         })
     }
 
+    /// `PERF_EVENT_IOC_PAUSE_OUTPUT`: while paused, the kernel writes no record to the ring.
+    fn pause_output(&self, paused: bool) {
+        // SAFETY: an ioctl on our perf event's descriptor with an integer argument.
+        let rc = unsafe {
+            libc::ioctl(
+                self.counter.as_raw_fd(),
+                PAUSE_OUTPUT as _,
+                libc::c_ulong::from(paused),
+            )
+        };
+        if rc != 0 {
+            tracing::debug!(
+                "PERF_EVENT_IOC_PAUSE_OUTPUT: {}",
+                io::Error::last_os_error()
+            );
+        }
+    }
+
     fn data_head(&self) -> u64 {
         let at = offset_of!(perf_event_mmap_page, data_head);
         // SAFETY: the first page of the mapping is the kernel's `perf_event_mmap_page`, and
-        // `data_head` is an aligned u64 in it that the kernel stores to. The page is mapped
-        // read-only, which std allows for a lock-free atomic load (AtomicU64 is on x86_64);
-        // the acquire pairs with the kernel's barrier before it publishes a record.
-        unsafe { AtomicU64::from_ptr(self.ring.as_ptr().add(at) as *mut u64) }
-            .load(Ordering::Acquire)
+        // `data_head` an aligned u64 in it, which the kernel stores whole; the fence pairs with
+        // the kernel's barrier before it publishes a record (READ_ONCE, then smp_rmb).
+        let head = unsafe { (self.ring.as_ptr().add(at) as *const u64).read_volatile() };
+        fence(Ordering::Acquire);
+        head
+    }
+
+    /// Fills `into` from the ring's data area, from `offset` on (taken modulo its size).
+    fn read_ring(&self, offset: u64, into: &mut [u8]) {
+        let page = super::page_size() as usize;
+        let size = self.ring.len() - page;
+        let start = offset as usize % size;
+        let first = into.len().min(size - start);
+        // SAFETY: `data` is the ring's data area, the `size` bytes after its header page, and
+        // `into` is at most `size` bytes (callers check): `[start, start + first)` and
+        // `[0, into.len() - first)` are within it. Raw copies, no reference to memory the
+        // kernel writes.
+        unsafe {
+            let data = self.ring.as_ptr().add(page);
+            std::ptr::copy_nonoverlapping(data.add(start), into.as_mut_ptr(), first);
+            std::ptr::copy_nonoverlapping(data, into.as_mut_ptr().add(first), into.len() - first);
+        }
     }
 
     /// A copy of the record that begins at `head` (the newest: the event writes backward),
     /// header included; `None` if its size makes no sense.
     fn copy_record(&self, head: u64) -> Option<Vec<u8>> {
-        let page = super::page_size() as usize;
-        let size = self.ring.len() - page;
-        let start = head as usize % size;
-        // SAFETY (both): `data` is the ring's data area, `size` bytes after its header page;
-        // every offset below is reduced modulo `size` and every length bounded by it.
-        let data = unsafe { self.ring.as_ptr().add(page) };
+        let size = self.ring.len() - super::page_size() as usize;
         let mut header = [0u8; size_of::<perf_event_header>()];
-        for (i, byte) in header.iter_mut().enumerate() {
-            *byte = unsafe { data.add((start + i) % size).read_volatile() };
-        }
+        self.read_ring(head, &mut header);
         let length = usize::from(u16::from_ne_bytes([header[6], header[7]]));
         if length < header.len() || length > size {
             return None;
         }
-        // At most one wrap: the part up to the ring's end, then the rest from its start.
-        let first = length.min(size - start);
         let mut record = vec![0u8; length];
-        // SAFETY: `[start, start + first)` and `[0, length - first)` lie within the data area
-        // and `record` holds `length` bytes; a concurrent write by the kernel can only tear
-        // the copy, which `sample_at` then drops.
-        unsafe {
-            std::ptr::copy_nonoverlapping(data.add(start), record.as_mut_ptr(), first);
-            std::ptr::copy_nonoverlapping(data, record.as_mut_ptr().add(first), length - first);
-        }
+        self.read_ring(head, &mut record);
         Some(record)
     }
 }

@@ -203,6 +203,29 @@ impl LayoutSyscall {
     /// may have unmapped what was there before failing, an `mremap` can run out of memory half
     /// way, and an `mprotect` over a hole changes what comes before it. A program's
     /// `UFFDIO_REGISTER` had ours unregistered first, whatever its result.
+    /// The range whose pages this call can take away (unmap, discard, replace, move out), if
+    /// any; a `brk` that shrinks is the caller's to see, from the break before.
+    pub fn releases(&self) -> Option<Range<u64>> {
+        let span = |start: u64, len: u64| start..start.saturating_add(len);
+        match *self {
+            LayoutSyscall::Munmap { addr, len } => Some(span(addr, len)),
+            LayoutSyscall::Madvise {
+                addr,
+                len,
+                discard: Some(_),
+                ..
+            } => Some(span(addr, len)),
+            LayoutSyscall::Mremap {
+                old_addr, old_len, ..
+            } => Some(span(old_addr, old_len)),
+            LayoutSyscall::Mmap {
+                addr, len, flags, ..
+            } if flags & libc::MAP_FIXED != 0 => Some(span(addr, len)),
+            LayoutSyscall::UffdMove { src, len, .. } => Some(span(src, len)),
+            _ => None,
+        }
+    }
+
     pub fn may_have_acted_on_error(&self, errno: i64) -> bool {
         match *self {
             LayoutSyscall::Mmap { flags, .. } => flags & libc::MAP_FIXED != 0,

@@ -28,9 +28,14 @@ pub struct TouchSamplers {
     by_thread: Mutex<HashMap<i32, Arc<Mutex<TouchSampler>>>>,
     /// Kernel-mode faults are left out, since the kernel refused them.
     user_only: AtomicBool,
-    /// What is wrong, said in the stream once for each reason; the first is waiting to be said
-    /// (the program could not be loaded).
-    told: Mutex<(HashSet<Refusal>, Option<String>)>,
+    told: Mutex<Told>,
+}
+
+/// What is wrong with the sampling, said in the stream once for each reason.
+struct Told {
+    said: HashSet<Refusal>,
+    /// Why the program could not be loaded, to be said at the first sampler.
+    not_random: Option<String>,
 }
 
 /// Why a thread's faults go unsampled, or are sampled less well.
@@ -49,19 +54,21 @@ impl TouchSamplers {
         let (program, not_random) = match period {
             1 => (None, None),
             n => match OneInN::load(n).and_then(|program| {
-                match test_hooks::fails(Fault::Bpf, None) {
-                    true => Err(io::Error::from_raw_os_error(libc::EPERM)),
-                    false => Ok(program),
+                if test_hooks::fails(Fault::Bpf, None) {
+                    Err(io::Error::from_raw_os_error(libc::EPERM))
+                } else {
+                    Ok(program)
                 }
             }) {
                 Ok(program) => (Some(program), None),
                 Err(e) => (
                     None,
                     Some(format!(
-                        "--touch-stacks: every {n}th page fault is sampled rather than each with \
-                         a chance of 1 in {n}, so a loop whose faults repeat in step with that \
-                         may have all of its first touches sampled or none (loading the BPF \
-                         program that draws them: {e}; it needs CAP_BPF and CAP_PERFMON)"
+                        "--touch-stacks: one page fault in {n} is sampled at a fixed stride \
+                         rather than each with a chance of 1 in {n}, so a loop whose faults \
+                         repeat in step with it may have all of its first touches sampled or \
+                         none (loading the BPF program that draws them: {e}; it needs CAP_BPF \
+                         and CAP_PERFMON)"
                     )),
                 ),
             },
@@ -71,7 +78,10 @@ impl TouchSamplers {
             program,
             by_thread: Mutex::default(),
             user_only: AtomicBool::new(false),
-            told: Mutex::new((HashSet::new(), not_random)),
+            told: Mutex::new(Told {
+                said: HashSet::new(),
+                not_random,
+            }),
         }
     }
 
@@ -83,22 +93,23 @@ impl TouchSamplers {
     /// sampling, for the stream, the first time each reason comes up.
     pub fn open(&self, tid: i32) -> Vec<String> {
         let mut told = self.told.lock().unwrap_or_else(|e| e.into_inner());
-        let (told, not_random) = &mut *told;
-        let mut said: Vec<String> = not_random.take().into_iter().collect();
+        let mut said: Vec<String> = told.not_random.take().into_iter().collect();
+        let told = &mut told.said;
         let pick = match &self.program {
             Some(program) => OneFaultIn::Random(program),
             None => OneFaultIn::EveryNth(self.period),
         };
-        let seen = match self.user_only.load(Ordering::Relaxed) {
-            true => FaultsSeen::UserOnly,
-            false => FaultsSeen::All,
+        let seen = if self.user_only.load(Ordering::Relaxed) {
+            FaultsSeen::UserOnly
+        } else {
+            FaultsSeen::All
         };
-        let mut opened = match seen == FaultsSeen::All && test_hooks::fails(Fault::PerfKernel, None)
-        {
-            true => Err(SamplerError::Open(io::Error::from_raw_os_error(
+        let mut opened = if seen == FaultsSeen::All && test_hooks::fails(Fault::PerfKernel, None) {
+            Err(SamplerError::Open(io::Error::from_raw_os_error(
                 libc::EACCES,
-            ))),
-            false => TouchSampler::open(tid, pick, seen),
+            )))
+        } else {
+            TouchSampler::open(tid, pick, seen)
         };
         if seen == FaultsSeen::All && matches!(&opened, Err(SamplerError::Open(e)) if denied(e)) {
             opened = TouchSampler::open(tid, pick, FaultsSeen::UserOnly);
@@ -142,8 +153,8 @@ impl TouchSamplers {
                 Refusal::Pinning,
                 format!(
                     "--touch-stacks: the {} KiB sample buffer of thread {tid} cannot be pinned \
-                     ({e}): threads past kernel.perf_event_mlock_kb ({} KiB) and RLIMIT_MEMLOCK \
-                     get no touch stacks (raise either: ulimit -l)",
+                     ({e}): threads past kernel.perf_event_mlock_kb ({} KiB per CPU) and \
+                     RLIMIT_MEMLOCK get no touch stacks (raise either: ulimit -l)",
                     RING_BYTES >> 10,
                     crate::kernel::procfs::sysctl("kernel.perf_event_mlock_kb")
                         .unwrap_or_else(|| "?".into()),
@@ -166,21 +177,32 @@ impl TouchSamplers {
     /// never reported. The faults of the exec itself (the new program's file pages, the
     /// loader's) are dropped.
     pub fn exec(&self, former: i32, now: i32) {
-        let mut threads = self.threads();
-        if former != now {
-            threads.remove(&now);
-        }
-        if let Some(sampler) = threads.remove(&former) {
-            sampler.lock().unwrap_or_else(|e| e.into_inner()).discard();
-            threads.insert(now, sampler);
+        let moved = {
+            let mut threads = self.threads();
+            if former != now {
+                threads.remove(&now);
+            }
+            let moved = threads.remove(&former);
+            if let Some(sampler) = &moved {
+                threads.insert(now, sampler.clone());
+            }
+            moved
+        };
+        if let Some(sampler) = moved {
+            lock(&sampler).discard();
         }
     }
 
-    /// Drops the samples the threads `tids` have taken so far.
-    pub fn forget_samples(&self, tids: impl Iterator<Item = i32>) {
-        let threads = self.threads();
-        for sampler in tids.filter_map(|tid| threads.get(&tid)) {
-            sampler.lock().unwrap_or_else(|e| e.into_inner()).discard();
+    /// Pages in `released` went away: the newest samples of threads `tids` there are dropped.
+    pub fn forget_samples(&self, tids: &[i32], released: &std::ops::Range<u64>) {
+        let samplers: Vec<Arc<Mutex<TouchSampler>>> = {
+            let threads = self.threads();
+            tids.iter()
+                .filter_map(|tid| threads.get(tid).cloned())
+                .collect()
+        };
+        for sampler in samplers {
+            lock(&sampler).forget_in(released);
         }
     }
 
@@ -192,9 +214,12 @@ impl TouchSamplers {
     /// Thread `tid`'s newest record, if it has a new one.
     fn take(&self, tid: i32) -> Option<Taken> {
         let sampler = self.threads().get(&tid)?.clone();
-        let mut sampler = sampler.lock().unwrap_or_else(|e| e.into_inner());
-        sampler.take()
+        lock(&sampler).take()
     }
+}
+
+fn lock(sampler: &Mutex<TouchSampler>) -> MutexGuard<'_, TouchSampler> {
+    sampler.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// `message()`, unless `refusal` was said already.

@@ -219,6 +219,9 @@ impl Tracer {
         // lane's reconciliation finds which pages went.
         let partial =
             matches!(call, LayoutSyscall::Madvise { .. }) && ret.value == -(libc::ENOMEM as i64);
+        if !ret.is_error || partial || call.may_have_acted_on_error(-ret.value) {
+            self.forget_touch_samples(by.space, call, ret.value as u64);
+        }
         if ret.is_error && !partial {
             return ExitReport {
                 failed: true,

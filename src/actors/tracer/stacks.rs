@@ -11,18 +11,10 @@ impl Tracer {
     /// With `--stacks`: the site of the thread's stack, for a syscall that succeeded (it
     /// returned `rval`) and whose lines name one.
     pub(super) fn stack_of(&mut self, by: By, call: LayoutSyscall, rval: u64) -> Option<SiteId> {
-        let old_brk = self.spaces.get(&by.space).map(|s| self.page_align(s.brk));
-        let brk_moves = old_brk.is_some_and(|old| old != self.page_align(rval));
-        let releases = match call {
-            LayoutSyscall::Munmap { .. } | LayoutSyscall::Mremap { .. } => true,
-            LayoutSyscall::Madvise { discard, .. } => discard.is_some(),
-            LayoutSyscall::Mmap { flags, .. } => flags & libc::MAP_FIXED != 0,
-            LayoutSyscall::Brk { .. } => old_brk.is_some_and(|old| self.page_align(rval) < old),
-            _ => false,
-        };
-        if releases {
-            self.forget_touch_samples(by.space);
-        }
+        let brk_moves = self
+            .spaces
+            .get(&by.space)
+            .is_some_and(|s| self.page_align(s.brk) != self.page_align(rval));
         let stacks = self.config.stacks.as_mut()?;
         match call {
             LayoutSyscall::Mmap { prot, .. } => {
@@ -57,19 +49,29 @@ impl Tracer {
         stacks.take(by.tid, by.space)
     }
 
-    /// `--touch-stacks`: pages of the space went (discarded, unmapped, replaced). Its threads'
-    /// samples so far are dropped: a page filled again later by a fault the kernel does not
-    /// sample (`MADV_POPULATE_WRITE`, an `O_DIRECT` read, `process_vm_writev`) would otherwise
-    /// find an older sample of the same page the newest, and take its stack.
-    fn forget_touch_samples(&self, space: SpaceId) {
+    /// `--touch-stacks`: a layout syscall that took effect (`rval` its return value) may have
+    /// taken pages of the space away. Its threads' newest samples in that range are dropped: a
+    /// page filled again later by a fault the kernel does not sample (`MADV_POPULATE_WRITE`, an
+    /// `O_DIRECT` read, `process_vm_writev`) would otherwise find an older sample of that very
+    /// page the newest, and take its stack.
+    pub(super) fn forget_touch_samples(&self, space: SpaceId, call: LayoutSyscall, rval: u64) {
         let Some((_, samplers)) = &self.config.touch_stacks else {
             return;
         };
-        let in_space = self
+        let released = match call {
+            LayoutSyscall::Brk { .. } => self.spaces.get(&space).and_then(|s| {
+                let (now, before) = (self.page_align(rval), self.page_align(s.brk));
+                (now < before).then_some(now..before)
+            }),
+            call => call.releases(),
+        };
+        let Some(released) = released else { return };
+        let in_space: Vec<i32> = self
             .threads
             .iter()
             .filter(|(_, t)| self.processes.get(&t.pid).and_then(|p| p.space) == Some(space))
-            .map(|(&tid, _)| tid);
-        samplers.forget_samples(in_space);
+            .map(|(&tid, _)| tid)
+            .collect();
+        samplers.forget_samples(&in_space, &released);
     }
 }
