@@ -311,6 +311,10 @@ pub enum Event {
         page_size: u64,
         /// False with `--no-faults`: mappings are traced, first touches are not.
         faults: bool,
+        /// How first touches are followed (`--faults`): `uffd`, each as it happens, with its
+        /// thread; `scan`, by reading the page tables. Absent with `--no-faults`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        follow: Option<String>,
         /// The machine's transparent huge page policy (`always`, `madvise`, `never`): which
         /// ranges are followed by scans rather than faults.
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -38,6 +38,9 @@ pub struct RunOptions {
     pub output: Option<PathBuf>,
     /// Follow first touches through userfaultfd (false: mappings only).
     pub faults: bool,
+    /// `--faults scan`: follow every private anonymous range but the stacks by page-table
+    /// scans rather than faults.
+    pub scan: bool,
     /// Print the human summary on stderr at the end.
     pub summary: bool,
     /// Check the stream against the kernel's page tables at every process's last exit stop.
@@ -247,6 +250,9 @@ pub fn run(options: RunOptions) -> RunOutcome {
     } else {
         ThpPolicy::of_this_machine()
     };
+    // `--faults scan`: every private anonymous range but the stacks is followed by scans, as
+    // ranges that may get huge pages are under `always`; the start line keeps the machine's.
+    let follow_by = if options.scan { ThpPolicy::Always } else { thp };
     let start = Event::Start {
         schema: SCHEMA,
         version: env!("CARGO_PKG_VERSION").to_string(),
@@ -257,6 +263,9 @@ pub fn run(options: RunOptions) -> RunOutcome {
             .collect(),
         page_size,
         faults: options.faults,
+        follow: options
+            .faults
+            .then(|| if options.scan { "scan" } else { "uffd" }.to_string()),
         thp: Some(thp.name().to_string()),
         wall_ns: wall
             .duration_since(std::time::UNIX_EPOCH)
@@ -301,7 +310,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
         },
         verify: options.verify,
         verify_every: options.verify_every.filter(|_| options.verify),
-        thp,
+        thp: follow_by,
         stacks,
         touch_stacks,
     };

@@ -135,6 +135,44 @@ fn an_unknown_option_is_an_error_not_a_program() {
     assert_eq!((status, stdout.as_str()), (0, "--x"));
 }
 
+/// Options that cannot go together, or a value out of range: clap's error, exit 2, and nothing
+/// is run.
+#[test]
+fn conflicting_or_out_of_range_options_are_usage_errors() {
+    for (args, says) in [
+        (
+            &["run", "--no-faults", "--faults", "scan", "/bin/echo", "x"][..],
+            "--no-faults",
+        ),
+        (
+            &[
+                "run",
+                "--no-faults",
+                "--touch-stacks",
+                "4",
+                "/bin/echo",
+                "x",
+            ],
+            "--no-faults",
+        ),
+        (
+            &["run", "--faults", "sometimes", "/bin/echo", "x"],
+            "possible values: uffd, scan",
+        ),
+        (
+            &["run", "--touch-stacks", "2147483648", "/bin/echo", "x"],
+            "0..=2147483647",
+        ),
+    ] {
+        let (status, stdout, stderr) = run_cli(args);
+        assert_eq!(status, 2, "{args:?}: {stderr}");
+        assert!(stdout.is_empty(), "{args:?}: nothing was run: {stdout}");
+        // clap's form: `error: ` first, then what is wrong and how to go on.
+        assert!(stderr.starts_with("error: "), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+}
+
 /// `-o -` is stdout (the program's stdout then goes to stderr, as without -o).
 #[test]
 fn output_dash_is_stdout() {

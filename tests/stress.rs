@@ -23,6 +23,8 @@ struct Profile {
     millis: u64,
     /// `MEVI_TEST_FAULT` for mevi-actors, if any.
     fault: Option<&'static str>,
+    /// Options of `run` besides `--verify --verify-every 5`.
+    flags: &'static [&'static str],
 }
 
 const SHORT: Profile = Profile {
@@ -30,6 +32,7 @@ const SHORT: Profile = Profile {
     seeds: &[1, 2],
     millis: 300,
     fault: None,
+    flags: &[],
 };
 
 fn soak() -> Profile {
@@ -42,6 +45,7 @@ fn soak() -> Profile {
         seeds: &[1, 2],
         millis: secs * 1000,
         fault: None,
+        flags: &[],
     }
 }
 
@@ -107,12 +111,9 @@ fn race(case: &str, profile: &Profile) -> Checked {
                 .map(|f| ("MEVI_TEST_FAULT", f))
                 .into_iter()
                 .collect();
-            let t = trace_with_env(
-                &env,
-                &["--verify", "--verify-every", "5"],
-                &program,
-                timeout,
-            );
+            let mut flags = vec!["--verify", "--verify-every", "5"];
+            flags.extend(profile.flags);
+            let t = trace_with_env(&env, &flags, &program, timeout);
             let what = format!("stress {case} {threads} threads seed {seed}");
             let mut run = Checked::default();
             if t.status != untraced {
@@ -276,6 +277,7 @@ fn every_case_with_ranges_followed_by_scans() {
         seeds: &[1],
         millis: 300,
         fault: Some("thp-always"),
+        flags: &[],
     };
     for case in [
         "reuse", "discard", "layout", "mremap", "brk", "fork", "vfork", "exec", "fixed", "exits",
@@ -289,6 +291,25 @@ fn every_case_with_ranges_followed_by_scans() {
             c.scanned > 0 || case == "populate",
             "{case}: no resident line found by a scan"
         );
+    }
+}
+
+/// `run --faults scan`: every private anonymous range but the stacks is followed by scans.
+/// Racing threads map, touch, discard, remap, fork and exec; the stream agrees with the kernel
+/// at every checkpoint, and what it checked was found by scans.
+#[test]
+fn cases_under_faults_scan() {
+    let profile = Profile {
+        threads: &[8],
+        seeds: &[2],
+        millis: 300,
+        fault: None,
+        flags: &["--faults", "scan"],
+    };
+    for case in ["reuse", "discard", "mremap", "fork", "exec", "free"] {
+        let c = race(case, &profile);
+        c.assert_passed();
+        assert!(c.scanned > 0, "{case}: no resident line found by a scan");
     }
 }
 

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 use mevi_actors::query::{self, At, Mode};
 use mevi_actors::run::{RunOptions, run};
 
@@ -34,6 +34,13 @@ struct Cli {
     command: Command,
 }
 
+/// `run --faults`: how first touches are followed.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum FaultsBy {
+    Uffd,
+    Scan,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Run PROGRAM under the tracer.
@@ -49,6 +56,14 @@ enum Command {
         /// Trace mappings only; do not follow first touches (no userfaultfd needed).
         #[arg(long)]
         no_faults: bool,
+        /// How first touches are followed: `uffd` (the default), each as it happens, with the
+        /// thread that made it, through a userfaultfd; `scan`, by reading the page tables at
+        /// every layout change, on a timer and at each exit, at nearly the program's own speed
+        /// and with transparent huge pages as untraced (pages carry no thread, and a page made
+        /// resident and dropped between two scans is not seen). Stacks are still followed by
+        /// faults.
+        #[arg(long, value_enum, value_name = "HOW", default_value_t = FaultsBy::Uffd)]
+        faults: FaultsBy,
         /// Do not print the human summary on stderr.
         #[arg(long)]
         no_summary: bool,
@@ -227,6 +242,7 @@ fn main() -> ExitCode {
         Command::Run {
             output,
             no_faults,
+            faults,
             no_summary,
             verify,
             verify_every,
@@ -247,22 +263,19 @@ fn main() -> ExitCode {
         } => {
             #[cfg(not(feature = "test-hooks"))]
             let test_corrupt_state = false;
+            if no_faults && faults == FaultsBy::Scan {
+                usage_error("--faults scan follows first touches, which --no-faults does not");
+            }
             if no_faults && touch_stacks > 0 {
-                use clap::CommandFactory;
-                // The error shows `run`'s usage: the subcommand, once built, knows its full name.
-                let mut cli = Cli::command();
-                cli.build();
-                let mut run = cli.find_subcommand("run").cloned().unwrap_or(cli);
-                run.error(
-                    clap::error::ErrorKind::ArgumentConflict,
+                usage_error(
                     "--touch-stacks samples first touches, which --no-faults does not follow",
-                )
-                .exit();
+                );
             }
             run(RunOptions {
                 argv: program,
                 output: output_file(output),
                 faults: !no_faults,
+                scan: faults == FaultsBy::Scan,
                 summary: !no_summary,
                 verify: verify || verify_every.is_some(),
                 verify_every: verify_every.map(std::time::Duration::from_millis),
@@ -297,6 +310,7 @@ fn main() -> ExitCode {
                 argv: vec![exe.into(), "__demo-workload".into()],
                 output: output_file(output),
                 faults: !no_faults,
+                scan: false,
                 summary: true,
                 verify,
                 verify_every: None,
@@ -357,4 +371,15 @@ fn main() -> ExitCode {
         Command::DemoWorkload => mevi_actors::demo::workload(),
     };
     ExitCode::from(status.clamp(0, 255) as u8)
+}
+
+/// Options of `run` that cannot go together: one line and `run`'s usage, exit 2.
+fn usage_error(message: &str) -> ! {
+    use clap::CommandFactory;
+    // The subcommand, once built, knows its full name for the usage line.
+    let mut cli = Cli::command();
+    cli.build();
+    let mut run = cli.find_subcommand("run").cloned().unwrap_or(cli);
+    run.error(clap::error::ErrorKind::ArgumentConflict, message)
+        .exit()
 }

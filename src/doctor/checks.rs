@@ -358,7 +358,8 @@ pub(super) fn pagemap_scan() -> Check {
         Ok(true) => Check::new(
             Mark::Ok,
             what,
-            "answered on /proc/self/pagemap (page-table scans and checks read runs of pages)",
+            "answered on /proc/self/pagemap (page-table scans, `run --faults scan` and checks \
+             read runs of pages)",
         ),
         Ok(false) => Check::new(
             Mark::Note,

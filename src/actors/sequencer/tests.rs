@@ -55,6 +55,7 @@ fn start() -> Event {
         argv: vec![],
         page_size: 4096,
         faults: true,
+        follow: None,
         thp: None,
         wall_ns: None,
         wall: None,

@@ -16,6 +16,7 @@ fn start() -> Event {
         argv: vec!["w".into()],
         page_size: 4096,
         faults: true,
+        follow: None,
         thp: None,
         wall_ns: None,
         wall: None,
