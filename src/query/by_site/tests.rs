@@ -510,34 +510,12 @@ fn brk_growth_and_split_lines_are_mapped_once() {
 
 #[test]
 fn sampled_first_touches_are_counted_by_their_site_whatever_the_run_length() {
-    let sampled = |range: Range<u64>, site: SiteId, n: u64| match touch(1, 0, range) {
-        Event::Resident {
-            pid,
-            tid,
-            space,
-            start,
-            end,
-            write,
-            faults,
-            writer,
-            by,
-            huge,
-            ..
-        } => Event::Resident {
-            pid,
-            tid,
-            space,
-            start,
-            end,
-            write,
-            faults,
-            writer,
-            by,
-            huge,
-            site: Some(site),
-            sampled: n,
-        },
-        _ => unreachable!(),
+    let sampled = |range: Range<u64>, id: SiteId, n: u64| {
+        let mut line = touch(1, 0, range);
+        if let Event::Resident { site, sampled, .. } = &mut line {
+            (*site, *sampled) = (Some(id), n);
+        }
+        line
     };
     let f = figures(vec![
         start(),
