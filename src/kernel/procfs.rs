@@ -252,9 +252,19 @@ fn pending_signals(pid: i32, tid: i32) -> Option<u64> {
     u64::from_str_radix(mask.trim(), 16).ok()
 }
 
-/// The soft limit on the main stack's size (`Max stack size` in `/proc/PID/limits`); None when
-/// unlimited or unreadable.
+/// The soft limit on the main stack's size; None when unlimited or unreadable. Asked with
+/// `prlimit` (a microsecond, against about 12 for the file), else read from `Max stack size` in
+/// `/proc/PID/limits`.
 pub fn stack_limit(pid: i32) -> Option<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: with a null new limit, prlimit only writes the current one into `limit`, a
+    // struct of the right type that lives through the call.
+    if unsafe { libc::prlimit(pid, libc::RLIMIT_STACK, std::ptr::null(), &mut limit) } == 0 {
+        return (limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur);
+    }
     let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
     let line = limits.lines().find(|l| l.starts_with("Max stack size"))?;
     line["Max stack size".len()..]
@@ -505,6 +515,21 @@ pub fn split_by_presence(range: Range<u64>, present: &[Range<u64>]) -> Vec<(Rang
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_stack_limit_asked_is_the_one_proc_shows() {
+        let me = std::process::id() as i32;
+        let limits = std::fs::read_to_string(format!("/proc/{me}/limits")).unwrap();
+        let line = limits
+            .lines()
+            .find(|l| l.starts_with("Max stack size"))
+            .unwrap();
+        let shown = line["Max stack size".len()..]
+            .split_whitespace()
+            .next()
+            .unwrap();
+        assert_eq!(stack_limit(me), shown.parse().ok(), "{line}");
+    }
 
     #[test]
     fn maps_lines_parse_with_and_without_paths() {
