@@ -155,9 +155,15 @@ impl Run {
 
     /// The same, with arguments for the program.
     pub(crate) fn with_args(flags: &[&str], program: &Path, args: &[&str]) -> Run {
+        Run::with_env(&[], flags, program, args)
+    }
+
+    /// The same, with `env` set for mevi-actors (`MEVI_TEST_FAULT`).
+    fn with_env(env: &[(&str, &str)], flags: &[&str], program: &Path, args: &[&str]) -> Run {
         let file = scratch("sites");
         let (status, stdout, stderr) = run_bounded(
             Command::new(bin())
+                .envs(env.iter().copied())
                 .args(["run", "--stacks"])
                 .args(flags)
                 .arg("-o")
@@ -880,25 +886,12 @@ fn first_touches_after_an_exec_from_a_thread_have_stacks() {
 /// included, is still sampled, every 2nd fault.
 #[test]
 fn touch_stacks_without_kernel_faults_or_bpf_still_sample_every_thread() {
-    let file = scratch("touch-fallback");
-    let program = c_workload("sites_touch", Build::DwarfOnly);
-    let (status, stdout, stderr) = run_bounded(
-        Command::new(bin())
-            .env("MEVI_TEST_FAULT", "perf-kernel,bpf")
-            .args(["run", "--touch-stacks", "2", "--coalesce-ms", "0", "-o"])
-            .arg(&file)
-            .arg("--")
-            .arg(&program),
+    let run = Run::with_env(
+        &[("MEVI_TEST_FAULT", "perf-kernel,bpf")],
+        &["--touch-stacks", "2", "--coalesce-ms", "0"],
+        &c_workload("sites_touch", Build::DwarfOnly),
+        &[],
     );
-    let copy = file.with_extension("read");
-    std::fs::copy(&file, &copy).unwrap_or_else(|e| panic!("no stream ({e}):\n{stderr}"));
-    let run = Run {
-        file,
-        program,
-        calls: calls(&stdout),
-        traced: Traced::read(&copy, status, stdout, stderr),
-    };
-    assert_eq!(run.traced.status, 0, "{}", run.traced.stderr);
     let mut warned: Vec<&str> = run
         .traced
         .lines
