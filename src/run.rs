@@ -12,7 +12,7 @@ use crate::actors::sequencer::Sequencer;
 use crate::actors::state::{ReportTap, RunReport, StateActor, StateOptions, WaitsForRoom};
 use crate::actors::supervisor::{self, Supervisor};
 use crate::actors::symbolizer::SymbolizerActor;
-use crate::actors::tracer::{ProgramEnd, TraceError, Tracer, TracerConfig};
+use crate::actors::tracer::{FollowBy, ProgramEnd, TraceError, Tracer, TracerConfig};
 use crate::event::{Event, SCHEMA, VerifyTotals};
 use crate::kernel::thp::ThpPolicy;
 use crate::kernel::{spawn, uffd};
@@ -38,8 +38,8 @@ pub struct RunOptions {
     pub output: Option<PathBuf>,
     /// Follow first touches through userfaultfd (false: mappings only).
     pub faults: bool,
-    /// `--faults scan`: follow every private anonymous range but the stacks by page-table
-    /// scans rather than faults.
+    /// `--faults scan`: follow every private anonymous range by page-table scans, with no
+    /// userfaultfd.
     pub scan: bool,
     /// Print the human summary on stderr at the end.
     pub summary: bool,
@@ -119,6 +119,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
         );
     }
     if options.faults
+        && !options.scan
         && let Err(e) = uffd::permitted()
     {
         return fail(
@@ -250,9 +251,11 @@ pub fn run(options: RunOptions) -> RunOutcome {
     } else {
         ThpPolicy::of_this_machine()
     };
-    // `--faults scan`: every private anonymous range but the stacks is followed by scans, as
-    // ranges that may get huge pages are under `always`; the start line keeps the machine's.
-    let follow_by = if options.scan { ThpPolicy::Always } else { thp };
+    let follow_by = match (options.faults, options.scan) {
+        (false, _) => FollowBy::Nothing,
+        (true, false) => FollowBy::Faults,
+        (true, true) => FollowBy::Scans,
+    };
     let start = Event::Start {
         schema: SCHEMA,
         version: env!("CARGO_PKG_VERSION").to_string(),
@@ -299,7 +302,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
         program: path,
         argv: options.argv.clone(),
         stdout_to_stderr: options.output.is_none(),
-        faults: options.faults,
+        follow_by,
         lane: LaneConfig {
             page_size,
             capacity: LANE_CAPACITY,
@@ -310,7 +313,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
         },
         verify: options.verify,
         verify_every: options.verify_every.filter(|_| options.verify),
-        thp: follow_by,
+        thp,
         stacks,
         touch_stacks,
     };

@@ -30,17 +30,25 @@ fn untraced<S: AsRef<OsStr>>(program: &[S]) -> (i32, String) {
 /// agrees with the kernel. The traced run, for more checks.
 fn runs_as_untraced<S: AsRef<OsStr>>(program: &[S]) -> Traced {
     let (status, stdout) = untraced(program);
-    let t = trace_within(&["--verify"], program, HANG);
-    assert_eq!(
-        (t.status, &t.stdout),
-        (status, &stdout),
-        "traced (left) and untraced (right) differ: {}",
-        t.stderr
-    );
-    let v = t.verify_totals();
-    assert_eq!(v.mismatched_pages, 0, "{}", t.stderr);
-    assert!(v.points > 0, "nothing was checked: {}", t.stderr);
-    t
+    let mut traced = ["uffd", "scan"].map(|how| {
+        let t = trace_within(&["--faults", how, "--verify"], program, HANG);
+        assert_eq!(
+            (t.status, &t.stdout),
+            (status, &stdout),
+            "traced with --faults {how} (left) and untraced (right) differ: {}",
+            t.stderr
+        );
+        let v = t.verify_totals();
+        assert_eq!(v.mismatched_pages, 0, "--faults {how}: {}", t.evidence());
+        assert!(
+            v.points > 0,
+            "--faults {how}: nothing was checked: {}",
+            t.stderr
+        );
+        Some(t)
+    });
+    // What the tests look at further is the default mode's stream.
+    traced[0].take().unwrap()
 }
 
 fn warnings(t: &Traced, what: WarningKind) -> usize {
@@ -354,11 +362,14 @@ fn a_stack_growing_under_checkpoints_agrees_with_the_kernel() {
     for mode in ["deep", "adjacent"] {
         let program = [workload("u10_growsdown").into_os_string(), mode.into()];
         let (status, stdout) = untraced(&program);
-        let t = trace_within(&["--verify", "--verify-every", "5"], &program, HANG);
-        assert_eq!((t.status, &t.stdout), (status, &stdout), "{}", t.stderr);
-        let v = t.verify_totals();
-        assert_eq!(v.mismatched_pages, 0, "{mode}: {}", t.stderr);
-        assert!(v.points > 1, "checkpoints were made: {v:?}");
+        for how in ["uffd", "scan"] {
+            let flags = ["--faults", how, "--verify", "--verify-every", "5"];
+            let t = trace_within(&flags, &program, HANG);
+            assert_eq!((t.status, &t.stdout), (status, &stdout), "{}", t.stderr);
+            let v = t.verify_totals();
+            assert_eq!(v.mismatched_pages, 0, "{mode} {how}: {}", t.evidence());
+            assert!(v.points > 1, "checkpoints were made: {v:?}");
+        }
     }
 }
 

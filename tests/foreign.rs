@@ -1,6 +1,7 @@
-//! Programs nobody here wrote, under `--verify`: the stream must agree with the kernel for them
-//! too. stress-ng and python3 are installed by `.ci/install-deps`; elsewhere a test whose program
-//! is missing says so in one line and passes (under `CI=true` it fails).
+//! Programs nobody here wrote, under `--verify`, followed by faults and by scans: the stream must
+//! agree with the kernel for them too. stress-ng and python3 are installed by
+//! `.ci/install-deps`; elsewhere a test whose program is missing says so in one line and passes
+//! (under `CI=true` it fails).
 
 use std::time::Duration;
 
@@ -11,8 +12,14 @@ fn stress_ng_memory_stressors_agree_with_the_kernel() {
     if !installed("stress-ng") {
         return;
     }
+    for how in ["uffd", "scan"] {
+        stress_ng_under(how);
+    }
+}
+
+fn stress_ng_under(how: &str) {
     let t = trace_within(
-        &["--verify", "--verify-every", "50"],
+        &["--faults", how, "--verify", "--verify-every", "50"],
         &[
             "stress-ng",
             "--vm",
@@ -38,10 +45,10 @@ fn stress_ng_memory_stressors_agree_with_the_kernel() {
         ],
         Duration::from_secs(300),
     );
-    assert_eq!(t.status, 0, "{}", t.evidence());
+    assert_eq!(t.status, 0, "{how}: {}", t.evidence());
     let v = t.verify_totals();
-    assert_eq!(v.mismatched_pages, 0, "{}", t.evidence());
-    assert!(v.points >= 10, "only {} checks", v.points);
+    assert_eq!(v.mismatched_pages, 0, "{how}: {}", t.evidence());
+    assert!(v.points >= 10, "{how}: only {} checks", v.points);
 }
 
 /// Four threads growing and dropping Python objects (the allocator's arenas, mmap'd buffers).
@@ -73,13 +80,15 @@ fn python_threads_allocating_agree_with_the_kernel() {
     if !installed(python) {
         return;
     }
-    let t = trace_within(
-        &["--verify", "--verify-every", "20"],
-        &[python, "-c", THREADED_ALLOCATION],
-        Duration::from_secs(300),
-    );
-    assert_eq!(t.status, 0, "{}", t.evidence());
-    let v = t.verify_totals();
-    assert_eq!(v.mismatched_pages, 0, "{}", t.evidence());
-    assert!(v.points >= 2, "only {} checks", v.points);
+    for how in ["uffd", "scan"] {
+        let t = trace_within(
+            &["--faults", how, "--verify", "--verify-every", "20"],
+            &[python, "-c", THREADED_ALLOCATION],
+            Duration::from_secs(300),
+        );
+        assert_eq!(t.status, 0, "{how}: {}", t.evidence());
+        let v = t.verify_totals();
+        assert_eq!(v.mismatched_pages, 0, "{how}: {}", t.evidence());
+        assert!(v.points >= 2, "{how}: only {} checks", v.points);
+    }
 }

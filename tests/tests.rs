@@ -16,6 +16,7 @@ mod process_order;
 mod replay;
 mod report;
 mod report_page;
+mod scan;
 mod serve;
 mod serve_page;
 mod sites;

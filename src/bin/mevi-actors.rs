@@ -59,9 +59,9 @@ enum Command {
         /// How first touches are followed: `uffd` (the default), each as it happens, with the
         /// thread that made it, through a userfaultfd; `scan`, by reading the page tables at
         /// every layout change, on a timer and at each exit, at nearly the program's own speed
-        /// and with transparent huge pages as untraced (pages carry no thread, and a page made
-        /// resident and dropped between two scans is not seen). Stacks are still followed by
-        /// faults.
+        /// and with the kernel behaving as untraced (nothing is registered: huge pages stay,
+        /// and no userfaultfd is needed); pages carry no thread, and a page made resident and
+        /// dropped between two scans is not seen.
         #[arg(long, value_enum, value_name = "HOW", default_value_t = FaultsBy::Uffd)]
         faults: FaultsBy,
         /// Do not print the human summary on stderr.
@@ -265,6 +265,12 @@ fn main() -> ExitCode {
             let test_corrupt_state = false;
             if no_faults && faults == FaultsBy::Scan {
                 usage_error("--faults scan follows first touches, which --no-faults does not");
+            }
+            if faults == FaultsBy::Scan && touch_stacks > 0 {
+                usage_error(
+                    "--touch-stacks samples the faults a userfaultfd resolves, which --faults \
+                     scan does not make",
+                );
             }
             if no_faults && touch_stacks > 0 {
                 usage_error(

@@ -17,6 +17,7 @@ pub mod syscall;
 pub mod thp;
 pub mod tick;
 pub mod uffd;
+pub mod vmas;
 
 /// A length or address rounded up to a page as the kernel's `PAGE_ALIGN` does, wrap included
 /// (`mremap` accepts an old size that wraps to 0).

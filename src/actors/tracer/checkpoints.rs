@@ -79,7 +79,7 @@ impl Tracer {
         let with_io_workers: Vec<(SpaceId, i32, Vec<IoWorker>)> = self
             .spaces
             .iter()
-            .filter(|(_, s)| s.uffd.is_some())
+            .filter(|(_, s)| s.follows_pages())
             .flat_map(|(&id, _)| self.io_workers_in(id))
             .collect();
         for (&tid, t) in self.threads.iter() {
@@ -137,7 +137,7 @@ impl Tracer {
         let mut targets: Vec<(SpaceId, i32)> = self
             .spaces
             .iter()
-            .filter(|(_, s)| s.uffd.is_some())
+            .filter(|(_, s)| s.follows_pages())
             .filter(|(id, _)| !unstopped.iter().any(|(space, _)| space == *id))
             .filter_map(|(&id, _)| self.parked_in(id, &c.parked).map(|tid| (id, tid)))
             .collect();
@@ -210,7 +210,7 @@ impl Tracer {
         if self.config.verify
             && let Some((pid, space)) = self.space_of(tid)
             && !self.exec_interrupted.contains(&pid)
-            && self.spaces.get(&space).is_some_and(|s| s.uffd.is_some())
+            && self.spaces.get(&space).is_some_and(|s| s.follows_pages())
             && self.space_is_quiescent(space)
         {
             match self.io_workers_ended(space) {

@@ -437,6 +437,7 @@ impl Tracer {
         if grows_down
             && tracked
             && let Some(space) = self.spaces.get(&by.space)
+            && !space.scans_only
         {
             // It grows through faults below it, as the main stack does, within the stack limit.
             space.lane.send(LaneMessage::Stack {
@@ -505,7 +506,7 @@ impl Tracer {
             old,
             new,
             // A shrinking heap stays as tracked as it was.
-            tracked: at_exit.is_some() || (new < old && space.uffd.is_some()),
+            tracked: at_exit.is_some() || (new < old && space.follows_pages()),
             follow: if scanned {
                 Follow::Scans
             } else {

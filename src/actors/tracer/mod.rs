@@ -62,8 +62,8 @@ pub struct TracerConfig {
     pub program: PathBuf,
     pub argv: Vec<OsString>,
     pub stdout_to_stderr: bool,
-    /// False with `--no-faults`: no userfaultfd, mappings only.
-    pub faults: bool,
+    /// How each space's private anonymous pages are followed.
+    pub follow_by: FollowBy,
     /// How each space's lane is set up; its page size is the tracer's too.
     pub lane: LaneConfig,
     /// `--verify`: check the stream against the kernel at each process's last exit stop.
@@ -71,13 +71,25 @@ pub struct TracerConfig {
     /// `--verify-every`: also stop every traced thread this often and check every space.
     pub verify_every: Option<Duration>,
     /// Which private anonymous ranges may get transparent huge pages, and so are followed by
-    /// scans rather than registered.
+    /// scans rather than registered (under `FollowBy::Faults`).
     pub thp: ThpPolicy,
     /// `--stacks`: the stack taker, whose new sites go to the symbolizer.
     pub stacks: Option<Stacks>,
     /// `--touch-stacks`: what each lane takes its first touches' stacks with, and the samplers
     /// the tracer opens on every thread.
     pub touch_stacks: Option<(StackShared, Arc<TouchSamplers>)>,
+}
+
+/// How each space's private anonymous pages are followed (`run --faults`, `--no-faults`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FollowBy {
+    /// A userfaultfd injected into each space: every first touch with its thread, in order; the
+    /// ranges that may get huge pages by scans.
+    Faults,
+    /// Page-table scans only: nothing injected or registered, so the kernel behaves as untraced.
+    Scans,
+    /// Not at all: mappings only.
+    Nothing,
 }
 
 /// How the traced program ended.

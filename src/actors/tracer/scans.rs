@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use rangemap::RangeSet;
 
 use super::Tracer;
-use crate::event::{Event, FoundBy, SpaceId};
+use crate::event::{Event, Follow, FoundBy, MapKind, PageState, SpaceId};
 use crate::kernel::procfs;
 use crate::kernel::syscall::{HugeAdvice, LayoutSyscall};
 use crate::kernel::thp::ThpPolicy;
@@ -165,7 +165,8 @@ impl Tracer {
     /// collapsed, moved, or grown in place by `mremap`: see `Scans::moved`). A heap grown by `brk`
     /// is a new mapping without the advice, which the kernel does not merge with an advised one
     /// (a collapsed one it does: `merged_into_scanned`). A mapping that grows down (a stack) is
-    /// followed by faults: its growth is only seen as a fault below it.
+    /// followed by faults: its growth is only seen as a fault below it. Under `--faults scan`,
+    /// every one is (stacks too: `find_stack_growth`).
     pub(super) fn scans_follow(
         &self,
         space: SpaceId,
@@ -175,14 +176,16 @@ impl Tracer {
         let Some(s) = self.spaces.get(&space) else {
             return false;
         };
-        // A space not followed by faults is not followed at all (mappings only).
-        if s.pagemap.is_none() || s.uffd.is_none() {
+        if !s.follows_pages() {
             return false;
         }
         let scans = s.scans.borrow();
-        !grows_down
-            && !scans.stacks.overlaps(range)
-            && (scans.followed.overlaps(range) || self.config.thp == ThpPolicy::Always)
+        let stack = grows_down || scans.stacks.overlaps(range);
+        if s.scans_only {
+            // A stack's growth is found by asking for the mapping below it.
+            return !stack || s.vmas.is_some();
+        }
+        !stack && (scans.followed.overlaps(range) || self.config.thp == ThpPolicy::Always)
     }
 
     /// `MADV_HUGEPAGE` (where the policy lets it matter) or `MADV_COLLAPSE`, at its entry: the
@@ -301,7 +304,65 @@ impl Tracer {
         };
         let changes = self.may_change(space, call);
         if !changes.is_empty() && self.has_scanned(space) {
+            // It may unmap, discard or move part of a stack's growth not written yet.
+            self.find_stack_growth(pid, space);
             self.scan(pid, space, &changes, Running::OthersMayRun);
+        }
+    }
+
+    /// Under `--faults scan`: writes how far each stack of the space has grown since it was
+    /// last looked at (a `map` line of the grown part, not resident, as the lane writes a growth
+    /// under faults), and follows the grown part by scans from then on. The mapping that holds
+    /// the page just below a stack is asked for: if it also holds the stack's first page, the
+    /// stack grew down to its start; if it ends there, another mapping lies below. Looked for
+    /// before every scan of the space, so the growth's line comes before any page in it, and
+    /// before a check (the stream must have the grown part, even with no page left in it).
+    fn find_stack_growth(&self, pid: i32, space: SpaceId) {
+        let Some(s) = self.spaces.get(&space) else {
+            return;
+        };
+        let Some(vmas) = s.vmas.as_ref() else {
+            return;
+        };
+        let stacks: Vec<Range<u64>> = s.scans.borrow().stacks.iter().cloned().collect();
+        for (i, stack) in stacks.iter().enumerate() {
+            let Some(below) = stack.start.checked_sub(1) else {
+                continue;
+            };
+            let vma = match vmas.covering(below) {
+                Ok(Some(vma)) if vma.range.end > stack.start => vma,
+                Ok(_) => continue,
+                Err(e) => {
+                    tracing::debug!(space, ?stack, "looking for a stack's growth: {e}");
+                    continue;
+                }
+            };
+            // Never into another stack below (two that meet are one mapping to the kernel).
+            let floor = i.checked_sub(1).map_or(0, |j| stacks[j].end);
+            let grown = vma.range.start.max(floor)..stack.start;
+            if grown.is_empty() {
+                continue;
+            }
+            {
+                let mut scans = s.scans.borrow_mut();
+                scans.stacks.insert(grown.clone());
+                scans.followed.insert(grown.clone());
+            }
+            s.lane.observed(Event::Map {
+                pid,
+                tid: pid,
+                space,
+                start: grown.start,
+                end: grown.end,
+                prot: vma.prot,
+                kind: MapKind::Stack,
+                path: None,
+                tracked: true,
+                state: Some(PageState::NotResident),
+                follow: Follow::Scans,
+                site: None,
+                cause: None,
+            });
         }
     }
 
@@ -339,6 +400,7 @@ impl Tracer {
         if !self.has_scanned(space) {
             return;
         }
+        self.find_stack_growth(pid, space);
         self.scan(pid, space, &everywhere(), Running::AllStopped);
     }
 
@@ -376,6 +438,7 @@ impl Tracer {
                 continue;
             };
             let began = Instant::now();
+            self.find_stack_growth(pid, space);
             let found = self.scan(pid, space, &everywhere(), Running::OthersMayRun);
             let took = began.elapsed();
             if let Some(s) = self.spaces.get(&space) {

@@ -6,16 +6,17 @@ use std::sync::Arc;
 
 use rangemap::RangeSet;
 
-use super::Tracer;
 use super::USER_SPACE_END;
 use super::mappings::MapAt;
 use super::scans::{Scans, everywhere};
+use super::{FollowBy, Tracer};
 use crate::actors::lane::{Lane, LaneHandle, LaneMessage};
 use crate::actors::sequencer::{SequencerMessage, Stamped};
 use crate::event::{Event, MapCause, SpaceId, WarningKind};
 use crate::kernel::inject::{self, InjectError, Injection};
 use crate::kernel::procfs::{self, MapsEntry, Pagemap};
 use crate::kernel::uffd::AddressSpaceUffd;
+use crate::kernel::vmas::Vmas;
 use crate::stacks::TouchStacks;
 
 pub(super) struct Space {
@@ -27,8 +28,21 @@ pub(super) struct Space {
     pub(super) brk: u64,
     /// Processes living in this space (more than one after vfork or clone(CLONE_VM)).
     pub(super) members: usize,
-    /// The ranges followed by scans rather than faults (transparent huge pages).
+    /// The ranges followed by scans rather than faults (transparent huge pages; every range
+    /// under `FollowBy::Scans`).
     pub(super) scans: RefCell<Scans>,
+    /// Followed by scans only (`--faults scan`): no userfaultfd was meant to be made.
+    pub(super) scans_only: bool,
+    /// Its mappings, asked one by one: where its stacks have grown (scans only).
+    pub(super) vmas: Option<Vmas>,
+}
+
+impl Space {
+    /// Whether its pages are followed at all, so that a check can compare them: its page tables
+    /// can be read, and it has a userfaultfd or is followed by scans only.
+    pub(super) fn follows_pages(&self) -> bool {
+        self.pagemap.is_some() && (self.uffd.is_some() || self.scans_only)
+    }
 }
 
 /// Where a new space comes from.
@@ -90,7 +104,7 @@ impl Tracer {
             Ok(maps) => (maps, None),
             Err(e) => (Vec::new(), Some(e)),
         };
-        let uffd = if self.config.faults && !foreign {
+        let uffd = if self.config.follow_by == FollowBy::Faults && !foreign {
             let injected = match maps_error {
                 // The injection borrows a `syscall` instruction from the vDSO, found in the maps.
                 Some(e) => Err(InjectError::Io(std::io::Error::new(
@@ -132,6 +146,9 @@ impl Tracer {
                 None
             }
         };
+        let scans_only = self.config.follow_by == FollowBy::Scans && !foreign;
+        // Without it, a stack's growth is not seen: the stack is then followed no more.
+        let vmas = scans_only.then(|| Vmas::open(tid).ok()).flatten();
         let lane = self.spawn_lane(id, uffd.clone(), pagemap.clone());
         // Exec made the new program's mappings; a fork child's are its parent's, described again.
         let cause = match origin {
@@ -181,6 +198,8 @@ impl Tracer {
                 pagemap,
                 brk,
                 members: 1,
+                scans_only,
+                vmas,
                 scans: RefCell::new({
                     // The parent's, as the tracer had them when it handled the fork: what is
                     // no longer private anonymous memory in the child is not followed.
@@ -336,6 +355,7 @@ impl Tracer {
             if self.grows_down(id, entry)
                 && tracked
                 && let Some(space) = self.spaces.get(&id)
+                && !space.scans_only
             {
                 // Unlimited: the legacy layout keeps mappings far from the stack.
                 let limit = procfs::stack_limit(tid).unwrap_or(1 << 40);

@@ -1,0 +1,143 @@
+//! One mapping of an address space, asked by address: `PROCMAP_QUERY` on an open
+//! `/proc/PID/maps` (Linux 6.11, well under a microsecond), or a read of the whole file on older
+//! kernels. Scan mode finds a stack's growth so (tracer/scans.rs), where nothing faults through us.
+
+use std::fs::File;
+use std::io;
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+use std::os::unix::io::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use linux_raw_sys::general::procmap_query;
+
+use super::procfs;
+
+// `PROCMAP_QUERY`, `_IOWR('f', 17, struct procmap_query)`: linux-raw-sys has the structure, not
+// the request.
+nix::ioctl_readwrite!(procmap_query_ioctl, b'f', 17, procmap_query);
+
+const VMA_READABLE: u64 =
+    linux_raw_sys::general::procmap_query_flags::PROCMAP_QUERY_VMA_READABLE as u64;
+const VMA_WRITABLE: u64 =
+    linux_raw_sys::general::procmap_query_flags::PROCMAP_QUERY_VMA_WRITABLE as u64;
+const VMA_EXECUTABLE: u64 =
+    linux_raw_sys::general::procmap_query_flags::PROCMAP_QUERY_VMA_EXECUTABLE as u64;
+
+/// A mapping: where it is and its protection, as `/proc/PID/maps` writes it (`"rw-"`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Vma {
+    pub range: Range<u64>,
+    pub prot: String,
+}
+
+/// An open `/proc/PID/maps`. Like `procfs::Pagemap`, it answers for the mm it was opened on.
+#[derive(Debug)]
+pub struct Vmas {
+    file: File,
+    /// Cleared once the kernel says it has no `PROCMAP_QUERY`.
+    query: AtomicBool,
+}
+
+impl Vmas {
+    pub fn open(pid: i32) -> io::Result<Self> {
+        Ok(Self {
+            file: File::open(format!("/proc/{pid}/maps"))?,
+            query: AtomicBool::new(true),
+        })
+    }
+
+    /// The mapping that holds `addr`, if any.
+    pub fn covering(&self, addr: u64) -> io::Result<Option<Vma>> {
+        if self.query.load(Ordering::Relaxed) {
+            match self.query(addr) {
+                Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTTY | libc::EINVAL)) => {
+                    self.query.store(false, Ordering::Relaxed);
+                }
+                answer => return answer,
+            }
+        }
+        Ok(self
+            .read_all()?
+            .into_iter()
+            .find(|m| m.range.contains(&addr)))
+    }
+
+    fn query(&self, addr: u64) -> io::Result<Option<Vma>> {
+        let mut arg = procmap_query {
+            size: std::mem::size_of::<procmap_query>() as u64,
+            // The mapping covering the address only (not the next one), whatever it is.
+            query_flags: 0,
+            query_addr: addr,
+            vma_start: 0,
+            vma_end: 0,
+            vma_flags: 0,
+            vma_page_size: 0,
+            vma_offset: 0,
+            inode: 0,
+            dev_major: 0,
+            dev_minor: 0,
+            // No name and no build id: the kernel writes nothing through a pointer of ours.
+            vma_name_size: 0,
+            build_id_size: 0,
+            vma_name_addr: 0,
+            build_id_addr: 0,
+        };
+        // SAFETY: `arg` is a live, whole `procmap_query` whose `size` says so; with both
+        // buffer sizes 0 the kernel writes into `arg` only.
+        match unsafe { procmap_query_ioctl(self.file.as_raw_fd(), &mut arg) } {
+            Ok(_) => Ok(Some(Vma {
+                range: arg.vma_start..arg.vma_end,
+                prot: [
+                    (VMA_READABLE, 'r'),
+                    (VMA_WRITABLE, 'w'),
+                    (VMA_EXECUTABLE, 'x'),
+                ]
+                .iter()
+                .map(|&(bit, c)| if arg.vma_flags & bit != 0 { c } else { '-' })
+                .collect(),
+            })),
+            // Nothing there; ESRCH: the mm is gone, and holds nothing.
+            Err(nix::errno::Errno::ENOENT | nix::errno::Errno::ESRCH) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Every mapping, from the file itself (a kernel without `PROCMAP_QUERY`).
+    fn read_all(&self) -> io::Result<Vec<Vma>> {
+        let mut text = Vec::new();
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            let n = self.file.read_at(&mut buf, text.len() as u64)?;
+            if n == 0 {
+                break;
+            }
+            text.extend_from_slice(&buf[..n]);
+        }
+        Ok(procfs::parse_maps(&String::from_utf8_lossy(&text))
+            .into_iter()
+            .map(|m| Vma {
+                range: m.start..m.end,
+                prot: m.prot,
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both ways of asking agree with the file, for a mapping of our own and a hole.
+    #[test]
+    fn the_query_and_the_file_agree() {
+        let vmas = Vmas::open(std::process::id() as i32).unwrap();
+        let here = &vmas as *const Vmas as u64;
+        let stack = vmas.covering(here).unwrap().expect("our stack is mapped");
+        assert!(stack.range.contains(&here));
+        assert_eq!(stack.prot, "rw-");
+        let all = vmas.read_all().unwrap();
+        assert!(all.contains(&stack), "{stack:?} not in {all:?}");
+        assert_eq!(vmas.covering(0).unwrap(), None);
+    }
+}
