@@ -156,6 +156,18 @@ fn conflicting_or_out_of_range_options_are_usage_errors() {
             "--no-faults",
         ),
         (
+            &[
+                "run",
+                "--faults",
+                "scan",
+                "--touch-stacks",
+                "4",
+                "/bin/echo",
+                "x",
+            ],
+            "--faults scan",
+        ),
+        (
             &["run", "--faults", "sometimes", "/bin/echo", "x"],
             "possible values: uffd, scan",
         ),
