@@ -69,6 +69,8 @@ pub struct RunOptions {
     pub stack_depth: Option<u32>,
     /// `--touch-stacks N`: take the stack of one page fault in N of each thread.
     pub touch_stacks: Option<u64>,
+    /// `--sample-ms`: how often ranges followed by scans are read.
+    pub sample: std::time::Duration,
 }
 
 /// `--stack-depth`: deep enough for a C++ or Rust call chain through an allocator to `main`.
@@ -314,6 +316,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
         verify: options.verify,
         verify_every: options.verify_every.filter(|_| options.verify),
         thp,
+        sample: options.sample,
         stacks,
         touch_stacks,
     };

@@ -168,6 +168,11 @@ fn conflicting_or_out_of_range_options_are_usage_errors() {
             "--faults scan",
         ),
         (
+            &["run", "--no-faults", "--sample-ms", "5", "/bin/echo", "x"],
+            "--no-faults",
+        ),
+        (&["run", "--sample-ms", "0", "/bin/echo", "x"], "1..=60000"),
+        (
             &["run", "--faults", "sometimes", "/bin/echo", "x"],
             "possible values: uffd, scan",
         ),

@@ -5,6 +5,9 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
+use mevi_actors::event::Event;
+use rangemap::RangeSet;
+
 use crate::util::{WorldCopy, as_nobody, can_become_nobody, run_within, trace_within, workload};
 
 const HANG: Duration = Duration::from_secs(120);
@@ -73,10 +76,55 @@ fn scans_need_no_userfaultfd() {
     let found: u64 = lines
         .iter()
         .filter_map(|l| match &l.event {
-            mevi_actors::event::Event::Resident { start, end, .. } => Some(end - start),
+            Event::Resident { start, end, .. } => Some(end - start),
             _ => None,
         })
         .sum();
     assert!(found >= 16 << 20, "only {found} bytes found: {stderr}");
     assert!(!stderr.contains("warning"), "{stderr}");
+}
+
+/// Pages touched with no syscall after them are found by the timed scans, within about
+/// `--sample-ms` of the touch; with a sample period longer than the program's life, only by the
+/// last scan at its exit.
+#[test]
+fn timed_scans_find_pages_within_the_sample_period() {
+    let program: Vec<OsString> = vec![workload("scan_tick").into(), "600".into()];
+    // (sample period, least and most time from the touch until every page was found)
+    for (sample, least, most) in [("5", 0, 300), ("1000", 550, 5_000)] {
+        let flags = ["--faults", "scan", "--sample-ms", sample];
+        let t = trace_within(&flags, &program, HANG);
+        assert_eq!(t.status, 0, "{}", t.stderr);
+        let mut words = t.stdout.split_whitespace().skip(1);
+        let touched: u64 = words.next().unwrap().parse().unwrap();
+        let addr: u64 = words.next().unwrap().parse().unwrap();
+        let wall_ns = t
+            .lines
+            .iter()
+            .find_map(|l| match &l.event {
+                Event::Start { wall_ns, .. } => *wall_ns,
+                _ => None,
+            })
+            .expect("the start line's wall_ns");
+        // The time the last of the 64 pages was found.
+        let mut left: RangeSet<u64> = std::iter::once(addr..addr + 64 * 4096).collect();
+        let mut found_at = None;
+        for l in &t.lines {
+            if let Event::Resident { start, end, .. } = &l.event
+                && left.overlaps(&(*start..*end))
+            {
+                left.remove(*start..*end);
+                found_at = Some(wall_ns + l.t_ns);
+            }
+        }
+        assert!(
+            left.is_empty(),
+            "--sample-ms {sample}: {left:?} never found"
+        );
+        let late_ms = (found_at.unwrap() - touched) / 1_000_000;
+        assert!(
+            (least..most).contains(&late_ms),
+            "--sample-ms {sample}: found {late_ms} ms after the touch, not within {least}..{most}"
+        );
+    }
 }

@@ -15,6 +15,7 @@ use mevi_actors::run::{RunOptions, run};
 /// How long a run of first touches may grow before its line goes out: well under the 100 ms in
 /// which the stream is flushed, so a reader following it live sees touches as promptly.
 const DEFAULT_COALESCE_MS: u64 = 10;
+const DEFAULT_SAMPLE_MS: u64 = 10;
 use mevi_actors::run::DEFAULT_STACK_DEPTH;
 
 #[derive(Parser)]
@@ -64,6 +65,12 @@ enum Command {
         /// dropped between two scans is not seen.
         #[arg(long, value_enum, value_name = "HOW", default_value_t = FaultsBy::Uffd)]
         faults: FaultsBy,
+        /// Read the page tables of ranges followed by scans every MS milliseconds while the
+        /// program runs (every private anonymous range under --faults scan; those that may get
+        /// huge pages otherwise): a page is found at most this late, and one made resident and
+        /// dropped within it is not seen. 10 by default.
+        #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=60_000))]
+        sample_ms: Option<u64>,
         /// Do not print the human summary on stderr.
         #[arg(long)]
         no_summary: bool,
@@ -257,6 +264,7 @@ fn main() -> ExitCode {
             no_stacks,
             stack_depth,
             touch_stacks,
+            sample_ms,
             #[cfg(feature = "test-hooks")]
             test_corrupt_state,
             program,
@@ -271,6 +279,9 @@ fn main() -> ExitCode {
                     "--touch-stacks samples the faults a userfaultfd resolves, which --faults \
                      scan does not make",
                 );
+            }
+            if no_faults && sample_ms.is_some() {
+                usage_error("--sample-ms times scans of pages, which --no-faults does not follow");
             }
             if no_faults && touch_stacks > 0 {
                 usage_error(
@@ -295,6 +306,7 @@ fn main() -> ExitCode {
                 serve_linger: serve_linger.map(Duration::from_secs),
                 stack_depth: (!no_stacks).then_some(stack_depth),
                 touch_stacks: (touch_stacks > 0).then_some(touch_stacks),
+                sample: Duration::from_millis(sample_ms.unwrap_or(DEFAULT_SAMPLE_MS)),
             })
             .status
         }
@@ -330,6 +342,7 @@ fn main() -> ExitCode {
                 serve_linger: None,
                 stack_depth: None,
                 touch_stacks: None,
+                sample: Duration::from_millis(DEFAULT_SAMPLE_MS),
             })
             .status
         }

@@ -5,7 +5,7 @@
 use std::ops::Range;
 use std::time::Instant;
 
-use super::{Tracer, scans};
+use super::Tracer;
 use crate::actors::lane::{LaneMessage, PagesAtExit};
 use crate::actors::sequencer::Stamped;
 use crate::event::{Event, Follow, MapCause, MapKind, PageState, SpaceId, WarningKind};
@@ -91,7 +91,7 @@ impl Tracer {
         {
             let s = self.spaces.get(&space)?;
             s.scans.borrow_mut().followed.insert(described);
-            tick::hasten(scans::QUICKEST);
+            tick::hasten(self.config.sample);
             Some(Follow::Scans)
         } else {
             self.register(space, mapping).then_some(Follow::Faults)

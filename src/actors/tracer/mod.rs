@@ -73,6 +73,8 @@ pub struct TracerConfig {
     /// Which private anonymous ranges may get transparent huge pages, and so are followed by
     /// scans rather than registered (under `FollowBy::Faults`).
     pub thp: ThpPolicy,
+    /// `--sample-ms`: how often the ranges followed by scans are read while the program runs.
+    pub sample: Duration,
     /// `--stacks`: the stack taker, whose new sites go to the symbolizer.
     pub stacks: Option<Stacks>,
     /// `--touch-stacks`: what each lane takes its first touches' stacks with, and the samplers
@@ -320,11 +322,15 @@ impl Tracer {
         // give up a stuck one on time, and to see an actor's failure even if the supervisor's own
         // wake-up came just before a wait.
         self.next_checkpoint = self.config.verify_every.map(|every| Instant::now() + every);
-        // A space's first range followed by scans hastens it (scans.rs), for timed scans.
-        let tick = self
+        // Under `--faults scan` every space is sampled from the start; otherwise a space's first
+        // range followed by scans hastens it (scans.rs).
+        let mut tick = self
             .config
             .verify_every
             .map_or(checkpoints::TICK, |every| every.min(checkpoints::TICK));
+        if self.config.follow_by == FollowBy::Scans {
+            tick = tick.min(self.config.sample);
+        }
         let _ticker = tick::start(tick, waker)?;
         loop {
             if let Some(failure) = self.supervisor.failure() {

@@ -5,7 +5,7 @@
 //! stop, and on a timer while they change (docs/ordering.md, "ranges followed by scans").
 
 use std::ops::Range;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rangemap::RangeSet;
 
@@ -16,13 +16,12 @@ use crate::kernel::syscall::{HugeAdvice, LayoutSyscall};
 use crate::kernel::thp::ThpPolicy;
 use crate::kernel::tick;
 
-/// The shortest time between two timed scans of a space, while its pages keep coming.
-pub(super) const QUICKEST: Duration = Duration::from_millis(10);
-/// The longest, while nothing changes.
-const SLOWEST: Duration = Duration::from_secs(1);
 /// A timed scan may take at most this share of the tracer's time: the next one waits this many
 /// times as long as the last one took.
 const COST_FACTOR: u32 = 50;
+/// Pieces of a timed scan closer than this are read as one: a `PAGEMAP_SCAN` call costs about
+/// as much as walking this many present pages it has already seen.
+const JOIN_GAP: u64 = 1 << 20;
 
 /// The whole user address space, as a set.
 pub(super) fn everywhere() -> RangeSet<u64> {
@@ -49,20 +48,19 @@ pub(super) struct Scans {
     /// Mappings that grow down (stacks), never followed by scans, whatever their advice: their
     /// growth is seen only as a fault below them.
     pub(super) stacks: RangeSet<u64>,
+    /// When the next timed scan is due.
     due: Instant,
-    interval: Duration,
 }
 
 impl Scans {
     /// A space's, with what it inherits: a fork child's mappings are its parent's, with the same
-    /// advice and the same growing down.
-    pub(super) fn new(followed: RangeSet<u64>, stacks: RangeSet<u64>) -> Self {
+    /// advice and the same growing down. Its first timed scan is due at `first_due`.
+    pub(super) fn new(followed: RangeSet<u64>, stacks: RangeSet<u64>, first_due: Instant) -> Self {
         Self {
             followed,
             seen: RangeSet::new(),
             stacks,
-            due: Instant::now() + QUICKEST,
-            interval: QUICKEST,
+            due: first_due,
         }
     }
 
@@ -75,7 +73,6 @@ impl Scans {
                 self.seen.insert(clip);
             }
         }
-        self.soon();
     }
 
     /// `range` is no longer mapped (or no longer followed).
@@ -135,7 +132,6 @@ impl Scans {
         if tail_followed && !grown.is_empty() {
             self.followed.insert(grown);
         }
-        self.soon();
     }
 
     /// Keeps followed (and seen) only what lies in a private anonymous mapping of `maps`: the
@@ -152,10 +148,17 @@ impl Scans {
         }
     }
 
-    /// Pages may be coming: the next timed scan is soon.
-    fn soon(&mut self) {
-        self.interval = QUICKEST;
-        self.due = self.due.min(Instant::now() + QUICKEST);
+    /// What a timed scan reads: what is followed and not seen yet (a page seen can only leave
+    /// through a syscall stopped at, whose report says so), in pieces joined across small gaps.
+    fn unseen(&self) -> RangeSet<u64> {
+        let mut pieces: Vec<Range<u64>> = Vec::new();
+        for gap in self.followed.iter().flat_map(|f| self.seen.gaps(f)) {
+            match pieces.last_mut() {
+                Some(last) if gap.start - last.end < JOIN_GAP => last.end = gap.end,
+                _ => pieces.push(gap),
+            }
+        }
+        pieces.into_iter().collect()
     }
 }
 
@@ -251,7 +254,7 @@ impl Tracer {
                     continue;
                 }
                 scans.followed.insert(part.clone());
-                tick::hasten(QUICKEST);
+                tick::hasten(self.config.sample);
                 converted.insert(part);
             }
         }
@@ -416,7 +419,9 @@ impl Tracer {
         }
     }
 
-    /// Timed scans of the spaces that are due.
+    /// Timed scans of the spaces that are due, every `--sample-ms`: what each has not seen yet.
+    /// A space whose scan takes long is read less often (`COST_FACTOR`), and a tick that has
+    /// used its share leaves the rest due at the next.
     pub(super) fn scan_if_due(&mut self) {
         let now = Instant::now();
         let mut due: Vec<(Instant, SpaceId)> = self
@@ -427,9 +432,9 @@ impl Tracer {
                 (!scans.followed.is_empty() && scans.due <= now).then_some((scans.due, id))
             })
             .collect();
-        // The longest waiting first; what the tick's share of time leaves is due at the next.
+        // The longest waiting first.
         due.sort_unstable();
-        let budget = QUICKEST / COST_FACTOR;
+        let budget = self.config.sample / COST_FACTOR;
         for (_, space) in due {
             if now.elapsed() > budget {
                 break;
@@ -439,17 +444,14 @@ impl Tracer {
             };
             let began = Instant::now();
             self.find_stack_growth(pid, space);
-            let found = self.scan(pid, space, &everywhere(), Running::OthersMayRun);
+            let Some(unseen) = self.spaces.get(&space).map(|s| s.scans.borrow().unseen()) else {
+                continue;
+            };
+            self.scan(pid, space, &unseen, Running::OthersMayRun);
             let took = began.elapsed();
             if let Some(s) = self.spaces.get(&space) {
-                let mut scans = s.scans.borrow_mut();
-                scans.interval = if found {
-                    QUICKEST
-                } else {
-                    (scans.interval * 2).min(SLOWEST)
-                };
-                scans.interval = scans.interval.max(took * COST_FACTOR);
-                scans.due = Instant::now() + scans.interval;
+                s.scans.borrow_mut().due =
+                    Instant::now() + self.config.sample.max(took * COST_FACTOR);
             }
         }
     }
@@ -457,13 +459,13 @@ impl Tracer {
     /// Reads the pages of `within` followed by scans and writes a `resident` line for each run
     /// not written yet; while other threads run, less what a begun syscall of theirs may be
     /// changing (a page of a mapping placed there is not the old mapping's, and the syscall's
-    /// report comes after this). Whether it found any.
-    fn scan(&self, pid: i32, space: SpaceId, within: &RangeSet<u64>, running: Running) -> bool {
+    /// report comes after this).
+    fn scan(&self, pid: i32, space: SpaceId, within: &RangeSet<u64>, running: Running) {
         let Some(s) = self.spaces.get(&space) else {
-            return false;
+            return;
         };
         let Some(pagemap) = s.pagemap.as_ref() else {
-            return false;
+            return;
         };
         let mut ranges: RangeSet<u64> = RangeSet::new();
         {
@@ -479,7 +481,6 @@ impl Tracer {
                 ranges.remove(r.clone());
             }
         }
-        let mut found = false;
         for range in ranges.iter() {
             let runs = match pagemap.populated(range.clone()) {
                 Ok(runs) => runs,
@@ -501,7 +502,6 @@ impl Tracer {
                     new.into_iter().collect()
                 };
                 for r in new {
-                    found = true;
                     s.lane.observed(Event::Resident {
                         pid,
                         tid: None,
@@ -519,7 +519,6 @@ impl Tracer {
                 }
             }
         }
-        found
     }
 }
 
@@ -536,7 +535,7 @@ mod tests {
 
     #[test]
     fn a_move_takes_the_advice_and_the_pages_seen_along() {
-        let mut scans = Scans::new(set(&[(0x10, 0x20)]), RangeSet::new());
+        let mut scans = Scans::new(set(&[(0x10, 0x20)]), RangeSet::new(), Instant::now());
         scans.described(
             0x10 * P..0x20 * P,
             &[0x11 * P..0x12 * P, 0x1f * P..0x20 * P],
@@ -549,7 +548,7 @@ mod tests {
 
     #[test]
     fn a_move_of_part_of_a_range_leaves_the_rest() {
-        let mut scans = Scans::new(set(&[(0x10, 0x20)]), RangeSet::new());
+        let mut scans = Scans::new(set(&[(0x10, 0x20)]), RangeSet::new(), Instant::now());
         scans.described(0x10 * P..0x20 * P, &Vec::from_iter(set(&[(0x10, 0x20)])));
         // The first 4 pages moved, shrunk to 2; DONTUNMAP would leave them mapped but empty.
         scans.moved(0x10 * P..0x14 * P, 0x40 * P..0x42 * P, true);
@@ -559,15 +558,32 @@ mod tests {
 
     #[test]
     fn a_move_of_a_range_followed_by_faults_changes_nothing() {
-        let mut scans = Scans::new(set(&[(0x10, 0x20)]), RangeSet::new());
+        let mut scans = Scans::new(set(&[(0x10, 0x20)]), RangeSet::new(), Instant::now());
         scans.moved(0x30 * P..0x34 * P, 0x10 * P..0x14 * P, false);
         // The destination was mapped over: not followed by scans any more.
         assert_eq!(scans.followed, set(&[(0x14, 0x20)]));
     }
 
     #[test]
+    fn a_timed_scan_reads_what_is_unseen_joined_across_small_gaps() {
+        let mut scans = Scans::new(
+            set(&[(0x10, 0x20), (0x1000, 0x1010)]),
+            RangeSet::new(),
+            Instant::now(),
+        );
+        scans.described(0x10 * P..0x20 * P, &Vec::from_iter(set(&[(0x12, 0x14)])));
+        // 0x10-0x12 and 0x14-0x20 are one piece (a gap of 2 pages); 0x1000 is 16 MiB further.
+        assert_eq!(scans.unseen(), set(&[(0x10, 0x20), (0x1000, 0x1010)]));
+        scans.described(
+            0x1000 * P..0x1010 * P,
+            &Vec::from_iter(set(&[(0x1000, 0x1010)])),
+        );
+        assert_eq!(scans.unseen(), set(&[(0x10, 0x20)]));
+    }
+
+    #[test]
     fn a_discard_forgets_only_the_pages_absent_at_its_exit() {
-        let mut scans = Scans::new(set(&[(0x10, 0x20)]), RangeSet::new());
+        let mut scans = Scans::new(set(&[(0x10, 0x20)]), RangeSet::new(), Instant::now());
         scans.described(0x10 * P..0x20 * P, &Vec::from_iter(set(&[(0x10, 0x20)])));
         // Another thread touched 0x12 again before the exit: still there, still seen.
         scans.discarded(0x10 * P..0x14 * P, &Vec::from_iter(set(&[(0x12, 0x13)])));

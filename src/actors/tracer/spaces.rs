@@ -203,7 +203,8 @@ impl Tracer {
                 scans: RefCell::new({
                     // The parent's, as the tracer had them when it handled the fork: what is
                     // no longer private anonymous memory in the child is not followed.
-                    let mut scans = Scans::new(scanned, stacks);
+                    let first_due = std::time::Instant::now() + self.config.sample;
+                    let mut scans = Scans::new(scanned, stacks, first_due);
                     scans.keep_private_anon(&everywhere(), &maps);
                     scans
                 }),
