@@ -182,6 +182,17 @@ pub struct RunTotals {
     /// Only with `--verify`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify: Option<VerifyTotals>,
+    /// Under `--faults scan`: the `unseen` lines' last figures, added over the spaces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unseen: Option<UnseenTotals>,
+}
+
+/// What scans may have missed, over every space (`unseen` lines).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnseenTotals {
+    pub faults: u64,
+    pub found: u64,
+    pub at_most: u64,
 }
 
 /// The `verify` lines of a run, added up.
@@ -499,6 +510,19 @@ pub enum Event {
         resident_bytes: u64,
         peak_resident_bytes: u64,
     },
+    /// Under `--faults scan`, at a space's last exit stop or the exec that leaves it: how much of
+    /// it the scans may have missed. The kernel counted `faults` minor faults in the space's
+    /// processes while they were in it; the stream found `found` of them (a page, or a huge page
+    /// as one); so at most `at_most` pages were made resident and dropped between two scans.
+    /// An upper bound: faults on files, shared memory and copy-on-write count too. A later line
+    /// for the same space (after a vfork child's end, say) replaces an earlier one.
+    Unseen {
+        pid: i32,
+        space: SpaceId,
+        faults: u64,
+        found: u64,
+        at_most: u64,
+    },
     /// The stream so far compared with the kernel's page tables at a quiescent point.
     Verify {
         pid: i32,
@@ -545,6 +569,7 @@ impl Event {
             | Event::Protect { space, .. }
             | Event::Resident { space, .. }
             | Event::Exit { space, .. }
+            | Event::Unseen { space, .. }
             | Event::Verify { space, .. } => Some(*space),
             Event::Warning { space, .. } => *space,
             Event::Start { .. } | Event::Site { .. } | Event::Summary { .. } => None,
@@ -567,6 +592,7 @@ impl Event {
             | Event::Discard { pid, .. }
             | Event::Protect { pid, .. }
             | Event::Resident { pid, .. }
+            | Event::Unseen { pid, .. }
             | Event::Exit { pid, .. } => Some(*pid),
             Event::Warning { pid, .. } => *pid,
             Event::Verify { .. }

@@ -225,6 +225,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
         corrupt_first_touch: options.corrupt_state,
         page_size,
         faults: options.faults,
+        scan: options.faults && options.scan,
         buffer_bytes: options.buffer_bytes,
     };
     // `--stacks`, `--touch-stacks`: the tracer and the lanes take them, the symbolizer names

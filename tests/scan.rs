@@ -128,3 +128,61 @@ fn timed_scans_find_pages_within_the_sample_period() {
         );
     }
 }
+
+/// Pages made resident and dropped with no syscall the tracer stops in between (here a discard
+/// made through `int $0x80`, which the filter lets through) are never in the stream, but the
+/// `unseen` line counts them: the kernel's minor faults less what the scans found. The stream
+/// still agrees with the kernel, since those pages were never in it.
+#[test]
+fn pages_dropped_between_scans_are_counted_unseen() {
+    // 10 rounds of 1024 pages; the program's start faults on its files a few dozen times.
+    for (discard, least, most) in [(false, 0, 2_000), (true, 10_240, 12_240)] {
+        let mut program: Vec<OsString> = vec![workload("scan_unseen").into(), "10".into()];
+        if discard {
+            program.push("discard".into());
+        }
+        // No timed scan in the program's life: only its exit's.
+        let flags = ["--faults", "scan", "--sample-ms", "60000", "--verify"];
+        let t = trace_within(&flags, &program, HANG);
+        assert_eq!(
+            (t.status, t.stdout.as_str()),
+            (0, "rounds 10\n"),
+            "{}",
+            t.stderr
+        );
+        assert_eq!(t.verify_totals().mismatched_pages, 0, "{}", t.evidence());
+        let unseen: Vec<(u64, u64, u64)> = t
+            .lines
+            .iter()
+            .filter_map(|l| match l.event {
+                Event::Unseen {
+                    faults,
+                    found,
+                    at_most,
+                    ..
+                } => Some((faults, found, at_most)),
+                _ => None,
+            })
+            .collect();
+        let [(faults, found, at_most)] = unseen[..] else {
+            panic!("discard {discard}: one unseen line expected: {unseen:?}");
+        };
+        assert_eq!(at_most, faults - found);
+        assert!(
+            (least..=most).contains(&at_most),
+            "discard {discard}: at most {at_most} unseen, not within {least}..={most}"
+        );
+        let totals = t
+            .summary()
+            .1
+            .unseen
+            .clone()
+            .expect("the summary's unseen totals");
+        assert_eq!(totals.at_most, at_most);
+        assert!(
+            t.stderr.contains(&format!("at most {at_most} pages")),
+            "{}",
+            t.stderr
+        );
+    }
+}

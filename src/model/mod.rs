@@ -637,6 +637,7 @@ impl Replay {
             Event::Start { .. }
             | Event::Site { .. }
             | Event::Verify { .. }
+            | Event::Unseen { .. }
             | Event::Thread { .. }
             | Event::ThreadExit { .. }
             | Event::Warning { .. } => {}

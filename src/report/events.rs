@@ -233,6 +233,20 @@ pub fn row(line: &Line) -> Option<EventRow> {
             None,
             format!("{}: {message}", json_name(what)),
         ),
+        Event::Unseen {
+            pid,
+            space,
+            faults,
+            found,
+            at_most,
+        } => row(
+            "unseen",
+            Some(*pid),
+            None,
+            Some(*space),
+            None,
+            format!("at most {at_most} pages ({faults} faults counted, {found} found)"),
+        ),
         Event::Start { .. }
         | Event::Site { .. }
         | Event::Resident { .. }

@@ -13,7 +13,7 @@ mod summary;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 use std::time::Duration;
 
@@ -25,7 +25,8 @@ pub use self::report::ReportTap;
 use self::sites::SiteLines;
 pub use self::summary::human_summary;
 use crate::event::{
-    Event, ForkKind, Line, ProcessSummary, RunTotals, SpaceId, VerifyTotals, WarningKind,
+    Event, ForkKind, Line, ProcessSummary, RunTotals, SpaceId, UnseenTotals, VerifyTotals,
+    WarningKind,
 };
 use crate::model::Replay;
 use crate::model::processes::{Process, Processes};
@@ -77,6 +78,8 @@ pub struct StateOptions {
     pub page_size: u64,
     /// First touches are followed (not `--no-faults`): resident figures are measured.
     pub faults: bool,
+    /// `--faults scan`: pages are found by scans, and the summary says how many were missed.
+    pub scan: bool,
     /// `--buffer`: bytes of lines that may wait for the stream's reader before the state actor
     /// (and so the program) waits.
     pub buffer_bytes: u32,
@@ -103,6 +106,8 @@ pub struct StateActor {
     sites: Option<SiteLines>,
     /// `site` lines written so far: every later line's `seq` is the sequencer's plus this.
     inserted: u64,
+    /// `--faults scan`: each space's last `unseen` line, which replaces any before it.
+    unseen: BTreeMap<SpaceId, UnseenTotals>,
 }
 
 impl StateActor {
@@ -132,6 +137,7 @@ impl StateActor {
             report,
             sites: sites.map(SiteLines::new),
             inserted: 0,
+            unseen: BTreeMap::new(),
         };
         (actor, StateHandle { tx })
     }
@@ -333,6 +339,20 @@ impl StateActor {
                 self.totals.faults += *faults;
                 self.totals.resident_events += 1;
             }
+            Event::Unseen {
+                space,
+                faults,
+                found,
+                at_most,
+                ..
+            } => {
+                let figures = UnseenTotals {
+                    faults: *faults,
+                    found: *found,
+                    at_most: *at_most,
+                };
+                self.unseen.insert(*space, figures);
+            }
             Event::Exit {
                 pid,
                 space,
@@ -414,6 +434,15 @@ impl StateActor {
                 .count() as u64;
         }
         self.totals.tracer_peak_rss_bytes = own_peak_rss_bytes();
+        if self.options.scan {
+            let mut all = UnseenTotals::default();
+            for u in self.unseen.values() {
+                all.faults += u.faults;
+                all.found += u.found;
+                all.at_most += u.at_most;
+            }
+            self.totals.unseen = Some(all);
+        }
         let summary = Line {
             seq: self.next_seq,
             t_ns: self.last_t_ns,

@@ -12,15 +12,32 @@ const ARGV_CHARS: usize = 60;
 
 /// The closing table. Without first touches followed (`--no-faults`), the figures they give are
 /// "not measured", never 0.
+/// Under `--faults scan` (`totals.unseen` set), first touches are not counted one by one: the
+/// pages the scans found and the most they can have missed are said instead.
 pub fn human_summary(processes: &[ProcessSummary], totals: &RunTotals, faults: bool) -> String {
     let mut s = String::new();
     let measured = |figure: String| if faults { figure } else { "-".to_string() };
+    let touches_measured = |figure: String| {
+        if faults && totals.unseen.is_none() {
+            figure
+        } else {
+            "-".to_string()
+        }
+    };
     // What "resident" means comes first: it is not the RSS `time -v` or `ps` give.
     let touches = if faults {
+        let found = match &totals.unseen {
+            None => format!("{} first touches", totals.faults),
+            Some(u) => format!(
+                "scans found {} faults' pages (a huge page as one); at most {} pages came and \
+                 went between scans unseen ({} minor faults by the kernel's count, file and \
+                 copy-on-write ones included)",
+                u.found, u.at_most, u.faults
+            ),
+        };
         format!(
-            "{} first touches; resident (private anonymous memory, followed page by page): \
+            "{found}; resident (private anonymous memory, followed page by page): \
              peak {} in one space, {} in the whole tree at once",
-            totals.faults,
             format_size(totals.peak_resident_bytes, BINARY),
             format_size(totals.tree_peak_resident_bytes, BINARY)
         )
@@ -89,7 +106,7 @@ pub fn human_summary(processes: &[ProcessSummary], totals: &RunTotals, faults: b
             p.pid,
             measured(format_size(p.peak_resident_bytes, BINARY)),
             measured(format_size(p.resident_bytes, BINARY)),
-            measured(p.faults.to_string()),
+            touches_measured(p.faults.to_string()),
             p.maps,
             p.unmaps,
             p.lifetime_ns as f64 / 1e9,

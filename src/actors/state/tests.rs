@@ -36,6 +36,7 @@ async fn report(messages: Vec<StateMessage>) -> RunReport {
         corrupt_first_touch: false,
         page_size: 4096,
         faults: true,
+        scan: false,
         buffer_bytes: super::DEFAULT_BUFFER_BYTES,
     };
     let (actor, handle) = StateActor::new(16, Box::new(std::io::sink()), options, None, None);

@@ -117,6 +117,7 @@ impl Tracer {
                 child,
                 Process {
                     space: shares_mm.then_some(space_id),
+                    faults_at_join: 0,
                 },
             );
             self.observed(
@@ -236,6 +237,7 @@ impl Tracer {
             tid,
             Process {
                 space: Some(new_space),
+                faults_at_join: 0,
             },
         );
         self.after_setup(tid, result, "fork child");
@@ -332,6 +334,10 @@ impl Tracer {
             }
         }
         let new_space = self.allocate_space();
+        let faults_at_exec = match old_space {
+            Some(old) => self.faults_leaving(pid, old),
+            None => procfs::minor_faults(pid),
+        };
         if let Some(old) = old_space {
             // Every line about it on the old space's lane precedes its exec line. A lane that is
             // gone has sent everything already: the sequencer hears so from us.
@@ -351,6 +357,7 @@ impl Tracer {
             pid,
             Process {
                 space: Some(new_space),
+                faults_at_join: faults_at_exec.unwrap_or(0),
             },
         );
         self.after_setup(tid, result, "process after exec");
@@ -416,7 +423,13 @@ impl Tracer {
                 self.announce.insert(id, fork);
             }
         }
-        self.processes.insert(child, Process { space: None });
+        self.processes.insert(
+            child,
+            Process {
+                space: None,
+                faults_at_join: 0,
+            },
+        );
         self.threads
             .insert(child, Thread::new(child, false, Some((id, inherited))));
     }

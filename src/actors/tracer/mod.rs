@@ -26,6 +26,7 @@ mod races;
 mod scans;
 mod spaces;
 mod stacks;
+mod unseen;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::OsString;
@@ -204,6 +205,8 @@ impl Thread {
 struct Process {
     /// None before the first exec of the traced program.
     space: Option<SpaceId>,
+    /// Its minor faults by the kernel's count when it joined its space (0 for a new child).
+    faults_at_join: u64,
 }
 
 /// The end of the x86_64 user address space (47-bit, 4-level paging; the kernel places nothing
@@ -317,7 +320,13 @@ impl Tracer {
         self.threads
             .insert(self.root, Thread::new(self.root, false, None));
         self.sample_touches(self.root);
-        self.processes.insert(self.root, Process { space: None });
+        self.processes.insert(
+            self.root,
+            Process {
+                space: None,
+                faults_at_join: 0,
+            },
+        );
         // The ticker wakes the loop at least every `checkpoints::TICK`: for a due checkpoint, to
         // give up a stuck one on time, and to see an actor's failure even if the supervisor's own
         // wake-up came just before a wait.

@@ -22,6 +22,8 @@ const COST_FACTOR: u32 = 50;
 /// Pieces of a timed scan closer than this are read as one: a `PAGEMAP_SCAN` call costs about
 /// as much as walking this many present pages it has already seen.
 const JOIN_GAP: u64 = 1 << 20;
+/// A transparent huge page on x86_64 (a PMD).
+const HUGE_PAGE: u64 = 2 << 20;
 
 /// The whole user address space, as a set.
 pub(super) fn everywhere() -> RangeSet<u64> {
@@ -50,6 +52,10 @@ pub(super) struct Scans {
     pub(super) stacks: RangeSet<u64>,
     /// When the next timed scan is due.
     due: Instant,
+    /// Faults the scans found, a huge page counting as one (unseen.rs).
+    pub(super) found: u64,
+    /// Minor faults of the processes that left the space by an exec, made while in it.
+    pub(super) faults_gone: u64,
 }
 
 impl Scans {
@@ -61,6 +67,8 @@ impl Scans {
             seen: RangeSet::new(),
             stacks,
             due: first_due,
+            found: 0,
+            faults_gone: 0,
         }
     }
 
@@ -416,6 +424,7 @@ impl Tracer {
             && self.space_is_quiescent(space)
         {
             self.scan_whole(pid, space);
+            self.write_unseen(pid, space);
         }
     }
 
@@ -481,6 +490,7 @@ impl Tracer {
                 ranges.remove(r.clone());
             }
         }
+        let page = self.config.lane.page_size;
         for range in ranges.iter() {
             let runs = match pagemap.populated(range.clone()) {
                 Ok(runs) => runs,
@@ -499,6 +509,12 @@ impl Tracer {
                         new.remove(seen.clone());
                     }
                     scans.seen.insert(run.range.clone());
+                    // One fault maps a huge page whole.
+                    let per_fault = if run.huge { HUGE_PAGE } else { page };
+                    scans.found += new
+                        .iter()
+                        .map(|r| (r.end - r.start).div_ceil(per_fault))
+                        .sum::<u64>();
                     new.into_iter().collect()
                 };
                 for r in new {

@@ -1,0 +1,67 @@
+//! Under `--faults scan`: how many pages the scans may have missed, made resident and dropped
+//! between two scans with no syscall we stop in between (docs/schema.md, `unseen`). The kernel
+//! counts every minor fault of a process (`min_flt`); the scans count what they found; the
+//! difference bounds what they missed. Only a bound: faults on files, shared memory and
+//! copy-on-write faults count too, and pages a layout syscall itself populated are not
+//! subtracted.
+
+use super::Tracer;
+use crate::event::{Event, SpaceId};
+use crate::kernel::procfs;
+
+impl Tracer {
+    /// The faults `pid` made since it joined its space, by the kernel's count now.
+    fn faults_in_space(&self, pid: i32, now: Option<u64>) -> u64 {
+        let joined = self.processes.get(&pid).map_or(0, |p| p.faults_at_join);
+        now.unwrap_or(joined).saturating_sub(joined)
+    }
+
+    /// `pid` leaves `space` by an exec: its faults there stay the space's, and its `unseen`
+    /// line is written if it was the space's last process. What the kernel counts now, which
+    /// is where its new space's count starts.
+    pub(super) fn faults_leaving(&mut self, pid: i32, space: SpaceId) -> Option<u64> {
+        let now = procfs::minor_faults(pid);
+        let made = self.faults_in_space(pid, now);
+        if let Some(s) = self.spaces.get(&space) {
+            s.scans.borrow_mut().faults_gone += made;
+        }
+        if let (Some(p), Some(now)) = (self.processes.get_mut(&pid), now) {
+            p.faults_at_join = now;
+        }
+        if self.spaces.get(&space).is_some_and(|s| s.members == 1) {
+            self.write_unseen(pid, space);
+        }
+        now
+    }
+
+    /// Writes the space's `unseen` line: the faults of every process in it (those gone
+    /// included), what the scans found, and the difference. At its last exit stop, where
+    /// nothing of it can fault any more; a later one (a vfork parent going on) replaces it.
+    pub(super) fn write_unseen(&self, pid: i32, space: SpaceId) {
+        let Some(s) = self.spaces.get(&space).filter(|s| s.scans_only) else {
+            return;
+        };
+        let members: Vec<i32> = self
+            .processes
+            .iter()
+            .filter(|(_, p)| p.space == Some(space))
+            .map(|(&pid, _)| pid)
+            .collect();
+        let (found, gone) = {
+            let scans = s.scans.borrow();
+            (scans.found, scans.faults_gone)
+        };
+        let faults = gone
+            + members
+                .into_iter()
+                .map(|p| self.faults_in_space(p, procfs::minor_faults(p)))
+                .sum::<u64>();
+        s.lane.observed(Event::Unseen {
+            pid,
+            space,
+            faults,
+            found,
+            at_most: faults.saturating_sub(found),
+        });
+    }
+}
