@@ -186,3 +186,29 @@ fn pages_dropped_between_scans_are_counted_unseen() {
         );
     }
 }
+
+/// A successful exec drops the old mm with no stop while it is whole: its pages touched since
+/// the last scan are read at the execve's entry, so the old space ends with them.
+#[test]
+fn pages_touched_just_before_an_exec_are_found() {
+    let flags = ["--faults", "scan", "--sample-ms", "60000", "--verify"];
+    let t = trace_within(&flags, &[workload("scan_exec")], HANG);
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    let addr: u64 = t
+        .stdout
+        .trim()
+        .strip_prefix("touched ")
+        .unwrap()
+        .parse()
+        .unwrap();
+    let first = t
+        .lines
+        .iter()
+        .find_map(|l| match l.event {
+            Event::Exec { space, .. } => Some(space),
+            _ => None,
+        })
+        .unwrap();
+    let pages = t.space_at_end(first).resident_in(addr..addr + 1000 * 4096) / 4096;
+    assert_eq!(pages, 1000, "{}", t.evidence());
+}

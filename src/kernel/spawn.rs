@@ -59,7 +59,11 @@ enum StopWhen {
 /// no event); `ptrace` (a thread of its own space may have to be
 /// lent); a program's own filter installed with a listener (`seccomp` with
 /// `SECCOMP_FILTER_FLAG_NEW_LISTENER`), whose `SECCOMP_RET_USER_NOTIF` outranks our stops.
+/// And `execve`/`execveat`, whose success drops the old mm with no stop while it is whole: its
+/// ranges followed by scans are read for the last time at the entry.
 const ESCAPES: &[(i64, StopWhen)] = &[
+    (libc::SYS_execve, StopWhen::Always),
+    (libc::SYS_execveat, StopWhen::Always),
     (
         libc::SYS_clone,
         StopWhen::BitsSet(0, libc::CLONE_UNTRACED as u64),

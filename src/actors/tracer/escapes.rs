@@ -46,6 +46,11 @@ impl Tracer {
             }
             return true;
         }
+        if matches!(stopped.nr, libc::SYS_execve | libc::SYS_execveat) {
+            self.scan_before_exec(tid);
+            self.go(tid, Resume::Cont(None));
+            return true;
+        }
         if stopped.nr == libc::SYS_seccomp {
             self.on_filter_with_listener(tid, stopped.args);
             self.go(tid, Resume::Cont(None));

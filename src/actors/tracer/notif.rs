@@ -77,7 +77,12 @@ impl Tracer {
             && spawn::filter_stops(stop.nr, stop.args)
             && !matches!(
                 stop.nr,
-                libc::SYS_clone | libc::SYS_clone3 | libc::SYS_ptrace | libc::SYS_seccomp
+                libc::SYS_clone
+                    | libc::SYS_clone3
+                    | libc::SYS_ptrace
+                    | libc::SYS_seccomp
+                    | libc::SYS_execve
+                    | libc::SYS_execveat
             );
         if !layout {
             return self.go(tid, Resume::Cont(None));

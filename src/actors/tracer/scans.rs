@@ -377,6 +377,18 @@ impl Tracer {
         }
     }
 
+    /// An `execve` about to run: if it succeeds, the space's mm is gone by its first stop after,
+    /// with the pages touched since the last scan. They are read now (those the space's other
+    /// threads touch until the exec kills them are not: `unseen` counts them).
+    pub(super) fn scan_before_exec(&self, tid: i32) {
+        if let Some((pid, space)) = self.space_of(tid)
+            && self.has_scanned(space)
+        {
+            self.find_stack_growth(pid, space);
+            self.scan(pid, space, &everywhere(), Running::OthersMayRun);
+        }
+    }
+
     /// What the begun layout syscalls of a space may be changing: their reports decide there.
     pub(super) fn begun_may_change(&self, space: SpaceId) -> RangeSet<u64> {
         let mut changes = RangeSet::new();
