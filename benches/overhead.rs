@@ -98,6 +98,10 @@ enum Runner {
     SeccompOnly,
     /// mevi-actors without userfaultfd: the layout tracking alone.
     MeviNoFaults,
+    /// `--faults scan`: pages by page-table scans, every 10 ms (issue 14).
+    MeviScan,
+    /// `--faults scan --sample-ms 1`.
+    MeviScanFast,
     /// Another build of mevi-actors (`MEVI_BENCH_COMPARE`), for trying a change side by side.
     MeviCompared,
     /// One thread: poll, read a batch, resolve each fault.
@@ -116,6 +120,8 @@ impl Runner {
             Runner::MeviVariant(i) => VARIANTS[i].label,
             Runner::SeccompOnly => "seccomp filter, no tracer",
             Runner::MeviNoFaults => "mevi-actors --no-faults",
+            Runner::MeviScan => "mevi-actors --faults scan",
+            Runner::MeviScanFast => "  --faults scan --sample-ms 1",
             Runner::MeviCompared => "MEVI_BENCH_COMPARE",
             Runner::Floor => "floor (poll)",
             Runner::FloorBusy => "floor (busy-read 50us)",
@@ -221,7 +227,11 @@ fn main() {
                         .filter(|r| {
                             !matches!(
                                 r,
-                                Runner::Strace | Runner::MeviNoFaults | Runner::MeviVariant(_)
+                                Runner::Strace
+                                    | Runner::MeviNoFaults
+                                    | Runner::MeviVariant(_)
+                                    | Runner::MeviScan
+                                    | Runner::MeviScanFast
                             )
                         })
                         .collect(),
@@ -269,8 +279,8 @@ impl Bench {
         let with = |base: &[Runner], extra: &[Runner]| -> Vec<Runner> {
             base.iter().chain(extra).copied().collect()
         };
-        let faults = [Untraced, Mevi, Floor, FloorBusy];
-        let layout = [Untraced, Mevi, MeviNoFaults];
+        let faults = [Untraced, Mevi, MeviScan, MeviScanFast, Floor, FloorBusy];
+        let layout = [Untraced, Mevi, MeviNoFaults, MeviScan, MeviScanFast];
         let mut list = Vec::new();
         for (threads, access) in [(1, "write"), (2, "write"), (1, "read"), (2, "read")] {
             list.push(Workload {
@@ -303,7 +313,7 @@ impl Bench {
                 "2".into(),
                 "1000000".into(),
             ],
-            runners: vec![Untraced, Mevi, SeccompOnly],
+            runners: vec![Untraced, Mevi, MeviScan, SeccompOnly],
             // Each strace run takes over 2 minutes here: strace 6.1 stops every syscall of a
             // thread, filter or not. One run of the filtered one, to keep the bench short.
             once: strace
@@ -439,7 +449,12 @@ impl Bench {
                     .env("MEVI_BENCH_SECCOMP", "1"),
                 None,
             ),
-            Runner::Mevi | Runner::MeviVariant(_) | Runner::MeviNoFaults | Runner::MeviCompared => {
+            Runner::Mevi
+            | Runner::MeviVariant(_)
+            | Runner::MeviNoFaults
+            | Runner::MeviScan
+            | Runner::MeviScanFast
+            | Runner::MeviCompared => {
                 let out = self.dir.join("stream.jsonl");
                 let mevi = match runner {
                     Runner::MeviCompared => self.compared.as_ref().expect("MEVI_BENCH_COMPARE"),
@@ -452,8 +467,17 @@ impl Bench {
                 if runner != Runner::MeviCompared {
                     cmd.arg("--no-stacks");
                 }
-                if runner == Runner::MeviNoFaults {
-                    cmd.arg("--no-faults");
+                match runner {
+                    Runner::MeviNoFaults => {
+                        cmd.arg("--no-faults");
+                    }
+                    Runner::MeviScan => {
+                        cmd.args(["--faults", "scan"]);
+                    }
+                    Runner::MeviScanFast => {
+                        cmd.args(["--faults", "scan", "--sample-ms", "1"]);
+                    }
+                    _ => {}
                 }
                 if let Runner::MeviVariant(i) = runner {
                     cmd.args(VARIANTS[i].args);
@@ -800,7 +824,11 @@ fn report(
         }
         if matches!(
             runner,
-            Runner::Mevi | Runner::MeviVariant(_) | Runner::MeviCompared
+            Runner::Mevi
+                | Runner::MeviVariant(_)
+                | Runner::MeviCompared
+                | Runner::MeviScan
+                | Runner::MeviScanFast
         ) {
             for reference in [
                 Runner::Floor,
@@ -838,6 +866,7 @@ fn report(
             targets.push(cost.target(section, &w.name, &VARIANTS[i]));
         }
     }
+    scan_targets(w, results, section, targets);
     let Some(mevi) = results.get(&Runner::Mevi) else {
         return;
     };
@@ -874,6 +903,13 @@ fn report(
                     format!("{x:.2}x"),
                     x <= 1.0,
                 ));
+                if w.name == "forkexec" {
+                    targets.push(target(
+                        &format!("{section}forkexec: within 1.5x of strace --seccomp-bpf"),
+                        format!("{x:.2}x"),
+                        x <= 1.5,
+                    ));
+                }
             }
         }
         "true" => {
@@ -885,6 +921,37 @@ fn report(
             ));
         }
         _ => {}
+    }
+}
+
+/// `--faults scan`'s targets (issue 14): touching at nearly the program's own speed, layout
+/// changes and processes at strace's cost or less, other syscalls at the filter's.
+fn scan_targets(
+    w: &Workload,
+    results: &BTreeMap<Runner, Vec<Sample>>,
+    section: &str,
+    targets: &mut Vec<String>,
+) {
+    let (Some(scan), Some(base)) = (
+        results.get(&Runner::MeviScan),
+        results.get(&Runner::Untraced),
+    ) else {
+        return;
+    };
+    let vs = |r: Runner| results.get(&r).map(|s| paired_ratio(scan, s));
+    let name = w.name.as_str();
+    let (what, x, limit) = match name {
+        "touch-write-1t" | "touch-write-2t" => ("untraced", Some(paired_ratio(scan, base)), 1.15),
+        "churn" | "forkexec" => ("strace --seccomp-bpf", vs(Runner::StraceSeccomp), 1.0),
+        "syscalls" => ("the seccomp filter alone", vs(Runner::SeccompOnly), 1.05),
+        _ => return,
+    };
+    if let Some(x) = x {
+        targets.push(target(
+            &format!("{section}{name}: --faults scan within {limit}x of {what}"),
+            format!("{x:.2}x"),
+            x <= limit,
+        ));
     }
 }
 

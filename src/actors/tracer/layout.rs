@@ -88,10 +88,11 @@ impl Tracer {
             thread.unregistered = unregistered;
         }
         // The lane holds back faults behind a layout change until the syscalls begun before it
-        // have ended (docs/ordering.md).
+        // have ended (docs/ordering.md); a space with no userfaultfd has no fault to hold.
         if let Some(call) = entry
             && let Some((_, space)) = self.space_of(tid)
             && let Some(space) = self.spaces.get(&space)
+            && space.uffd.is_some()
         {
             space.lane.send(LaneMessage::Begun { tid, call });
             if let Some(tail) = call.grown_tail() {
@@ -188,7 +189,9 @@ impl Tracer {
         if !again.is_empty() {
             self.describe_again(tid, space, again);
         }
-        if let Some(s) = self.spaces.get(&space) {
+        if let Some(s) = self.spaces.get(&space)
+            && s.uffd.is_some()
+        {
             s.lane.send(LaneMessage::Ended { tid });
         }
     }

@@ -482,7 +482,9 @@ impl Tracer {
             whole.insert(0..USER_SPACE_END);
             self.describe_again(through, space, whole);
         }
-        if let Some(s) = self.spaces.get(&space) {
+        if let Some(s) = self.spaces.get(&space)
+            && s.uffd.is_some()
+        {
             s.lane.send(LaneMessage::Ended { tid: ended });
         }
     }
