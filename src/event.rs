@@ -342,6 +342,9 @@ pub enum Event {
         /// With `--touch-stacks N`: one page fault in N of each thread is sampled.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         touch_stacks: Option<u64>,
+        /// `attach`: the running processes followed (then `argv` is the first one's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        attach: Option<Vec<i32>>,
     },
     /// A call stack, the first time a line names it (`--stacks`).
     Site {
@@ -356,6 +359,10 @@ pub enum Event {
         space: SpaceId,
         path: String,
         argv: Vec<String>,
+        /// Not an exec: `attach` began following this process, already running, here (its
+        /// space starts as the snapshot that follows).
+        #[serde(default, skip_serializing_if = "is_false")]
+        attached: bool,
     },
     Fork {
         pid: i32,

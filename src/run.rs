@@ -12,7 +12,7 @@ use crate::actors::sequencer::Sequencer;
 use crate::actors::state::{ReportTap, RunReport, StateActor, StateOptions, WaitsForRoom};
 use crate::actors::supervisor::{self, Supervisor};
 use crate::actors::symbolizer::SymbolizerActor;
-use crate::actors::tracer::{FollowBy, ProgramEnd, TraceError, Tracer, TracerConfig};
+use crate::actors::tracer::{self, FollowBy, ProgramEnd, Target, TraceError, Tracer, TracerConfig};
 use crate::event::{Event, SCHEMA, VerifyTotals};
 use crate::kernel::thp::ThpPolicy;
 use crate::kernel::{spawn, uffd};
@@ -30,10 +30,20 @@ const LANE_CAPACITY: usize = 1024;
 const SEQUENCER_CAPACITY: usize = 4096;
 const STATE_CAPACITY: usize = 4096;
 
+/// `attach`: the running processes to follow instead of a program to start.
+#[derive(Clone, Debug)]
+pub struct AttachTo {
+    pub pids: Vec<i32>,
+    /// `-f`: the children they make from then on too.
+    pub follow_forks: bool,
+}
+
 #[derive(Clone, Debug)]
 pub struct RunOptions {
-    /// The program and its arguments.
+    /// The program and its arguments (empty for `attach`).
     pub argv: Vec<OsString>,
+    /// `attach -p`: follow these processes, already running, rather than start `argv`.
+    pub attach: Option<AttachTo>,
     /// Write the stream here instead of stdout (the program then keeps its stdout).
     pub output: Option<PathBuf>,
     /// Follow first touches through userfaultfd (false: mappings only).
@@ -107,12 +117,33 @@ pub fn run(options: RunOptions) -> RunOutcome {
             report: None,
         }
     };
-    let Some(program) = options.argv.first() else {
-        return fail(2, "mevi-actors: no program to run".into());
-    };
-    let path = match spawn::resolve(program) {
-        Ok(path) => path,
-        Err(e) => return fail(e.status, e.message),
+    let target = match &options.attach {
+        Some(AttachTo { pids, follow_forks }) => {
+            // Before anything is written: a process that is not there, or not ours to trace,
+            // is one line and nothing on the stream.
+            for &pid in pids {
+                if let Err(e) = crate::kernel::attach::preflight(pid) {
+                    return fail(1, e.message(pid));
+                }
+            }
+            Target::Attach {
+                pids: pids.clone(),
+                follow_forks: *follow_forks,
+            }
+        }
+        None => {
+            let Some(program) = options.argv.first() else {
+                return fail(2, "mevi-actors: no program to run".into());
+            };
+            match spawn::resolve(program) {
+                Ok(path) => Target::Spawn {
+                    program: path,
+                    argv: options.argv.clone(),
+                    stdout_to_stderr: options.output.is_none(),
+                },
+                Err(e) => return fail(e.status, e.message),
+            }
+        }
     };
     if options.verify && !options.faults {
         return fail(
@@ -282,6 +313,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
             .stack_depth
             .or(options.touch_stacks.map(|_| DEFAULT_STACK_DEPTH)),
         touch_stacks: options.touch_stacks,
+        attach: options.attach.as_ref().map(|a| a.pids.clone()),
     };
     supervisor::install_panic_hook();
     let supervisor = Supervisor::new();
@@ -299,12 +331,14 @@ pub fn run(options: RunOptions) -> RunOutcome {
         );
     }
     let root_pid = Arc::new(AtomicI32::new(0));
-    pass_signals_on(&runtime, root_pid.clone());
+    if options.attach.is_some() {
+        detach_on_signals(&runtime);
+    } else {
+        pass_signals_on(&runtime, root_pid.clone());
+    }
 
     let config = TracerConfig {
-        program: path,
-        argv: options.argv.clone(),
-        stdout_to_stderr: options.output.is_none(),
+        target,
         follow_by,
         lane: LaneConfig {
             page_size,
@@ -391,6 +425,7 @@ fn conclude(
     let status = match traced {
         Ok(Ok(end)) => end.shell_status(),
         Ok(Err(TraceError::Io(e))) => return fail(1, format!("mevi-actors: {e}")),
+        Ok(Err(TraceError::Attach(line))) => return fail(1, line),
         Ok(Err(TraceError::ActorFailed(why))) => {
             return fail(
                 ACTOR_FAILED,
@@ -479,6 +514,29 @@ static STOP_ASKED: AtomicBool = AtomicBool::new(false);
 /// has ended (descendants may live on), they end mevi-actors itself: the kernel then kills what
 /// is still traced (`PTRACE_O_EXITKILL`). A signal we were started with ignored gets no handler:
 /// it stays ignored, in us and in the program, which inherits that across exec (`nohup`, `&`).
+/// `attach`: Ctrl-C, SIGQUIT, SIGTERM and SIGHUP end the trace by detaching; the processes,
+/// not in our process group, never see them from us.
+fn detach_on_signals(runtime: &tokio::runtime::Runtime) {
+    use nix::sys::signal::Signal;
+    for signal in [
+        Signal::SIGINT,
+        Signal::SIGQUIT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+    ] {
+        runtime.spawn(async move {
+            let kind = tokio::signal::unix::SignalKind::from_raw(signal as i32);
+            let Ok(mut arrivals) = tokio::signal::unix::signal(kind) else {
+                return;
+            };
+            while arrivals.recv().await.is_some() {
+                STOP_ASKED.store(true, Ordering::SeqCst);
+                tracer::ask_to_detach();
+            }
+        });
+    }
+}
+
 fn pass_signals_on(runtime: &tokio::runtime::Runtime, root_pid: Arc<AtomicI32>) {
     use nix::sys::signal::Signal;
     for (signal, forwarded) in [

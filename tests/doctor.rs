@@ -22,6 +22,7 @@ const CHECKS: &[&str] = &[
     "userfaultfd: /dev/userfaultfd",
     "rehearsal",
     "PAGEMAP_SCAN",
+    "attach",
     "transparent huge pages",
     "kernel.perf_event_paranoid",
     "container",
@@ -173,7 +174,16 @@ fn doctor_as_an_unprivileged_user_agrees_with_run() {
         );
         assert!(doctor.1.contains("fix: sudo chmod 0666 /dev/userfaultfd"));
         assert!(doctor.1.contains(" run -- PROGRAM"));
+        // Scan mode needs no userfaultfd: the verdict says it is there to use.
+        assert!(doctor.1.contains("`run --faults scan`"), "{}", doctor.1);
     }
+    // Attaching to a process of another user needs CAP_SYS_PTRACE, whatever Yama says.
+    let attach = doctor.1.lines().find(|l| l.contains(" attach: "));
+    assert!(
+        attach.is_some_and(|l| l.contains("CAP_SYS_PTRACE")),
+        "{}",
+        doctor.1
+    );
     assert_agree(doctor, run);
 }
 

@@ -4,6 +4,7 @@
 mod util;
 
 mod as_untraced;
+mod attach;
 mod bad_input;
 mod browser;
 mod doctor;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use mevi_actors::query::{self, At, Mode};
-use mevi_actors::run::{RunOptions, run};
+use mevi_actors::run::{AttachTo, RunOptions, run};
 
 /// How long a run of first touches may grow before its line goes out: well under the 100 ms in
 /// which the stream is flushed, so a reader following it live sees touches as promptly.
@@ -139,6 +139,46 @@ enum Command {
         /// follows `--` (options of mevi-actors come before it; an unknown one is an error).
         #[arg(required = true, trailing_var_arg = true)]
         program: Vec<OsString>,
+    },
+    /// Follow processes that are already running, without restarting them, until Ctrl-C (or
+    /// until they have all exited); then let them go, exactly as they were.
+    ///
+    /// Their memory is followed by page-table scans every --sample-ms, their forks, execs and
+    /// exits exactly, through ptrace event stops only: no filter, no userfaultfd, nothing is
+    /// written into them. A mapping made and dropped within one sample is not seen. Needs root
+    /// or CAP_SYS_PTRACE for another user's process (and kernel.yama.ptrace_scope allowing it:
+    /// `mevi-actors doctor` says). The stream goes to stdout (or -o FILE), as for `run`.
+    Attach {
+        /// The processes to follow: PID or PID,PID,…
+        #[arg(short, long = "pid", value_name = "PID", required = true, value_delimiter = ',', value_parser = clap::value_parser!(i32).range(1..))]
+        pids: Vec<i32>,
+        /// Also follow the children they make from now on.
+        #[arg(short = 'f', long)]
+        follow_forks: bool,
+        /// Write the event stream to FILE instead of stdout; `-` is stdout.
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// Read their mappings and page tables every MS milliseconds (10 by default).
+        #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=60_000))]
+        sample_ms: Option<u64>,
+        /// Do not print the human summary on stderr.
+        #[arg(long)]
+        no_summary: bool,
+        /// Check the stream against the kernel's page tables at every exit, at detach, and
+        /// with --verify-every at checkpoints (which stop every thread: a thread blocked in a
+        /// syscall then sees EINTR, as under a debugger).
+        #[arg(long)]
+        verify: bool,
+        /// Also stop every thread every MS milliseconds and check every address space
+        /// (implies --verify).
+        #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..))]
+        verify_every: Option<u64>,
+        /// As for `run`.
+        #[arg(long, value_name = "SIZE", default_value = mevi_actors::actors::state::DEFAULT_BUFFER, value_parser = buffer_size)]
+        buffer: u32,
+        /// When the trace ends, also write the HTML report of the stream to FILE.
+        #[arg(long, value_name = "FILE")]
+        report: Option<PathBuf>,
     },
     /// Trace a small built-in multithreaded workload: the first thing to try.
     Demo {
@@ -290,6 +330,7 @@ fn main() -> ExitCode {
             }
             run(RunOptions {
                 argv: program,
+                attach: None,
                 output: output_file(output),
                 faults: !no_faults,
                 scan: faults == FaultsBy::Scan,
@@ -310,6 +351,48 @@ fn main() -> ExitCode {
             })
             .status
         }
+        Command::Attach {
+            pids,
+            follow_forks,
+            output,
+            sample_ms,
+            no_summary,
+            verify,
+            verify_every,
+            buffer,
+            report,
+        } => {
+            // The first process's command line names the trace (its start line, the report).
+            let argv = pids
+                .first()
+                .map(|&pid| mevi_actors::kernel::procfs::cmdline(pid))
+                .unwrap_or_default()
+                .into_iter()
+                .map(OsString::from)
+                .collect();
+            run(RunOptions {
+                argv,
+                attach: Some(AttachTo { pids, follow_forks }),
+                output: output_file(output),
+                faults: true,
+                scan: true,
+                summary: !no_summary,
+                verify: verify || verify_every.is_some(),
+                verify_every: verify_every.map(std::time::Duration::from_millis),
+                coalesce: Duration::ZERO,
+                idle_poll: false,
+                corrupt_state: false,
+                buffer_bytes: buffer,
+                report,
+                serve: None,
+                ui_interval: Duration::from_millis(32),
+                serve_linger: None,
+                stack_depth: None,
+                touch_stacks: None,
+                sample: Duration::from_millis(sample_ms.unwrap_or(DEFAULT_SAMPLE_MS)),
+            })
+            .status
+        }
         Command::Demo {
             output,
             no_faults,
@@ -326,6 +409,7 @@ fn main() -> ExitCode {
             };
             run(RunOptions {
                 argv: vec![exe.into(), "__demo-workload".into()],
+                attach: None,
                 output: output_file(output),
                 faults: !no_faults,
                 scan: false,

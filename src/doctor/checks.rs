@@ -10,8 +10,7 @@ use crate::kernel::rehearsal::{self, Stage};
 use crate::kernel::thp::ThpPolicy;
 use crate::kernel::uffd;
 
-/// `CAP_SYS_PTRACE`'s bit in the capability sets of `/proc/PID/status`.
-pub(super) const CAP_SYS_PTRACE: u64 = 1 << 19;
+pub(super) use crate::kernel::attach::CAP_SYS_PTRACE;
 pub(super) const CAP_SYS_ADMIN: u64 = 1 << 21;
 /// The inodes of the initial PID and user namespaces (`PROC_PID_INIT_INO`, `PROC_USER_INIT_INO`
 /// of `<linux/proc_ns.h>`).
@@ -21,8 +20,9 @@ pub(super) const INITIAL_USER_NAMESPACE: u64 = 0xEFFF_FFFD;
 pub(super) const OLDEST_KERNEL: (u32, u32) = (5, 6);
 
 /// What `run --no-faults` still does, for the lines about the userfaultfd.
-pub(super) const WITHOUT_FAULTS: &str = "`mevi-actors run --no-faults` traces mappings only (no first \
-                              touches, no resident figures)";
+pub(super) const WITHOUT_FAULTS: &str = "`mevi-actors run --faults scan` follows pages by page-table \
+                              scans instead (no userfaultfd; no thread per first touch), and \
+                              `run --no-faults` traces mappings only";
 /// What is left when nothing can be traced.
 pub(super) const WITHOUT_TRACING: &str = "nothing can be traced here (not even with --no-faults); \
                                `mevi-actors replay` reads streams written elsewhere";
@@ -104,6 +104,47 @@ pub(super) fn ptrace(me: &Credentials) -> Check {
         .fix(
             "sudo reboot   # then keep kernel.yama.ptrace_scope at 1 or less",
             WITHOUT_TRACING,
+        ),
+    }
+}
+
+/// `attach -p`: who this process may attach to, by ptrace's rules and Yama's.
+pub(super) fn attach(me: &Credentials) -> Check {
+    let what = "attach";
+    let has_ptrace = me.effective & CAP_SYS_PTRACE != 0;
+    let scope = sysctl("kernel.yama.ptrace_scope");
+    match (scope.as_deref(), has_ptrace) {
+        (Some("3"), _) => Check::new(
+            Mark::Note,
+            what,
+            "kernel.yama.ptrace_scope = 3: no running process can be attached to until reboot",
+        ),
+        (scope, true) => Check::new(
+            Mark::Ok,
+            what,
+            format!(
+                "this process has CAP_SYS_PTRACE: `attach -p PID` can follow any process (kernel.\
+                 yama.ptrace_scope = {})",
+                scope.unwrap_or("absent")
+            ),
+        ),
+        (None | Some("0"), false) => Check::new(
+            Mark::Ok,
+            what,
+            format!(
+                "`attach -p PID` can follow the processes of {} (another user's needs root or \
+                 CAP_SYS_PTRACE)",
+                me.who()
+            ),
+        ),
+        (Some(scope), false) => Check::new(
+            Mark::Note,
+            what,
+            format!(
+                "kernel.yama.ptrace_scope = {scope}: `attach -p PID` needs root or \
+                 CAP_SYS_PTRACE (or `sudo sysctl -w kernel.yama.ptrace_scope=0` for your own \
+                 processes)"
+            ),
         ),
     }
 }
@@ -375,14 +416,18 @@ pub(super) fn thp() -> Check {
     let policy = ThpPolicy::of_this_machine();
     let effect = match policy {
         ThpPolicy::Always => {
-            "every private anonymous range but the stacks may get huge pages, so those are \
-             followed by page-table scans instead of faults (first touches seen at the next scan)"
+            "every private anonymous range but the stacks may get huge pages, so under --faults \
+             uffd those are followed by page-table scans instead of faults (first touches seen at \
+             the next scan); under --faults scan every range is"
         }
         ThpPolicy::Madvise => {
-            "ranges advised MADV_HUGEPAGE are followed by page-table scans instead of faults; the \
-             rest by faults"
+            "under --faults uffd, ranges advised MADV_HUGEPAGE are followed by page-table scans \
+             instead of faults, the rest by faults; under --faults scan every range is"
         }
-        ThpPolicy::Never => "every private anonymous range is followed by faults",
+        ThpPolicy::Never => {
+            "under --faults uffd every private anonymous range is followed by faults; under \
+             --faults scan by page-table scans"
+        }
     };
     Check::new(
         Mark::Note,

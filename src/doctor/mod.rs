@@ -107,8 +107,9 @@ impl fmt::Display for Report {
         let verdict = match self.verdict {
             Verdict::Ready => "ready: `mevi-actors run` will follow first touches here",
             Verdict::MappingsOnly => {
-                "not ready: `mevi-actors run` cannot follow first touches here; `run --no-faults` \
-                 traces mappings only"
+                "not ready: `mevi-actors run` cannot follow first touches here; `run --faults \
+                 scan` follows pages by page-table scans, and `run --no-faults` traces mappings \
+                 only"
             }
             Verdict::Nothing => "not ready: `mevi-actors run` cannot trace here at all",
         };
@@ -218,6 +219,7 @@ pub fn examine() -> Report {
     checks.push(rehearsal);
     checks.extend([
         pagemap_scan(),
+        attach(&me),
         thp(),
         perf_event_paranoid(),
         namespaces(&me, container.as_deref()),

@@ -3,6 +3,7 @@
 //! invariant it relies on.
 
 pub mod anon_memory;
+pub mod attach;
 pub mod bpf;
 pub mod idle;
 pub mod inject;

@@ -795,6 +795,7 @@ mod tests {
             space: 0,
             path: "/x".into(),
             argv: vec![],
+            attached: false,
         }
     }
 
@@ -969,6 +970,7 @@ mod tests {
             space: 2,
             path: "/bin/true".into(),
             argv: Vec::new(),
+            attached: false,
         });
         assert_eq!(r.spaces[&0].resident_bytes, 0);
         assert_eq!(r.spaces[&0].peak_resident_bytes, 0x4000);

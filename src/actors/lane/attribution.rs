@@ -189,6 +189,7 @@ mod tests {
             space,
             path: String::new(),
             argv: Vec::new(),
+            attached: false,
         }
     }
 

@@ -212,10 +212,16 @@ impl Gate {
             .is_some_and(|q| q.iter().any(|h| h.stamped.event.pid() == Some(pid)))
     }
 
-    /// Whether this line is the root's first `exec` (without a `Root`, the first `exec` at all).
+    /// Whether this line is the root's first `exec` (without a `Root`, the first `exec` at all),
+    /// or the `exec` line of a process `attach` began following.
     fn announces(&self, event: &Event) -> bool {
-        matches!(event, Event::Exec { pid, .. }
-            if !self.root_announced && self.root.is_none_or(|root| root == *pid))
+        match event {
+            Event::Exec { attached: true, .. } => true,
+            Event::Exec { pid, .. } => {
+                !self.root_announced && self.root.is_none_or(|root| root == *pid)
+            }
+            _ => false,
+        }
     }
 
     /// Writes a line, and notes what it brings about.
@@ -227,9 +233,14 @@ impl Gate {
         }
         let announces = self.announces(event);
         match *event {
-            Event::Exec { pid, space, .. } => {
+            Event::Exec {
+                pid,
+                space,
+                attached,
+                ..
+            } => {
                 if announces {
-                    self.root_announced = true;
+                    self.root_announced |= !attached;
                     self.announce(pid);
                 }
                 if let Some(old) = self.living_in.insert(pid, space) {

@@ -15,6 +15,7 @@ fn exec(pid: i32, space: SpaceId) -> Event {
         space,
         path: format!("/bin/p{pid}"),
         argv: vec![format!("p{pid}")],
+        attached: false,
     }
 }
 
@@ -61,6 +62,7 @@ fn start() -> Event {
         wall: None,
         stack_depth: None,
         touch_stacks: None,
+        attach: None,
     }
 }
 

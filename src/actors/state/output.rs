@@ -98,9 +98,10 @@ impl Writer {
             e.to_string()
         };
         crate::to_stderr!(
-            "mevi-actors: the event stream can no longer be written ({why}); the program runs \
-             on, traced, and the rest of the stream is dropped"
+            "mevi-actors: the event stream can no longer be written ({why}); the rest of the \
+             stream is dropped (a program run runs on, traced; processes attached to are let go)"
         );
+        crate::actors::tracer::ask_to_detach();
         self.closed.store(true, Ordering::Relaxed);
         // Not dropped: a BufWriter's drop would try to write what it holds once more.
         if let Some(w) = self.out.take() {

@@ -74,6 +74,7 @@ async fn checks_that_could_not_run_are_told_from_processes_gone_and_warnings_cou
         space: 0,
         path: "/p".into(),
         argv: vec!["p".into()],
+        attached: false,
     };
     let mut messages = vec![line(0, exec)];
     messages.push(StateMessage {
@@ -103,6 +104,7 @@ async fn every_process_is_named_by_its_own_last_argv_with_its_end() {
         space,
         path: format!("/bin/{name}"),
         argv: vec![name.to_string()],
+        attached: false,
     };
     let messages = vec![
         line(0, exec(1, 0, "make")),

@@ -19,7 +19,7 @@ use crate::test_hooks::{self, Fault};
 
 /// How long a checkpoint waits for every thread to stop before it gives up and lets them go (a
 /// thread can be stuck where ptrace cannot stop it, e.g. in an uninterruptible sleep).
-const PATIENCE: Duration = Duration::from_secs(2);
+pub(super) const PATIENCE: Duration = Duration::from_secs(2);
 
 /// How long the tracer waits for a check to be answered before it lets the threads go: far
 /// longer than any check takes, even behind a slow reader of the stream; it only bounds a wait
@@ -39,7 +39,7 @@ pub(super) struct Checkpoint {
     /// Threads asked to stop whose stop has not been seen yet.
     waiting: HashSet<i32>,
     /// Stopped threads and how each is to be let go, in the order they stopped.
-    parked: Vec<(i32, Resume)>,
+    pub(super) parked: Vec<(i32, Resume)>,
     began: Instant,
     /// Spaces left out because io_uring workers run in them: their threads were not stopped.
     with_io_workers: Vec<(SpaceId, i32, Vec<IoWorker>)>,
@@ -147,6 +147,9 @@ impl Tracer {
             c.with_io_workers.extend(self.io_workers_in(space));
         }
         targets.retain(|(space, _)| !c.with_io_workers.iter().any(|(id, ..)| id == space));
+        for &(_, tid) in &targets {
+            self.sample_layout_of(tid);
+        }
         self.check(&targets, VerifyPoint::Checkpoint);
         for (space, pid, workers) in c.with_io_workers {
             let message = format!(
@@ -289,7 +292,7 @@ impl Tracer {
     /// read the kernel's side (the threads must not run before that). A lane that cannot check
     /// sends its `verify` line as skipped and drops the reply; an answer that does not come in
     /// time is given up with a warning.
-    fn check(&self, targets: &[(SpaceId, i32)], point: VerifyPoint) {
+    pub(super) fn check(&self, targets: &[(SpaceId, i32)], point: VerifyPoint) {
         let mut answers = Vec::new();
         for &(id, tid) in targets {
             let Some(space) = self.spaces.get(&id) else {

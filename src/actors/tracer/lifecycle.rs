@@ -450,6 +450,12 @@ impl Tracer {
             // the kernel.
             self.describe_whole_space(Some(tid), space, tid);
         }
+        if self
+            .space_of(tid)
+            .is_some_and(|(_, space)| self.space_is_quiescent(space))
+        {
+            self.sample_layout_of(tid);
+        }
         self.scan_at_exit(tid);
         self.verify_at_exit(tid);
         // Never held by a checkpoint: past this stop it runs no user code, and a multithreaded

@@ -14,6 +14,7 @@
 //! `spaces.rs` makes address spaces (injection, registration, snapshots); `checkpoints.rs` is
 //! `--verify`; `namespaces.rs` tells lanes the ids of threads in a child PID namespace.
 
+mod attach;
 mod checkpoints;
 mod escapes;
 mod layout;
@@ -54,15 +55,27 @@ use crate::kernel::thp::ThpPolicy;
 use crate::kernel::tick::{self, TracerWaker};
 use crate::stacks::{StackShared, Stacks, TouchSamplers};
 
+pub use attach::ask_to_detach;
 use checkpoints::Checkpoint;
 use lending::Lending;
 use races::Deferred;
 use spaces::Space;
 
+/// What a trace follows.
+pub enum Target {
+    /// A program started for the trace (`run`): its argv, and whether its stdout goes to stderr
+    /// (the stream has stdout).
+    Spawn {
+        program: PathBuf,
+        argv: Vec<OsString>,
+        stdout_to_stderr: bool,
+    },
+    /// Processes already running (`attach`), and with `follow_forks` the children they make.
+    Attach { pids: Vec<i32>, follow_forks: bool },
+}
+
 pub struct TracerConfig {
-    pub program: PathBuf,
-    pub argv: Vec<OsString>,
-    pub stdout_to_stderr: bool,
+    pub target: Target,
     /// How each space's private anonymous pages are followed.
     pub follow_by: FollowBy,
     /// How each space's lane is set up; its page size is the tracer's too.
@@ -119,6 +132,8 @@ pub enum TraceError {
     Io(io::Error),
     /// An actor failed (see `Supervisor`); the traced program was killed.
     ActorFailed(String),
+    /// `attach` could not take a process: the line to print.
+    Attach(String),
 }
 
 impl From<io::Error> for TraceError {
@@ -290,43 +305,26 @@ impl Tracer {
         }
     }
 
-    /// Runs the whole trace; returns when no traced task is left.
+    /// Runs the whole trace; returns when no traced task is left, or once detached (`attach`).
     pub fn run(mut self) -> Result<ProgramEnd, TraceError> {
         let waker = TracerWaker::install()?;
         self.supervisor.set_tracer(waker);
         if let Err(e) = spawn::raise_descriptor_limit() {
             tracing::debug!("raising the descriptor limit: {e}");
         }
-        let filter = spawn::seccomp_filter()?;
-        let prepared = Prepared::new(
-            &self.config.program,
-            &self.config.argv,
-            self.config.stdout_to_stderr,
-            Some(filter),
-        )?;
-        let child = match spawn::spawn_seized(&prepared)? {
-            spawn::Spawned::Seized(child) => child,
-            // Nothing ran of it: nothing to trace, and its status is the run's.
-            spawn::Spawned::DiedFirst(Ok(code)) => return Ok(ProgramEnd::Exited(code)),
-            spawn::Spawned::DiedFirst(Err(signal)) => {
-                return Ok(ProgramEnd::Signaled(signal as i32));
+        let attaching = match &self.config.target {
+            Target::Spawn { .. } => {
+                if let Some(end) = self.start_program()? {
+                    return Ok(end);
+                }
+                false
+            }
+            Target::Attach { pids, follow_forks } => {
+                let (pids, follow_forks) = (pids.clone(), *follow_forks);
+                self.attach_all(&pids, follow_forks)?;
+                true
             }
         };
-        self.root = child.as_raw();
-        self.root_pid.store(self.root, Ordering::SeqCst);
-        // Before any lane exists, so it is the sequencer's first message from us.
-        self.sequencer
-            .send_blocking(SequencerMessage::Root { pid: self.root });
-        self.threads
-            .insert(self.root, Thread::new(self.root, false, None));
-        self.sample_touches(self.root);
-        self.processes.insert(
-            self.root,
-            Process {
-                space: None,
-                faults_at_join: 0,
-            },
-        );
         // The ticker wakes the loop at least every `checkpoints::TICK`: for a due checkpoint, to
         // give up a stuck one on time, and to see an actor's failure even if the supervisor's own
         // wake-up came just before a wait.
@@ -343,8 +341,12 @@ impl Tracer {
         let _ticker = tick::start(tick, waker)?;
         loop {
             if let Some(failure) = self.supervisor.failure() {
-                self.kill_everything();
+                self.end_everything(attaching);
                 return Err(TraceError::ActorFailed(failure));
+            }
+            if attaching && attach::detach_asked() {
+                self.detach_all();
+                break;
             }
             if tick::due() {
                 // A checkpoint whose last threads will not stop is given up on time, even when
@@ -372,7 +374,50 @@ impl Tracer {
             }
             self.settle_checkpoint();
         }
+        // An attach ends with mevi-actors' own status: its processes go on, or ended their way.
+        if attaching {
+            return Ok(ProgramEnd::Exited(0));
+        }
         Ok(self.root_end.unwrap_or(ProgramEnd::Exited(1)))
+    }
+
+    /// `run`: starts the program seized, under the filter; its end if it died before anything
+    /// of it ran.
+    fn start_program(&mut self) -> Result<Option<ProgramEnd>, TraceError> {
+        let Target::Spawn {
+            program,
+            argv,
+            stdout_to_stderr,
+        } = &self.config.target
+        else {
+            return Ok(None);
+        };
+        let filter = spawn::seccomp_filter()?;
+        let prepared = Prepared::new(program, argv, *stdout_to_stderr, Some(filter))?;
+        let child = match spawn::spawn_seized(&prepared)? {
+            spawn::Spawned::Seized(child) => child,
+            // Nothing ran of it: nothing to trace, and its status is the run's.
+            spawn::Spawned::DiedFirst(Ok(code)) => return Ok(Some(ProgramEnd::Exited(code))),
+            spawn::Spawned::DiedFirst(Err(signal)) => {
+                return Ok(Some(ProgramEnd::Signaled(signal as i32)));
+            }
+        };
+        self.root = child.as_raw();
+        self.root_pid.store(self.root, Ordering::SeqCst);
+        // Before any lane exists, so it is the sequencer's first message from us.
+        self.sequencer
+            .send_blocking(SequencerMessage::Root { pid: self.root });
+        self.threads
+            .insert(self.root, Thread::new(self.root, false, None));
+        self.sample_touches(self.root);
+        self.processes.insert(
+            self.root,
+            Process {
+                space: None,
+                faults_at_join: 0,
+            },
+        );
+        Ok(None)
     }
 
     /// The one place every stop is matched.
@@ -452,7 +497,12 @@ impl Tracer {
 
     /// An actor failed: nothing the trace writes from here can be trusted to be complete, so
     /// the program ends with it, as it would if mevi-actors itself died (`PTRACE_O_EXITKILL`).
-    fn kill_everything(&mut self) {
+    /// Processes attached to are let go instead.
+    fn end_everything(&mut self, attached: bool) {
+        if attached {
+            // Not ours to kill: they go on untraced.
+            return self.detach_all();
+        }
         for &pid in self.processes.keys() {
             let _ = nix::sys::signal::kill(Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
         }

@@ -11,7 +11,7 @@ use rangemap::RangeSet;
 
 use super::Tracer;
 use crate::event::{Event, Follow, FoundBy, MapKind, PageState, SpaceId};
-use crate::kernel::procfs;
+use crate::kernel::procfs::{self, PopulatedRun};
 use crate::kernel::syscall::{HugeAdvice, LayoutSyscall};
 use crate::kernel::thp::ThpPolicy;
 use crate::kernel::tick;
@@ -450,7 +450,8 @@ impl Tracer {
             .iter()
             .filter_map(|(&id, s)| {
                 let scans = s.scans.borrow();
-                (!scans.followed.is_empty() && scans.due <= now).then_some((scans.due, id))
+                let sampled = !scans.followed.is_empty() || s.sampled.is_some();
+                (sampled && scans.due <= now).then_some((scans.due, id))
             })
             .collect();
         // The longest waiting first.
@@ -465,10 +466,14 @@ impl Tracer {
             };
             let began = Instant::now();
             self.find_stack_growth(pid, space);
-            let Some(unseen) = self.spaces.get(&space).map(|s| s.scans.borrow().unseen()) else {
-                continue;
+            // An attached space's layout and drops are only seen so: it is read whole.
+            self.sample_layout(pid, space);
+            let within = match self.spaces.get(&space) {
+                Some(s) if s.sampled.is_some() => everywhere(),
+                Some(s) => s.scans.borrow().unseen(),
+                None => continue,
             };
-            self.scan(pid, space, &unseen, Running::OthersMayRun);
+            self.scan(pid, space, &within, Running::OthersMayRun);
             let took = began.elapsed();
             if let Some(s) = self.spaces.get(&space) {
                 s.scans.borrow_mut().due =
@@ -480,7 +485,8 @@ impl Tracer {
     /// Reads the pages of `within` followed by scans and writes a `resident` line for each run
     /// not written yet; while other threads run, less what a begun syscall of theirs may be
     /// changing (a page of a mapping placed there is not the old mapping's, and the syscall's
-    /// report comes after this).
+    /// report comes after this). In a space whose syscalls are not stopped at (`attach`), pages
+    /// written and now gone are written as a `discard` too.
     fn scan(&self, pid: i32, space: SpaceId, within: &RangeSet<u64>, running: Running) {
         let Some(s) = self.spaces.get(&space) else {
             return;
@@ -513,6 +519,9 @@ impl Tracer {
                     continue;
                 }
             };
+            if s.sampled.is_some() {
+                self.write_gone(pid, space, range.clone(), &runs);
+            }
             for run in runs {
                 let new: Vec<Range<u64>> = {
                     let mut scans = s.scans.borrow_mut();
@@ -546,6 +555,39 @@ impl Tracer {
                     });
                 }
             }
+        }
+    }
+}
+
+impl Tracer {
+    /// In an attached space, whose releases are not stopped at: the pages of `range` written
+    /// as resident and absent now (`runs`: what is present) are written as a `discard`, with
+    /// `advice` "scan" (dropped by some syscall, or by the kernel, since the last scan).
+    fn write_gone(&self, pid: i32, space: SpaceId, range: Range<u64>, runs: &[PopulatedRun]) {
+        let Some(s) = self.spaces.get(&space) else {
+            return;
+        };
+        let mut gone: RangeSet<u64> = RangeSet::new();
+        {
+            let scans = s.scans.borrow();
+            for seen in scans.seen.overlapping(&range) {
+                gone.insert(seen.start.max(range.start)..seen.end.min(range.end));
+            }
+        }
+        for run in runs {
+            gone.remove(run.range.clone());
+        }
+        for r in gone.iter() {
+            s.scans.borrow_mut().seen.remove(r.clone());
+            s.lane.observed(Event::Discard {
+                pid,
+                tid: pid,
+                space,
+                start: r.start,
+                end: r.end,
+                advice: "scan".to_string(),
+                site: None,
+            });
         }
     }
 }

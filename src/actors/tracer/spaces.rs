@@ -7,6 +7,7 @@ use std::sync::Arc;
 use rangemap::RangeSet;
 
 use super::USER_SPACE_END;
+use super::attach::Sampled;
 use super::mappings::MapAt;
 use super::scans::{Scans, everywhere};
 use super::{FollowBy, Tracer};
@@ -35,6 +36,8 @@ pub(super) struct Space {
     pub(super) scans_only: bool,
     /// Its mappings, asked one by one: where its stacks have grown (scans only).
     pub(super) vmas: Option<Vmas>,
+    /// `attach`: none of its syscalls is stopped at; its layout is sampled (attach.rs).
+    pub(super) sampled: Option<Sampled>,
 }
 
 impl Space {
@@ -47,8 +50,12 @@ impl Space {
 
 /// Where a new space comes from.
 pub(super) enum Origin {
-    Exec { former_tid: i32 },
+    Exec {
+        former_tid: i32,
+    },
     Fork(Inherited),
+    /// A running process `attach` began following.
+    Attach,
 }
 
 /// What a fork child's space has of its parent's besides its mappings.
@@ -152,17 +159,22 @@ impl Tracer {
         let lane = self.spawn_lane(id, uffd.clone(), pagemap.clone());
         // Exec made the new program's mappings; a fork child's are its parent's, described again.
         let cause = match origin {
-            Origin::Exec { .. } => None,
+            Origin::Exec { .. } | Origin::Attach => None,
             Origin::Fork(_) => Some(MapCause::Redescribe),
         };
         let (brk, scanned, stacks) = match origin {
-            Origin::Exec { former_tid } => {
+            Origin::Exec { .. } | Origin::Attach => {
+                let (former_tid, attached) = match origin {
+                    Origin::Exec { former_tid } => (former_tid, false),
+                    _ => (tid, true),
+                };
                 lane.send(LaneMessage::Observed(Stamped::now(Event::Exec {
                     pid: tid,
                     tid: former_tid,
                     space: id,
                     path: procfs::exe(tid),
                     argv: procfs::cmdline(tid),
+                    attached,
                 })));
                 let brk = maps
                     .iter()
@@ -200,6 +212,7 @@ impl Tracer {
                 members: 1,
                 scans_only,
                 vmas,
+                sampled: self.attaching().then(|| Sampled::new(maps.clone())),
                 scans: RefCell::new({
                     // The parent's, as the tracer had them when it handled the fork: what is
                     // no longer private anonymous memory in the child is not followed.

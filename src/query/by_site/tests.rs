@@ -22,6 +22,7 @@ fn start() -> Event {
         wall: None,
         stack_depth: Some(64),
         touch_stacks: None,
+        attach: None,
     }
 }
 
@@ -32,6 +33,7 @@ fn exec(pid: i32, space: SpaceId) -> Event {
         space,
         path: "/w".into(),
         argv: vec!["w".into()],
+        attached: false,
     }
 }
 

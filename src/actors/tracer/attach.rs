@@ -1,0 +1,296 @@
+//! `attach`: following processes that were already running, and letting them go, each as it
+//! was. Their threads are seized with event stops only (kernel/attach.rs): forks, execs and
+//! exits are exact, as under `run`; their layout and pages are sampled every `--sample-ms`
+//! (the mappings read again and compared, the pages scanned) and read whole at every exit stop,
+//! check and detach, where every thread is stopped (docs/architecture.md, "attach").
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use nix::errno::Errno;
+use nix::sys::signal::Signal;
+use nix::sys::wait::{WaitPidFlag, waitpid};
+use nix::unistd::Pid;
+use rangemap::RangeSet;
+
+use super::checkpoints::PATIENCE;
+use super::spaces::Origin;
+use super::{Process, ProgramEnd, Thread, TraceError, Tracer};
+use crate::event::{SpaceId, VerifyPoint};
+use crate::kernel::attach;
+use crate::kernel::procfs::{self, MapsEntry};
+use crate::kernel::ptrace::{self, Resume, Stop, is_group_stop_signal};
+
+/// Set when an `attach` trace is to end by detaching: Ctrl-C, SIGTERM or SIGHUP to mevi-actors,
+/// or the stream's reader gone. The tracer looks at every wake-up (at least every tick).
+static DETACH_ASKED: AtomicBool = AtomicBool::new(false);
+
+/// Asks an `attach` trace to detach and end; from any thread. A `run` trace never looks.
+pub fn ask_to_detach() {
+    DETACH_ASKED.store(true, Ordering::SeqCst);
+}
+
+pub(super) fn detach_asked() -> bool {
+    DETACH_ASKED.load(Ordering::SeqCst)
+}
+
+/// What an attached space was last sampled as: its mappings, as `/proc/PID/maps` gave them.
+#[derive(Debug, Default)]
+pub(super) struct Sampled {
+    maps: Vec<MapsEntry>,
+}
+
+impl Sampled {
+    pub(super) fn new(maps: Vec<MapsEntry>) -> Self {
+        Self { maps }
+    }
+}
+
+impl Tracer {
+    /// Seizes every thread of each process, then gives each process a space: an `exec` line
+    /// marked `attached`, and its mappings with their present pages. A process that cannot be
+    /// attached to fails the whole attach, and those already seized are let go.
+    pub(super) fn attach_all(
+        &mut self,
+        pids: &[i32],
+        follow_forks: bool,
+    ) -> Result<(), TraceError> {
+        let options = attach::options(follow_forks);
+        let mut seized: Vec<(i32, Vec<i32>)> = Vec::new();
+        for &pid in pids {
+            match attach::seize_process(pid, options) {
+                Ok(tids) => seized.push((pid, tids)),
+                Err(e) => {
+                    for (pid, tids) in &seized {
+                        for &tid in tids {
+                            self.threads.insert(tid, Thread::new(*pid, false, None));
+                        }
+                    }
+                    self.detach_all();
+                    return Err(TraceError::Attach(e.message(pid)));
+                }
+            }
+        }
+        for (pid, tids) in seized {
+            for &tid in &tids {
+                self.threads.insert(tid, Thread::new(pid, false, None));
+            }
+            let space = self.allocate_space();
+            self.processes.insert(
+                pid,
+                Process {
+                    space: Some(space),
+                    faults_at_join: procfs::minor_faults(pid).unwrap_or(0),
+                },
+            );
+            // The only failure is its death meanwhile, which its exit reports.
+            if let Err(e) = self.create_space(pid, space, Origin::Attach) {
+                tracing::debug!(pid, "attaching: {e:?}");
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads an attached space's mappings again and writes those that changed since the last
+    /// sample as the kernel has them now (an `unmap` and `map` lines, `redescribe`). No syscall
+    /// of it is stopped at: this is the only way its layout is known.
+    pub(super) fn sample_layout(&mut self, pid: i32, space: SpaceId) {
+        let Some(last) = self.spaces.get(&space).and_then(|s| s.sampled.as_ref()) else {
+            return;
+        };
+        let Ok(maps) = procfs::read_maps(pid) else {
+            return;
+        };
+        let changed = changed_ranges(&last.maps, &maps);
+        if let Some(s) = self.spaces.get_mut(&space) {
+            s.sampled = Some(Sampled { maps });
+        }
+        if !changed.is_empty() {
+            self.describe_again(pid, space, changed);
+        }
+    }
+
+    /// Whether this trace follows processes attached to (whose syscalls are never stopped at).
+    pub(super) fn attaching(&self) -> bool {
+        matches!(self.config.target, super::Target::Attach { .. })
+    }
+
+    /// Lets every traced thread go, each as it was, and ends the trace's hold on them. Each is
+    /// stopped first (`PTRACE_INTERRUPT`), so that the spaces are read whole once more (and
+    /// checked, with `--verify`) while nothing runs, and so that a thread stopped to deliver a
+    /// signal is let go with it: a signal held at our exit would be lost. A thread in a group
+    /// stop stays stopped. A thread that does not stop in time (a vfork parent, an
+    /// uninterruptible sleep) is left to the kernel, which detaches it when the tracer thread
+    /// ends.
+    pub(super) fn detach_all(&mut self) {
+        let mut signals: HashMap<i32, Option<Signal>> = HashMap::new();
+        // Threads held by a checkpoint are in a stop of ours already.
+        if let Some(c) = self.checkpoint.take() {
+            for (tid, how) in c.parked {
+                signals.insert(tid, delivered(how));
+            }
+        }
+        let mut waiting: Vec<i32> = self
+            .threads
+            .keys()
+            .copied()
+            .filter(|tid| !signals.contains_key(tid))
+            .filter(|&tid| ptrace::interrupt(tid).is_ok())
+            .collect();
+        let began = Instant::now();
+        while !waiting.is_empty() && began.elapsed() < PATIENCE {
+            let status = match waitpid(None::<Pid>, Some(WaitPidFlag::__WALL)) {
+                Ok(status) => status,
+                // The ticker's wake-up: look at the time.
+                Err(Errno::EINTR) => continue,
+                Err(_) => break,
+            };
+            let Some(stop) = Stop::from_wait_status(status) else {
+                continue;
+            };
+            let tid = stop.tid();
+            waiting.retain(|&t| t != tid);
+            let signal = match stop {
+                Stop::Exited { code, .. } => {
+                    self.on_death(tid, ProgramEnd::Exited(code));
+                    continue;
+                }
+                Stop::Killed { signal, .. } => {
+                    self.on_death(tid, ProgramEnd::Signaled(signal as i32));
+                    continue;
+                }
+                Stop::Signal { signal, .. } => Some(signal),
+                Stop::NewChild { .. } => {
+                    // Its new child stops too, at its attach stop: it is let go the same way.
+                    if let Ok(child) = ptrace::event_message(tid) {
+                        waiting.push(child);
+                    }
+                    None
+                }
+                // A group stop (its signal is kept by the kernel: it stays stopped), our
+                // interrupt's trap, or an event stop: nothing to deliver.
+                Stop::EventStop { signal, .. } if is_group_stop_signal(signal) => None,
+                _ => None,
+            };
+            signals.insert(tid, signal);
+        }
+        self.read_before_detach(&signals);
+        for (tid, signal) in signals {
+            if let Err(e) = ptrace::detach(tid, signal) {
+                tracing::debug!(tid, "PTRACE_DETACH: {e}");
+            }
+            self.threads.remove(&tid);
+        }
+    }
+
+    /// Every thread of the spaces being let go is stopped: each is read whole a last time (and
+    /// checked with `--verify`), so the stream ends where the kernel is. A space with a thread
+    /// that did not stop is not: it may be changing.
+    fn read_before_detach(&mut self, stopped: &HashMap<i32, Option<Signal>>) {
+        let mut targets: Vec<(SpaceId, i32)> = Vec::new();
+        let spaces: Vec<SpaceId> = self.spaces.keys().copied().collect();
+        for space in spaces {
+            let threads: Vec<(i32, i32)> = self
+                .threads_in(space)
+                .map(|(tid, t)| (tid, t.pid))
+                .collect();
+            if !threads.iter().all(|(tid, _)| stopped.contains_key(tid)) {
+                continue;
+            }
+            let Some(&(tid, pid)) = threads.iter().min() else {
+                continue;
+            };
+            self.sample_layout(pid, space);
+            targets.push((space, tid));
+        }
+        if self.config.verify {
+            self.check(&targets, VerifyPoint::Checkpoint);
+        } else {
+            for &(space, tid) in &targets {
+                if let Some(pid) = self.threads.get(&tid).map(|t| t.pid) {
+                    self.scan_whole(pid, space);
+                }
+            }
+        }
+        // What the scans may have missed while attached.
+        for (space, tid) in targets {
+            if let Some(pid) = self.threads.get(&tid).map(|t| t.pid) {
+                self.write_unseen(pid, space);
+            }
+        }
+    }
+
+    /// At a stop in an attached space where every thread is stopped (a check, an exit stop):
+    /// its layout is read again first, so the pages read next are of the mappings it has.
+    pub(super) fn sample_layout_of(&mut self, tid: i32) {
+        if let Some((pid, space)) = self.space_of(tid)
+            && self.spaces.get(&space).is_some_and(|s| s.sampled.is_some())
+        {
+            self.sample_layout(pid, space);
+        }
+    }
+}
+
+/// The signal a parked thread was to be let go with.
+fn delivered(how: Resume) -> Option<Signal> {
+    match how {
+        Resume::Cont(signal) | Resume::EverySyscall(signal) => signal,
+        _ => None,
+    }
+}
+
+/// Where two readings of `/proc/PID/maps` differ: every range a mapping of either covers that
+/// the other has not exactly alike (same bounds, protection, file and offset).
+fn changed_ranges(old: &[MapsEntry], new: &[MapsEntry]) -> RangeSet<u64> {
+    let mut changed = RangeSet::new();
+    let same = |a: &MapsEntry, b: &MapsEntry| {
+        a.start == b.start
+            && a.end == b.end
+            && a.prot == b.prot
+            && a.shared == b.shared
+            && a.offset == b.offset
+            && a.dev == b.dev
+            && a.inode == b.inode
+            && a.path == b.path
+    };
+    for (these, those) in [(old, new), (new, old)] {
+        for m in these {
+            if !those.iter().any(|o| same(m, o)) {
+                changed.insert(m.start..m.end);
+            }
+        }
+    }
+    changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(start: u64, end: u64, prot: &str) -> MapsEntry {
+        MapsEntry {
+            start,
+            end,
+            prot: prot.to_string(),
+            shared: false,
+            offset: 0,
+            dev: "00:00".to_string(),
+            inode: 0,
+            path: String::new(),
+        }
+    }
+
+    #[test]
+    fn only_what_differs_is_changed() {
+        let old = [entry(0x1000, 0x3000, "rw-"), entry(0x5000, 0x6000, "r--")];
+        // The first grew, the second is alike, a third is new.
+        let new = [
+            entry(0x1000, 0x4000, "rw-"),
+            entry(0x5000, 0x6000, "r--"),
+            entry(0x8000, 0x9000, "rw-"),
+        ];
+        let changed: Vec<_> = changed_ranges(&old, &new).into_iter().collect();
+        assert_eq!(changed, vec![0x1000..0x4000, 0x8000..0x9000]);
+    }
+}

@@ -1,0 +1,622 @@
+//! `mevi-actors attach` (issue 14): following a process that is already running, and leaving it
+//! as it was. The workload (tests/workloads/attach_target.c) is started by the test without
+//! mevi-actors and takes one command a line on its stdin, so a test drives it in phases: before
+//! the attach, while attached, after the detach. What it reads from its own page tables while
+//! attached must equal the replayed stream, and all it prints and its exit status must be those
+//! of a run that was never attached. Every wait is bounded: a hang fails the test.
+
+use std::io::{BufRead, BufReader, Write};
+use std::ops::Range;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use mevi_actors::event::{Event, ForkKind, FoundBy, MapCause};
+use mevi_actors::model::Replay;
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::Value;
+
+use crate::util::{
+    PAGE, Traced, WorldCopy, as_nobody, bin, can_become_nobody, finish_within, run_within, scratch,
+    workload,
+};
+
+/// Every run here takes a few seconds at most; beyond this it hangs.
+const HANG: Duration = Duration::from_secs(60);
+/// Many `--sample-ms` periods (10 ms by default): a timed scan has run since the last change.
+const SCANNED: Duration = Duration::from_millis(200);
+
+/// What the workload is told before the attach: a thread that is there when attach comes, and a
+/// region with pages present for the snapshot to find.
+const BEFORE: &[&str] = &["thread", "map 64", "touch 0 0 16"];
+/// While attached (`sleep` is the test's: it waits `SCANNED`): a new mapping, pages touched, then
+/// some of them discarded after a scan saw them (and seen gone by a scan before the next layout
+/// change, which would have the mapping described again instead), a thread made, part of a
+/// mapping unmapped, a fork whose child touches pages and prints its truth, another mapping, and
+/// last the parent's truth, with nothing changed after it.
+const WHILE: &[&str] = &[
+    "map 32",
+    "touch 1 0 32",
+    "touch 0 16 8",
+    "sleep",
+    "discard 1 8 16",
+    "sleep",
+    "thread",
+    "unmap 0 48 16",
+    "fork 1 8 4",
+    "map 16",
+    "touch 2 0 4",
+    "truth",
+    "sleep",
+];
+/// After the detach: it goes on changing its memory, as it would have.
+const AFTER: &[&str] = &["touch 2 4 4", "discard 0 0 8", "truth"];
+/// The status it is told to end with at last.
+const LAST_STATUS: i32 = 3;
+
+/// The workload, started without mevi-actors, its stdin and stdout the test's; killed if the test
+/// fails.
+struct Target {
+    child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<String>,
+    /// Every line it printed so far.
+    said: Vec<String>,
+    pid: i32,
+}
+
+impl Target {
+    /// Starts it and reads its `pid` line.
+    fn start() -> Target {
+        let mut child = Command::new(workload("attach_target"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("starting attach_target");
+        let (tx, lines) = mpsc::channel();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut target = Target {
+            stdin: child.stdin.take().unwrap(),
+            child,
+            lines,
+            said: Vec::new(),
+            pid: 0,
+        };
+        let first = target.next_line();
+        target.pid = first
+            .strip_prefix("pid ")
+            .and_then(|pid| pid.parse().ok())
+            .unwrap_or_else(|| panic!("the workload began with {first:?}"));
+        target
+    }
+
+    fn next_line(&mut self) -> String {
+        match self.lines.recv_timeout(HANG) {
+            Ok(line) => {
+                self.said.push(line.clone());
+                line
+            }
+            Err(e) => panic!(
+                "the workload said nothing more within {HANG:?} ({e}); it said:\n{}",
+                self.said.join("\n")
+            ),
+        }
+    }
+
+    fn send(&mut self, command: &str) {
+        writeln!(self.stdin, "{command}")
+            .and_then(|()| self.stdin.flush())
+            .unwrap_or_else(|e| panic!("telling the workload {command:?}: {e}"));
+    }
+
+    /// Does `commands` one after the other: the lines it answered, each answer ending with its
+    /// `ok` line. `sleep` is the test's own: it waits `SCANNED`.
+    fn ask(&mut self, commands: &[&str]) -> Vec<String> {
+        let mut answers = Vec::new();
+        for &command in commands {
+            if command == "sleep" {
+                std::thread::sleep(SCANNED);
+                continue;
+            }
+            self.send(command);
+            loop {
+                let line = self.next_line();
+                let done = line.starts_with("ok");
+                answers.push(line);
+                if done {
+                    break;
+                }
+            }
+        }
+        answers
+    }
+
+    /// Tells it to exit with `code`: its exit status (128+N for signal N).
+    fn exit(&mut self, code: i32) -> i32 {
+        self.send(&format!("exit {code}"));
+        let deadline = Instant::now() + HANG;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                use std::os::unix::process::ExitStatusExt;
+                return status
+                    .code()
+                    .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the workload did not exit within {HANG:?}; it said:\n{}",
+                self.said.join("\n")
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `mevi-actors attach -p PID FLAGS -o STREAM` in the background; killed if the test fails.
+struct Attached {
+    child: Option<Child>,
+    stream: PathBuf,
+}
+
+impl Attached {
+    fn start(pids: &str, flags: &[&str]) -> Attached {
+        let stream = scratch("attach.jsonl");
+        let child = Command::new(bin())
+            .args(["attach", "-p", pids])
+            .args(flags)
+            .arg("-o")
+            .arg(&stream)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting mevi-actors attach");
+        Attached {
+            child: Some(child),
+            stream,
+        }
+    }
+
+    /// Waits until the stream has the snapshot's first `map` line (after its `exec` line).
+    fn wait_for_snapshot(&mut self) {
+        let deadline = Instant::now() + HANG;
+        loop {
+            let text = std::fs::read_to_string(&self.stream).unwrap_or_default();
+            let mapped = text
+                .lines()
+                .filter(|l| l.ends_with('}'))
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .any(|l| l["ev"] == "map");
+            if mapped {
+                return;
+            }
+            if self.child.as_mut().unwrap().try_wait().unwrap().is_some() {
+                let (status, _, stderr) =
+                    finish_within(self.child.take().unwrap(), HANG, "mevi-actors attach");
+                panic!("attach ended with {status} before its snapshot:\n{stderr}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no map line within {HANG:?} in {}",
+                self.stream.display()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Sends `signal` (or not: it is to end by itself), waits for the end: the run, read as
+    /// `util::Traced` with `truth` as the workload's output to compare with, and the stream's
+    /// lines as JSON (for the fields `event.rs` may not have yet).
+    fn end(&mut self, signal: Option<Signal>, truth: &[String]) -> (Traced, Vec<Value>) {
+        let child = self.child.take().unwrap();
+        if let Some(signal) = signal {
+            kill(Pid::from_raw(child.id() as i32), signal).unwrap();
+        }
+        let (status, _, stderr) = finish_within(child, HANG, "mevi-actors attach");
+        let text = std::fs::read_to_string(&self.stream).unwrap_or_default();
+        let json = text
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad line {l:?}: {e}")))
+            .collect();
+        let traced = Traced::read(&self.stream, status, truth.join("\n"), stderr);
+        (traced, json)
+    }
+}
+
+impl Drop for Attached {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        std::fs::remove_file(&self.stream).ok();
+    }
+}
+
+/// A process of the test's killed when the test ends, however it ends.
+struct KilledAtEnd(Child);
+
+impl Drop for KilledAtEnd {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Every thread of `pid` and its `TracerPid` (`/proc/PID/task/TID/status`).
+fn tracers(pid: i32) -> Vec<(i32, i32)> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).unwrap();
+    tasks
+        .map(|task| {
+            let task = task.unwrap();
+            let tid = task.file_name().to_str().unwrap().parse().unwrap();
+            let status = std::fs::read_to_string(task.path().join("status")).unwrap();
+            let tracer = status
+                .lines()
+                .find_map(|l| l.strip_prefix("TracerPid:"))
+                .unwrap_or_else(|| panic!("no TracerPid in {status}"));
+            (tid, tracer.trim().parse().unwrap())
+        })
+        .collect()
+}
+
+/// The state letter of process `pid` (`/proc/PID/stat`).
+fn state(pid: i32) -> char {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let after_name = &stat[stat.rfind(')').unwrap() + 1..];
+    after_name.trim_start().chars().next().unwrap()
+}
+
+/// What the workload prints that is the same in every run of it: its answers, and its truth
+/// lines about its regions (name, size, pages present); not its pid, addresses, or whole-process
+/// figures (anon, rollup), which vary with the layout.
+fn same_in_every_run(said: &[String]) -> Vec<String> {
+    said.iter()
+        .filter_map(|l| {
+            if l.starts_with("pid ") {
+                return None;
+            }
+            if !l.starts_with("{\"truth\"") {
+                return Some(l.clone());
+            }
+            let v: Value = serde_json::from_str(l).unwrap();
+            (v["truth"] == "region").then(|| {
+                format!(
+                    "region {} of {} bytes: {} present",
+                    v["name"],
+                    v["end"].as_u64().unwrap() - v["start"].as_u64().unwrap(),
+                    v["present"]
+                )
+            })
+        })
+        .collect()
+}
+
+/// The range of region `name` of process `pid`, from its truth lines.
+fn region(said: &[String], pid: i32, name: &str) -> Range<u64> {
+    said.iter()
+        .filter(|l| l.starts_with("{\"truth\""))
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|v| v["truth"] == "region" && v["pid"] == pid && v["name"] == name)
+        .map(|v| v["start"].as_u64().unwrap()..v["end"].as_u64().unwrap())
+        .unwrap_or_else(|| panic!("no truth about {name} of {pid} in {said:?}"))
+}
+
+fn overlaps(line: &Event, range: &Range<u64>) -> bool {
+    let v = serde_json::to_value(line).unwrap();
+    match (v["start"].as_u64(), v["end"].as_u64()) {
+        (Some(start), Some(end)) => start < range.end && end > range.start,
+        _ => false,
+    }
+}
+
+/// Attach follows a process that was running before it, with a thread already there: its first
+/// lines are the `start` line naming the pid, an `exec` line marked `attached`, and the snapshot
+/// (the pages present before the attach); then what the process does while attached, seen by
+/// scans only: a new mapping as `redescribe` lines, new pages as `resident` lines `by` a scan
+/// with no thread, pages dropped after a scan saw them as a `discard` by `scan`, a child it forks
+/// (`-f`) with its own exit. The replayed stream equals what the parent and the child read from
+/// their own page tables, and every `--verify` checkpoint agrees. On SIGINT attach detaches and
+/// exits 0; then no thread has a tracer, and the process goes on to print and exit exactly as a
+/// run of it driven the same way that was never attached.
+#[test]
+fn attach_follows_a_running_process_and_detach_leaves_it_as_it_was() {
+    let mut alone = Target::start();
+    for phase in [BEFORE, WHILE, AFTER] {
+        alone.ask(phase);
+    }
+    let alone_status = alone.exit(LAST_STATUS);
+    assert_eq!(alone_status, LAST_STATUS, "{:?}", alone.said);
+
+    let mut target = Target::start();
+    let pid = target.pid;
+    target.ask(BEFORE);
+    let mut attached = Attached::start(
+        &pid.to_string(),
+        &["-f", "--verify", "--verify-every", "20"],
+    );
+    attached.wait_for_snapshot();
+    let while_attached = target.ask(WHILE);
+    let (t, json) = attached.end(Some(Signal::SIGINT), &while_attached);
+    assert_eq!(t.status, 0, "{}", t.evidence());
+
+    // Detached: every thread (the main one and the two it made) is untraced, and it runs on.
+    let tracers = tracers(pid);
+    assert_eq!(tracers.len(), 3, "{tracers:?}");
+    assert!(
+        tracers.iter().all(|&(_, tracer)| tracer == 0),
+        "still traced after the detach: {tracers:?}"
+    );
+    target.ask(AFTER);
+    let status = target.exit(LAST_STATUS);
+    assert_eq!(
+        (status, same_in_every_run(&target.said)),
+        (alone_status, same_in_every_run(&alone.said)),
+        "attached then detached (left) and never attached (right)"
+    );
+
+    // The stream's first lines: the start line, the exec line, the snapshot.
+    assert_eq!(json[0]["ev"], "start", "{}", json[0]);
+    assert_eq!(json[0]["follow"], "scan", "{}", json[0]);
+    assert_eq!(json[0]["attach"], serde_json::json!([pid]), "{}", json[0]);
+    let execs: Vec<(usize, bool, &str)> = t
+        .lines
+        .iter()
+        .enumerate()
+        .filter_map(|(i, l)| match &l.event {
+            Event::Exec {
+                pid: p,
+                attached,
+                path,
+                ..
+            } if *p == pid => Some((i, *attached, path.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(execs.len(), 1, "{execs:?}");
+    let (exec_at, attached_line, path) = execs[0];
+    assert!(attached_line, "the exec line is not marked attached");
+    assert!(path.ends_with("attach_target"), "{path}");
+    // The snapshot is the run of `map` lines right after the exec line: replayed to its end, the
+    // region made before the attach has the 16 pages touched then.
+    let snapshot_end = exec_at
+        + 1
+        + t.lines[exec_at + 1..]
+            .iter()
+            .take_while(|l| matches!(l.event, Event::Map { .. }))
+            .count();
+    let mut at_snapshot = Replay::new();
+    for line in &t.lines[..snapshot_end] {
+        at_snapshot.apply_line(line);
+    }
+    let before = region(&while_attached, pid, "r0");
+    let space = t.space_of(pid);
+    let snapshot_pages = at_snapshot.spaces[&space].resident_in(before) / PAGE;
+    assert_eq!(snapshot_pages, 16, "pages of r0 in the snapshot");
+
+    // Changes, seen by scans only.
+    let made_while_attached = region(&while_attached, pid, "r1");
+    let redescribed = t.lines[snapshot_end..].iter().any(|l| {
+        matches!(
+            l.event,
+            Event::Map {
+                cause: Some(MapCause::Redescribe),
+                ..
+            }
+        ) && overlaps(&l.event, &made_while_attached)
+    });
+    assert!(
+        redescribed,
+        "no redescribe line for the mapping made while attached"
+    );
+    let residents: Vec<&Event> = t.events("resident").collect();
+    assert!(!residents.is_empty(), "no resident line");
+    for line in &residents {
+        assert!(
+            matches!(
+                line,
+                Event::Resident {
+                    tid: None,
+                    by: Some(FoundBy::Scan),
+                    ..
+                }
+            ),
+            "a resident line not by a scan: {line:?}"
+        );
+    }
+    let discarded = made_while_attached.start + 8 * PAGE..made_while_attached.start + 24 * PAGE;
+    assert!(
+        t.events("discard").any(|l| matches!(
+            l,
+            Event::Discard { pid: p, advice, .. } if *p == pid && advice == "scan"
+        ) && overlaps(l, &discarded)),
+        "no discard by scan of the pages dropped while attached"
+    );
+
+    // The child (-f): forked, followed to its exit.
+    let child = t
+        .truths()
+        .iter()
+        .map(|truth| truth.pid)
+        .find(|&p| p != pid)
+        .expect("the child's truth");
+    assert!(
+        t.events("fork").any(|l| matches!(
+            l,
+            Event::Fork { pid: p, child: c, kind: ForkKind::Fork, .. } if *p == pid && *c == child
+        )),
+        "no fork line for child {child}"
+    );
+    let exits: Vec<(i32, Option<i32>)> = t
+        .events("exit")
+        .filter_map(|l| match l {
+            Event::Exit { pid, status, .. } => Some((*pid, *status)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        exits,
+        [(child, Some(0))],
+        "the child exits; the detached parent does not"
+    );
+
+    // The stream equals the kernel.
+    t.assert_matches_kernel();
+    let v = t.verify_totals();
+    assert!(v.points > 0, "nothing was checked: {}", t.stderr);
+    assert_eq!(v.mismatched_pages, 0, "{}", t.evidence());
+}
+
+/// A followed process that exits ends the attach by itself, with status 0, and the stream has
+/// its `exit` line with the process's own status, then the summary.
+#[test]
+fn attach_to_a_process_that_then_exits_ends_by_itself() {
+    let mut target = Target::start();
+    let pid = target.pid;
+    let mut attached = Attached::start(&pid.to_string(), &[]);
+    attached.wait_for_snapshot();
+    target.ask(&["map 8", "touch 0 0 8"]);
+    assert_eq!(target.exit(7), 7);
+    let (t, _) = attached.end(None, &[]);
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    let exits: Vec<Option<i32>> = t
+        .events("exit")
+        .filter_map(|l| match l {
+            Event::Exit { pid: p, status, .. } if *p == pid => Some(*status),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(exits, [Some(7)], "{}", t.stderr);
+    assert!(
+        matches!(
+            t.lines.last().map(|l| &l.event),
+            Some(Event::Summary { .. })
+        ),
+        "the stream does not end with its summary"
+    );
+}
+
+/// A process stopped by SIGSTOP (state `T`) is followed as it is and, once attach has detached,
+/// is still stopped, untraced; SIGCONT lets it go on as ever.
+#[test]
+fn attach_to_a_stopped_process_leaves_it_stopped() {
+    let mut target = Target::start();
+    let pid = target.pid;
+    target.ask(&["map 8", "touch 0 0 4"]);
+    kill(Pid::from_raw(pid), Signal::SIGSTOP).unwrap();
+    let deadline = Instant::now() + HANG;
+    while state(pid) != 'T' {
+        assert!(Instant::now() < deadline, "not stopped: {}", state(pid));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut attached = Attached::start(&pid.to_string(), &[]);
+    attached.wait_for_snapshot();
+    std::thread::sleep(SCANNED);
+    let (t, _) = attached.end(Some(Signal::SIGINT), &[]);
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    assert!(
+        t.events("exec").any(|l| matches!(
+            l,
+            Event::Exec { pid: p, attached: true, .. } if *p == pid
+        )),
+        "no attached exec line for {pid}"
+    );
+    // Stopped, and it stays so (a process let go would run within these 300 ms).
+    for _ in 0..3 {
+        assert_eq!(state(pid), 'T', "after the detach");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(tracers(pid).iter().all(|&(_, tracer)| tracer == 0));
+    kill(Pid::from_raw(pid), Signal::SIGCONT).unwrap();
+    let answers = target.ask(&["touch 0 4 4", "truth"]);
+    assert_eq!(
+        same_in_every_run(&answers),
+        [
+            "ok touch",
+            "region \"r0\" of 32768 bytes: 8 present",
+            "ok truth"
+        ]
+    );
+    assert_eq!(target.exit(0), 0);
+}
+
+/// A pid that names no process: exit 1, one line on stderr naming it, nothing on stdout; in a
+/// list with a live process, that process is left as it was.
+#[test]
+fn attach_to_a_pid_that_does_not_exist_is_one_line() {
+    let mut gone = Command::new("true").spawn().expect("running true");
+    gone.wait().unwrap();
+    let gone = gone.id().to_string();
+    let target = Target::start();
+    for pids in [gone.clone(), format!("{},{gone}", target.pid)] {
+        let mut cmd = Command::new(bin());
+        let (status, stdout, stderr) = run_within(cmd.args(["attach", "-p", &pids]), HANG);
+        assert_eq!(status, 1, "-p {pids}: {stderr}");
+        assert_eq!(stdout, "", "-p {pids}");
+        assert_eq!(stderr.lines().count(), 1, "-p {pids}: {stderr}");
+        assert!(stderr.contains(&gone), "-p {pids}: {stderr}");
+    }
+    let mut target = target;
+    assert!(tracers(target.pid).iter().all(|&(_, tracer)| tracer == 0));
+    assert_eq!(target.ask(&["map 1"]), ["ok map r0"]);
+    assert_eq!(target.exit(0), 0);
+}
+
+/// A user who may not trace another user's process is told, in one line, what would let them:
+/// root or `CAP_SYS_PTRACE`.
+#[test]
+fn attach_as_another_user_names_the_fix() {
+    if !can_become_nobody() {
+        return;
+    }
+    let copy = WorldCopy::new();
+    let sleeper = KilledAtEnd(
+        Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("running sleep"),
+    );
+    let pid = sleeper.0.id().to_string();
+    let (status, stdout, stderr) =
+        run_within(&mut as_nobody(&copy.0, &[], &["attach", "-p", &pid]), HANG);
+    assert_eq!(status, 1, "{stderr}");
+    assert_eq!(stdout, "");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("CAP_SYS_PTRACE") && stderr.contains("root"),
+        "{stderr}"
+    );
+    let sleeper_pid = sleeper.0.id() as i32;
+    assert!(tracers(sleeper_pid).iter().all(|&(_, tracer)| tracer == 0));
+}
+
+/// No `-p`, a pid 0, a pid that is not a number: usage errors (2), which name the option.
+#[test]
+fn attach_usage_errors() {
+    for args in [
+        &["attach"][..],
+        &["attach", "-p", "0"],
+        &["attach", "-p", "abc"],
+    ] {
+        let (status, stdout, stderr) = run_within(Command::new(bin()).args(args), HANG);
+        assert_eq!(status, 2, "{args:?}: {stderr}");
+        assert_eq!(stdout, "", "{args:?}");
+        assert!(stderr.contains("-p"), "{args:?}: {stderr}");
+    }
+}

@@ -1,0 +1,214 @@
+/*
+ * attach_target.c - a process for `mevi-actors attach` to follow: started
+ * untraced, it prints "pid P", then does one command a line from stdin and
+ * answers each with lines ending in one that starts with "ok", so a test can
+ * drive it in phases before, while and after it is attached:
+ *
+ *   thread           start a thread that blocks for good     -> ok thread
+ *   map N            mmap N pages (region rI, I from 0)      -> ok map rI
+ *   touch I F N      write pages F..F+N-1 of region I        -> ok touch
+ *   discard I F N    MADV_DONTNEED them                      -> ok discard
+ *   unmap I F N      munmap them (the region keeps its name) -> ok unmap
+ *   fork I F N       a child writes those pages, prints its
+ *                    truth and exits 0; the parent waits     -> ok fork status S
+ *   truth            the truth of every region, anon, rollup -> ok truth
+ *   exit CODE        _exit(CODE)
+ *
+ * Truth lines are truth.h's (README.md): measured after a dry run, so the
+ * measurement leaves nothing new present. Every "ok" line is the same in
+ * every run (no address, no pid): only "pid P" and the truth lines' pids and
+ * addresses vary. End of stdin exits 99; a bad command exits 111.
+ */
+#include "truth.h"
+
+#include <sys/wait.h>
+
+static char *region_base[TRUTH_MAX_REGIONS];
+static size_t region_pages[TRUTH_MAX_REGIONS];
+static char region_name[TRUTH_MAX_REGIONS][16];
+static int regions;
+
+static char reply_buf[128];
+static int thread_ready[2];
+
+static void reply(const char *text)
+{
+    size_t n = strlen(text);
+    memcpy(reply_buf, text, n);
+    reply_buf[n] = '\n';
+    truth_write_all(1, reply_buf, n + 1);
+}
+
+/* truth_finish without the exit: measures, prints, and the caller goes on. */
+static __attribute__((noinline)) void report_truth(void)
+{
+    truth_touch_stack();
+    truth_touch_static();
+    long pid = (long)getpid();
+    truth_measure_all();
+    truth_format_all(pid);
+    truth_touch_stack();
+    truth_measure_all();
+    truth_format_all(pid);
+    truth_write_all(1, truth_out, truth_out_len);
+}
+
+/* One line from stdin into buf, without its newline; exits 99 at its end. */
+static void read_line(char *buf, size_t cap)
+{
+    size_t len = 0;
+    for (;;) {
+        char c;
+        ssize_t r = read(0, &c, 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            truth_die("read(stdin)");
+        if (r == 0)
+            _exit(99);
+        if (c == '\n')
+            break;
+        if (len + 1 >= cap) {
+            errno = E2BIG;
+            truth_die("command too long");
+        }
+        buf[len++] = c;
+    }
+    buf[len] = 0;
+}
+
+static unsigned long next_number(char **p)
+{
+    char *end;
+    errno = 0;
+    unsigned long n = strtoul(*p, &end, 10);
+    if (end == *p || errno != 0) {
+        errno = EINVAL;
+        truth_die("a number expected");
+    }
+    *p = end;
+    return n;
+}
+
+/* Region I's pages F..F+N-1, from the rest of the command: their start and length. */
+static char *pages_of(char **p, size_t *len)
+{
+    unsigned long i = next_number(p);
+    unsigned long first = next_number(p);
+    unsigned long n = next_number(p);
+    if (i >= (unsigned long)regions || first + n > region_pages[i] || n == 0) {
+        errno = ERANGE;
+        truth_die("pages outside the region");
+    }
+    *len = n * TRUTH_PAGE;
+    return region_base[i] + first * TRUTH_PAGE;
+}
+
+static void *blocked_thread(void *arg)
+{
+    (void)arg;
+    char c = 1;
+    truth_write_all(thread_ready[1], &c, 1);
+    for (;;)
+        pause();
+    return NULL;
+}
+
+static void start_thread(void)
+{
+    pthread_t thread;
+    int e = pthread_create(&thread, NULL, blocked_thread, NULL);
+    if (e != 0) {
+        errno = e;
+        truth_die("pthread_create");
+    }
+    char c;
+    while (read(thread_ready[0], &c, 1) != 1)
+        if (errno != EINTR)
+            truth_die("read(thread_ready)");
+}
+
+static void map_region(unsigned long npages)
+{
+    if (regions >= TRUTH_MAX_REGIONS || npages == 0) {
+        errno = ERANGE;
+        truth_die("map: no more regions, or 0 pages");
+    }
+    region_base[regions] = truth_mmap_anon(npages, PROT_READ | PROT_WRITE, 0);
+    region_pages[regions] = npages;
+    snprintf(region_name[regions], sizeof region_name[regions], "r%u",
+             (unsigned)regions);
+    truth_region(region_name[regions], region_base[regions], npages);
+    regions++;
+}
+
+static int fork_and_touch(char *start, size_t len)
+{
+    pid_t child = fork();
+    if (child < 0)
+        truth_die("fork");
+    if (child == 0) {
+        truth_write_pages(start, 0, len / TRUTH_PAGE - 1);
+        report_truth();
+        _exit(0);
+    }
+    int status;
+    while (waitpid(child, &status, 0) < 0)
+        if (errno != EINTR)
+            truth_die("waitpid");
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+int main(void)
+{
+    static char line[256];
+    if (pipe(thread_ready) != 0)
+        truth_die("pipe");
+    int n = snprintf(reply_buf, sizeof reply_buf, "pid %ld\n", (long)getpid());
+    truth_write_all(1, reply_buf, (size_t)n);
+    for (;;) {
+        read_line(line, sizeof line);
+        char *p = line;
+        char *word = p;
+        while (*p && *p != ' ')
+            p++;
+        if (*p)
+            *p++ = 0;
+        size_t len;
+        if (strcmp(word, "thread") == 0) {
+            start_thread();
+            reply("ok thread");
+        } else if (strcmp(word, "map") == 0) {
+            map_region(next_number(&p));
+            snprintf(line, sizeof line, "ok map r%d", regions - 1);
+            reply(line);
+        } else if (strcmp(word, "touch") == 0) {
+            char *start = pages_of(&p, &len);
+            truth_write_pages(start, 0, len / TRUTH_PAGE - 1);
+            reply("ok touch");
+        } else if (strcmp(word, "discard") == 0) {
+            char *start = pages_of(&p, &len);
+            if (madvise(start, len, MADV_DONTNEED) != 0)
+                truth_die("madvise(MADV_DONTNEED)");
+            reply("ok discard");
+        } else if (strcmp(word, "unmap") == 0) {
+            char *start = pages_of(&p, &len);
+            if (munmap(start, len) != 0)
+                truth_die("munmap");
+            reply("ok unmap");
+        } else if (strcmp(word, "fork") == 0) {
+            char *start = pages_of(&p, &len);
+            int status = fork_and_touch(start, len);
+            snprintf(line, sizeof line, "ok fork status %d", status);
+            reply(line);
+        } else if (strcmp(word, "truth") == 0) {
+            report_truth();
+            reply("ok truth");
+        } else if (strcmp(word, "exit") == 0) {
+            _exit((int)next_number(&p));
+        } else {
+            errno = EINVAL;
+            truth_die("unknown command");
+        }
+    }
+}
