@@ -207,6 +207,9 @@ fn main() {
     if wanted("sleepers") {
         targets.push(bench.memory_per_live_space());
     }
+    if wanted("attach") {
+        targets.extend(bench.attach_cost(rounds));
+    }
     // The same hand-offs with idle CPUs polling instead of halting, for every runner alike.
     match IdlePolling::hold() {
         Ok(_held) => {
@@ -629,6 +632,108 @@ impl Bench {
             format!("{:.1} KiB", per_space as f64 / 1024.0),
             per_space <= 32 << 10,
         )
+    }
+
+    /// `attach` on a running 4-thread toucher (issue 14): the median round while attached, and
+    /// after the detach, each against a never-attached run's, round for round. Attach comes
+    /// once the first round is done, the detach after `ATTACHED_ROUNDS` traced rounds.
+    fn attach_cost(&self, rounds: usize) -> Vec<String> {
+        const ROUNDS: usize = 30;
+        const ATTACHED_ROUNDS: usize = 10;
+        let argv = [
+            "retouch".to_string(),
+            "4".into(),
+            "64".into(),
+            ROUNDS.to_string(),
+        ];
+        println!(
+            "\nattach: {ROUNDS} rounds of touching 64 MiB from 4 threads (map, touch, unmap); \
+             median ms a round"
+        );
+        let (mut attached, mut after) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            let alone = median(
+                self.retouch_rounds(&argv, None)
+                    .into_iter()
+                    .map(|r| r.0)
+                    .collect(),
+            );
+            let with = self.retouch_rounds(&argv, Some(ATTACHED_ROUNDS));
+            let traced: Vec<f64> = with.iter().filter(|r| r.1).map(|r| r.0).collect();
+            let untraced_after: Vec<f64> = with.iter().filter(|r| r.2).map(|r| r.0).collect();
+            println!(
+                "  never attached {alone:.1} ms, attached {:.1} ms ({} rounds), after detach \
+                 {:.1} ms ({} rounds)",
+                median(traced.clone()),
+                traced.len(),
+                median(untraced_after.clone()),
+                untraced_after.len()
+            );
+            attached.push(median(traced) / alone);
+            after.push(median(untraced_after) / alone);
+        }
+        let (attached, after) = (median(attached), median(after));
+        println!("  attached {attached:.2}x, after detach {after:.2}x the never-attached rounds");
+        vec![
+            target(
+                "attach: a 4-thread toucher while attached <= 1.2x",
+                format!("{attached:.2}x"),
+                attached <= 1.2,
+            ),
+            target(
+                "attach: the same after detach <= 1.05x (untouched)",
+                format!("{after:.2}x"),
+                after <= 1.05,
+            ),
+        ]
+    }
+
+    /// The rounds of one `bench retouch` run: ms, whether a tracer was attached, and whether
+    /// it began after mevi-actors had ended. With `attach`, attached to from after its first
+    /// round, and detached by SIGINT once that many rounds were traced.
+    fn retouch_rounds(&self, argv: &[String], attach: Option<usize>) -> Vec<(f64, bool, bool)> {
+        use std::io::BufRead;
+        let mut child = Command::new(&self.workload)
+            .args(argv)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("starting bench retouch");
+        let lines = std::io::BufReader::new(child.stdout.take().expect("its stdout"));
+        let mut mevi: Option<std::process::Child> = None;
+        let mut ended: Option<Instant> = None;
+        let mut rounds = Vec::new();
+        for line in lines.lines().map_while(Result::ok) {
+            let mut words = line.split_whitespace().skip(1);
+            let ms: f64 = words.next().and_then(|w| w.parse().ok()).unwrap_or(0.0);
+            let traced = words.next() == Some("1");
+            let began = Instant::now() - Duration::from_secs_f64(ms / 1e3);
+            rounds.push((ms, traced, ended.is_some_and(|e| began > e)));
+            let Some(limit) = attach else { continue };
+            if rounds.len() == 1 {
+                mevi = Some(
+                    Command::new(&self.mevi)
+                        .args(["attach", "--no-summary", "-o", "/dev/null", "-p"])
+                        .arg(child.id().to_string())
+                        .spawn()
+                        .expect("starting mevi-actors attach"),
+                );
+            } else if rounds.iter().filter(|r| r.1).count() == limit
+                && ended.is_none()
+                && let Some(m) = &mut mevi
+            {
+                let pid = nix::unistd::Pid::from_raw(m.id() as i32);
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT);
+                // Rounds after the detach count once mevi-actors is gone: until then it
+                // still writes the stream's end, on the same CPUs.
+                let _ = m.wait();
+                ended = Some(Instant::now());
+            }
+        }
+        let _ = child.wait();
+        if let Some(mut m) = mevi {
+            let _ = m.wait();
+        }
+        rounds
     }
 
     fn memory_for_one_gib(&self) -> String {

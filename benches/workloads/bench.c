@@ -9,6 +9,10 @@
  *   bench forkexec N                     fork + exec /bin/true, N times, one after the other
  *   bench malloc THREADS ITERS           glibc malloc/memset/free, 16 B to 256 KiB, from
  *                                        each thread, up to 64 blocks live per thread
+ *   bench retouch THREADS MIB ROUNDS     ROUNDS times: map MIB MiB, each thread first-touches
+ *                                        its slice, unmap; prints "round MS TRACED" after
+ *                                        each (TRACED: 1 while a tracer is attached, from
+ *                                        /proc/self/status), for `attach` to be timed on
  *
  * The floor: when MEVI_BENCH_FLOOR_SOCK names a Unix socket, `touch` registers its mapping with
  * a userfaultfd of its own and hands the descriptor to the listener there (SCM_RIGHTS), which
@@ -35,6 +39,7 @@
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static void die(const char *what)
@@ -133,6 +138,16 @@ static void hand_to_floor(const char *sock_path, char *base, size_t len)
     close(uffd);
 }
 
+/* Each of `threads` threads first-touches its slice of [base, base + len). */
+static void touch_range(char *base, size_t len, int threads, int write)
+{
+    struct slice slices[64];
+    size_t each = len / (size_t)threads / (size_t)page * (size_t)page;
+    for (int i = 0; i < threads && i < 64; i++)
+        slices[i] = (struct slice){.base = base + (size_t)i * each, .len = each, .write = write};
+    run_threads(threads, touch_worker, slices);
+}
+
 static int touch(int threads, long mib, int write)
 {
     size_t len = (size_t)mib << 20;
@@ -142,11 +157,7 @@ static int touch(int threads, long mib, int write)
     const char *floor_sock = getenv("MEVI_BENCH_FLOOR_SOCK");
     if (floor_sock)
         hand_to_floor(floor_sock, base, len);
-    struct slice slices[64];
-    size_t each = len / (size_t)threads / (size_t)page * (size_t)page;
-    for (int i = 0; i < threads; i++)
-        slices[i] = (struct slice){.base = base + (size_t)i * each, .len = each, .write = write};
-    run_threads(threads, touch_worker, slices);
+    touch_range(base, len, threads, write);
     return 0;
 }
 
@@ -238,6 +249,47 @@ static int forkexec(long n)
     return 0;
 }
 
+/* Whether a tracer is attached to this process now (TracerPid in /proc/self/status). */
+static int traced(void)
+{
+    char buf[4096];
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    const char *t = strstr(buf, "TracerPid:");
+    return t && atoi(t + strlen("TracerPid:")) != 0;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int retouch(int threads, long mib, long rounds)
+{
+    size_t len = (size_t)mib << 20;
+    for (long r = 0; r < rounds; r++) {
+        double began = now_ms();
+        char *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (base == MAP_FAILED)
+            die("mmap");
+        touch_range(base, len, threads, 1);
+        if (munmap(base, len))
+            die("munmap");
+        double took = now_ms() - began;
+        printf("round %.3f %d\n", took, traced());
+        fflush(stdout);
+    }
+    return 0;
+}
+
 /* N children that each sleep in read() on a pipe until the parent, once all are started,
  * closes it: N live address spaces at once, all idle. */
 static int sleepers(long n)
@@ -267,7 +319,8 @@ static int sleepers(long n)
 static void usage(void)
 {
     fprintf(stderr, "usage: bench touch THREADS MIB write|read | churn THREADS ITERS | "
-                    "syscalls THREADS N | forkexec N | malloc THREADS ITERS | sleepers N\n");
+                    "syscalls THREADS N | forkexec N | malloc THREADS ITERS | sleepers N | "
+                    "retouch THREADS MIB ROUNDS\n");
     exit(2);
 }
 
@@ -294,6 +347,8 @@ int main(int argc, char **argv)
         return per_thread(atoi(argv[2]), atol(argv[3]), malloc_worker);
     if (!strcmp(mode, "forkexec") && argc == 3)
         return forkexec(atol(argv[2]));
+    if (!strcmp(mode, "retouch") && argc == 5)
+        return retouch(atoi(argv[2]), atol(argv[3]), atol(argv[4]));
     if (!strcmp(mode, "sleepers") && argc == 3)
         return sleepers(atol(argv[2]));
     usage();
