@@ -198,11 +198,6 @@ impl LayoutSyscall {
         reach
     }
 
-    /// Whether it may have changed the layout although it returned `-errno`. The kernel checks
-    /// arguments before it acts, so most errors mean nothing was done; but a `MAP_FIXED` mmap
-    /// may have unmapped what was there before failing, an `mremap` can run out of memory half
-    /// way, and an `mprotect` over a hole changes what comes before it. A program's
-    /// `UFFDIO_REGISTER` had ours unregistered first, whatever its result.
     /// The range whose pages this call can take away (unmap, discard, replace, move out), if
     /// any; a `brk` that shrinks is the caller's to see, from the break before.
     pub fn releases(&self) -> Option<Range<u64>> {
@@ -226,7 +221,24 @@ impl LayoutSyscall {
         }
     }
 
+    /// Whether it may have changed the layout although it returned `-errno`. The kernel checks
+    /// arguments before it acts, so most errors mean nothing was done; but a `MAP_FIXED` mmap
+    /// may have unmapped what was there before failing, an `mremap` can run out of memory half
+    /// way, and an `mprotect` over a hole changes what comes before it. A program's
+    /// `UFFDIO_REGISTER` had ours unregistered first, whatever its result.
+    ///
+    /// A syscall interrupted by a signal can stop half way too, whatever it is: an `mremap`
+    /// that moves a `MADV_MERGEABLE` mapping unmerges its KSM pages only after it unmapped the
+    /// `MREMAP_FIXED` target and the tail a shrink drops (mm/mremap.c, `prep_move_vma`), and
+    /// returns `-ERESTARTSYS` there if a signal is pending (mm/ksm.c, `unmerge_ksm_pages`).
+    /// Our own `PTRACE_INTERRUPT` (a checkpoint's) is one, pending until the thread's next trap:
+    /// sent while the thread waits at a seccomp stop, it is still pending in the syscall. The
+    /// kernel then runs the syscall again from the start (its exit stop shows the restart
+    /// code), or returns `EINTR` to a signal handler.
     pub fn may_have_acted_on_error(&self, errno: i64) -> bool {
+        if is_interrupted(errno) {
+            return !self.reach().is_empty();
+        }
         match *self {
             LayoutSyscall::Mmap { flags, .. } => flags & libc::MAP_FIXED != 0,
             // mprotect over a hole changes the mappings before it, then returns ENOMEM.
@@ -472,6 +484,20 @@ pub fn restore_clone_args_flags(tid: i32, saved: CloneArgsFlags) -> io::Result<(
     write_word(tid, saved.addr, saved.flags)
 }
 
+/// The errors of a syscall interrupted by a signal: `EINTR`, and the restart codes that only a
+/// tracer sees at the exit stop (include/linux/errno.h: `ERESTARTSYS`, `ERESTARTNOINTR`,
+/// `ERESTARTNOHAND`, `ERESTART_RESTARTBLOCK`).
+fn is_interrupted(errno: i64) -> bool {
+    const ERESTARTSYS: i64 = 512;
+    const ERESTARTNOINTR: i64 = 513;
+    const ERESTARTNOHAND: i64 = 514;
+    const ERESTART_RESTARTBLOCK: i64 = 516;
+    matches!(
+        errno,
+        ERESTARTSYS | ERESTARTNOINTR | ERESTARTNOHAND | ERESTART_RESTARTBLOCK
+    ) || errno == libc::EINTR as i64
+}
+
 /// What the syscall returned, for a thread at a syscall-exit stop; None if it is not at one.
 pub fn exit_value(tid: i32) -> io::Result<Option<SyscallReturn>> {
     let info = ptrace::syscall_info(Pid::from_raw(tid))?;
@@ -627,5 +653,38 @@ mod tests {
         };
         assert_eq!(fixed_map.reach(), vec![5 * P..6 * P]);
         assert_eq!(fixed_map.placed(5 * P, 0, P), None);
+    }
+
+    #[test]
+    fn an_interrupted_syscall_may_have_acted_half_way() {
+        let shrink_to = LayoutSyscall::Mremap {
+            old_addr: 10 * P,
+            old_len: 4 * P,
+            new_len: 2 * P,
+            flags: libc::MREMAP_MAYMOVE | libc::MREMAP_FIXED,
+            new_addr: 30 * P,
+        };
+        // Refused arguments changed nothing; ENOMEM, a signal, or a restart may have.
+        assert!(!shrink_to.may_have_acted_on_error(libc::EINVAL as i64));
+        for errno in [libc::ENOMEM as i64, libc::EINTR as i64, 512, 513, 514, 516] {
+            assert!(shrink_to.may_have_acted_on_error(errno), "errno {errno}");
+        }
+        let dontneed = LayoutSyscall::Madvise {
+            addr: P,
+            len: P,
+            discard: Some(DiscardAdvice::DontNeed),
+            huge: None,
+        };
+        assert!(dontneed.may_have_acted_on_error(512));
+        assert!(!dontneed.may_have_acted_on_error(libc::EINVAL as i64));
+        // Nothing it could have changed: no range to describe again.
+        let free_placed = LayoutSyscall::Mmap {
+            addr: 0,
+            len: P,
+            prot: 3,
+            flags: libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            fd: -1,
+        };
+        assert!(!free_placed.may_have_acted_on_error(512));
     }
 }
