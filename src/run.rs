@@ -331,11 +331,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
         );
     }
     let root_pid = Arc::new(AtomicI32::new(0));
-    if options.attach.is_some() {
-        detach_on_signals(&runtime);
-    } else {
-        pass_signals_on(&runtime, root_pid.clone());
-    }
+    on_signals(&runtime, options.attach.is_none().then(|| root_pid.clone()));
 
     let config = TracerConfig {
         target,
@@ -509,35 +505,19 @@ fn verify_failure(v: &VerifyTotals, stream_problems: usize) -> Option<String> {
 /// A SIGTERM or SIGHUP came (and was passed on to the program): no lingering after it.
 static STOP_ASKED: AtomicBool = AtomicBool::new(false);
 
-/// Ctrl-C and Ctrl-\ reach the program from the terminal (it is in our process group), so we only
-/// survive them; SIGTERM and SIGHUP are sent to us alone, so we pass them on. Once the program
-/// has ended (descendants may live on), they end mevi-actors itself: the kernel then kills what
-/// is still traced (`PTRACE_O_EXITKILL`). A signal we were started with ignored gets no handler:
-/// it stays ignored, in us and in the program, which inherits that across exec (`nohup`, `&`).
-/// `attach`: Ctrl-C, SIGQUIT, SIGTERM and SIGHUP end the trace by detaching; the processes,
-/// not in our process group, never see them from us.
-fn detach_on_signals(runtime: &tokio::runtime::Runtime) {
-    use nix::sys::signal::Signal;
-    for signal in [
-        Signal::SIGINT,
-        Signal::SIGQUIT,
-        Signal::SIGTERM,
-        Signal::SIGHUP,
-    ] {
-        runtime.spawn(async move {
-            let kind = tokio::signal::unix::SignalKind::from_raw(signal as i32);
-            let Ok(mut arrivals) = tokio::signal::unix::signal(kind) else {
-                return;
-            };
-            while arrivals.recv().await.is_some() {
-                STOP_ASKED.store(true, Ordering::SeqCst);
-                tracer::ask_to_detach();
-            }
-        });
-    }
-}
-
-fn pass_signals_on(runtime: &tokio::runtime::Runtime, root_pid: Arc<AtomicI32>) {
+/// What SIGINT, SIGQUIT, SIGTERM and SIGHUP to mevi-actors do.
+///
+/// `run`: Ctrl-C and Ctrl-\ reach the program from the terminal (it is in our process group), so
+/// we only survive them; SIGTERM and SIGHUP are sent to us alone, so we pass them on (to
+/// `root_pid`). Once the program has ended (descendants may live on), they end mevi-actors itself:
+/// the kernel then kills what is still traced (`PTRACE_O_EXITKILL`).
+///
+/// `attach` (no `root_pid`): the processes are not in our process group and never see them from
+/// us; all four end the trace by detaching.
+///
+/// A signal we were started with ignored gets no handler: it stays ignored, in us and in the
+/// program, which inherits that across exec (`nohup`, `&`).
+fn on_signals(runtime: &tokio::runtime::Runtime, root_pid: Option<Arc<AtomicI32>>) {
     use nix::sys::signal::Signal;
     for (signal, forwarded) in [
         (Signal::SIGINT, false),
@@ -555,6 +535,11 @@ fn pass_signals_on(runtime: &tokio::runtime::Runtime, root_pid: Arc<AtomicI32>) 
                 return;
             };
             while arrivals.recv().await.is_some() {
+                let Some(root_pid) = &root_pid else {
+                    STOP_ASKED.store(true, Ordering::SeqCst);
+                    tracer::ask_to_detach();
+                    continue;
+                };
                 if !forwarded {
                     continue;
                 }

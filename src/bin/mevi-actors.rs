@@ -362,6 +362,9 @@ fn main() -> ExitCode {
             buffer,
             report,
         } => {
+            // A pid given twice is followed once.
+            let mut given = std::collections::HashSet::new();
+            let pids: Vec<i32> = pids.into_iter().filter(|&p| given.insert(p)).collect();
             // The first process's command line names the trace (its start line, the report).
             let argv = pids
                 .first()

@@ -28,6 +28,10 @@ pub fn options(follow_forks: bool) -> Options {
 #[derive(Debug)]
 pub enum AttachError {
     NoSuchProcess,
+    /// Exited, not yet reaped by its parent.
+    Zombie,
+    /// Traced by this process already.
+    Traced(i32),
     /// ptrace refused: another user's process, a process that is not dumpable, or Yama.
     NotPermitted,
     Io(io::Error),
@@ -81,52 +85,87 @@ fn threads_of(pid: i32) -> io::Result<BTreeSet<i32>> {
     Ok(tids)
 }
 
-/// The owner of a process, for an error message: `/proc/PID` belongs to its effective uid.
-fn owner(pid: i32) -> Option<u32> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(format!("/proc/{pid}"))
-        .ok()
-        .map(|m| m.uid())
+/// What `/proc/PID/status` says of a process that the preflight needs.
+struct Status {
+    tgid: i32,
+    state: char,
+    tracer: i32,
+    /// Real, effective, saved and filesystem ids.
+    uids: [u32; 4],
+    gids: [u32; 4],
 }
 
-/// What can be told before anything is started: whether `pid` is a process (not a thread of
-/// one), and whether ptrace would let us attach to it (`ptrace(2)`, "Ptrace access mode
-/// checking"; Yama's `ptrace_scope`). The seize itself is the last word.
-pub fn preflight(pid: i32) -> Result<(), AttachError> {
-    if super::procfs::tgid(pid) != Some(pid) {
-        return Err(AttachError::NoSuchProcess);
+impl Status {
+    fn of(pid: i32) -> Option<Self> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let field = |key: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        };
+        let ids = |key: &str| -> Option<[u32; 4]> {
+            let ids: Vec<u32> = field(key)?
+                .split_whitespace()
+                .filter_map(|n| n.parse().ok())
+                .collect();
+            ids.try_into().ok()
+        };
+        Some(Self {
+            tgid: field("Tgid")?.trim().parse().ok()?,
+            state: field("State")?.trim().chars().next()?,
+            tracer: field("TracerPid")?.trim().parse().ok()?,
+            uids: ids("Uid")?,
+            gids: ids("Gid")?,
+        })
     }
-    let scope: u32 = super::procfs::sysctl("kernel/yama/ptrace_scope")
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let privileged = has_cap_sys_ptrace();
-    // Scope 1 allows only descendants (and a process that named us): a running process is
-    // neither, unless privileged; scope 3 allows nobody.
-    let refused =
-        scope >= 3 || (!privileged && (scope >= 1 || owner(pid) != Some(effective_uid())));
+}
+
+/// `CAP_SYS_PTRACE`, as a bit of a capability set (capability.h).
+pub const CAP_SYS_PTRACE: u64 = 1 << 19;
+
+/// What can be told before anything is started, by ptrace's rules (`ptrace(2)`, "Ptrace access
+/// mode checking") and Yama's: whether `pid` is a live process (not a thread of one, not a
+/// zombie), not traced already, and ours to trace. Yama's scope 1 lets a process name its
+/// tracer (`PR_SET_PTRACER`), which only the seize can tell: it has the last word.
+pub fn preflight(pid: i32) -> Result<(), AttachError> {
+    let status = match Status::of(pid) {
+        Some(status) if status.tgid == pid => status,
+        _ => return Err(AttachError::NoSuchProcess),
+    };
+    if status.state == 'Z' {
+        return Err(AttachError::Zombie);
+    }
+    if status.tracer != 0 {
+        return Err(AttachError::Traced(status.tracer));
+    }
+    let scope = super::procfs::sysctl("kernel/yama/ptrace_scope");
+    let privileged = own_capabilities() & CAP_SYS_PTRACE != 0;
+    // Attach compares our real ids with the target's real, effective and saved ones.
+    let (uid, gid) = (
+        nix::unistd::getuid().as_raw(),
+        nix::unistd::getgid().as_raw(),
+    );
+    let same_user =
+        status.uids[..3].iter().all(|&u| u == uid) && status.gids[..3].iter().all(|&g| g == gid);
+    let refused = match scope.as_deref() {
+        Some("3") => true,
+        Some("2") => !privileged,
+        _ => !privileged && !same_user,
+    };
     if refused {
         return Err(AttachError::NotPermitted);
     }
     Ok(())
 }
 
-/// `CAP_SYS_PTRACE`, as a bit of a capability set (capability.h).
-pub const CAP_SYS_PTRACE: u64 = 1 << 19;
-
-fn effective_uid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
-}
-
-/// Whether this process holds `CAP_SYS_PTRACE` (`CapEff` of /proc/self/status).
-fn has_cap_sys_ptrace() -> bool {
+/// This process's effective capabilities (`CapEff` of /proc/self/status).
+pub fn own_capabilities() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|status| {
             let hex = status.lines().find_map(|l| l.strip_prefix("CapEff:"))?;
             u64::from_str_radix(hex.trim(), 16).ok()
         })
-        .is_some_and(|caps| caps & CAP_SYS_PTRACE != 0)
+        .unwrap_or(0)
 }
 
 impl AttachError {
@@ -134,9 +173,16 @@ impl AttachError {
     pub fn message(&self, pid: i32) -> String {
         match self {
             AttachError::NoSuchProcess => format!("mevi-actors: attach: no process {pid}"),
+            AttachError::Zombie => format!(
+                "mevi-actors: attach: process {pid} has exited (a zombie, waiting for its parent)"
+            ),
+            AttachError::Traced(tracer) => format!(
+                "mevi-actors: attach: process {pid} is traced by process {tracer} already (a \
+                 debugger, strace?); only one tracer at a time"
+            ),
             AttachError::NotPermitted => {
                 let owner =
-                    owner(pid).map_or(String::new(), |uid| format!(" (owned by uid {uid})"));
+                    Status::of(pid).map_or(String::new(), |s| format!(" (real uid {})", s.uids[0]));
                 let yama = match super::procfs::sysctl("kernel/yama/ptrace_scope").as_deref() {
                     None | Some("0") => String::new(),
                     Some("3") => "; kernel.yama.ptrace_scope is 3: no process can be attached \

@@ -17,7 +17,7 @@ pub fn sysctl(name: &str) -> Option<String> {
 }
 
 /// One line of `/proc/PID/maps`.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct MapsEntry {
     pub start: u64,
     pub end: u64,

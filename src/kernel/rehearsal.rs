@@ -91,7 +91,7 @@ fn ended(status: WaitStatus) -> String {
 /// Rehearses `run` on `program` (which is never let run: it is killed at its exec). Must be
 /// called on a thread that makes no other ptrace call meanwhile.
 pub fn rehearse(program: &Path) -> Result<(), Failed> {
-    let filter = spawn::seccomp_filter().map_err(failed(Stage::Trace))?;
+    let filter = spawn::seccomp_filter(false).map_err(failed(Stage::Trace))?;
     let argv = [program.as_os_str().to_owned()];
     let prepared =
         Prepared::new(program, &argv, false, Some(filter)).map_err(failed(Stage::Trace))?;

@@ -59,11 +59,8 @@ enum StopWhen {
 /// no event); `ptrace` (a thread of its own space may have to be
 /// lent); a program's own filter installed with a listener (`seccomp` with
 /// `SECCOMP_FILTER_FLAG_NEW_LISTENER`), whose `SECCOMP_RET_USER_NOTIF` outranks our stops.
-/// And `execve`/`execveat`, whose success drops the old mm with no stop while it is whole: its
-/// ranges followed by scans are read for the last time at the entry.
+/// And, when pages may be followed by scans, `execve`/`execveat` (`EXECS`).
 const ESCAPES: &[(i64, StopWhen)] = &[
-    (libc::SYS_execve, StopWhen::Always),
-    (libc::SYS_execveat, StopWhen::Always),
     (
         libc::SYS_clone,
         StopWhen::BitsSet(0, libc::CLONE_UNTRACED as u64),
@@ -84,10 +81,15 @@ const ESCAPES: &[(i64, StopWhen)] = &[
     ),
 ];
 
+/// A successful exec drops the old mm with no stop while it is whole: where pages may be followed
+/// by scans, they are read for the last time at its entry (one stop per exec).
+const EXECS: &[i64] = &[libc::SYS_execve, libc::SYS_execveat];
+
 /// Whether our filter stops this syscall: a stop for one it lets through is the program's own
-/// filter's, whatever its data.
+/// filter's, whatever its data (an exec counts as stopped: without `EXECS`, no stop comes).
 pub fn filter_stops(nr: i64, args: [u64; 6]) -> bool {
     TRACED_SYSCALLS.contains(&nr)
+        || EXECS.contains(&nr)
         || ESCAPES.iter().any(|&(n, when)| {
             n == nr
                 && match when {
@@ -104,15 +106,19 @@ pub fn filter_stops(nr: i64, args: [u64; 6]) -> bool {
 pub const OUR_TRACE_DATA: u16 = 0x6d65;
 
 /// The filter installed in the traced program (and inherited by every descendant): it stops
-/// [`TRACED_SYSCALLS`] and [`ESCAPES`]. A syscall of another ABI (`int $0x80`, a 32-bit program)
-/// is let through: the filter never kills.
-pub fn seccomp_filter() -> io::Result<BpfProgram> {
+/// [`TRACED_SYSCALLS`] and [`ESCAPES`], and with `stop_execs` [`EXECS`]. A syscall of another ABI
+/// (`int $0x80`, a 32-bit program) is let through: the filter never kills.
+pub fn seccomp_filter(stop_execs: bool) -> io::Result<BpfProgram> {
     use seccompiler::{SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompRule};
     let built = |e: seccompiler::BackendError| {
         io::Error::other(format!("building the seccomp filter: {e}"))
     };
-    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
-        TRACED_SYSCALLS.iter().map(|&nr| (nr, Vec::new())).collect();
+    let execs = if stop_execs { EXECS } else { &[] };
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = TRACED_SYSCALLS
+        .iter()
+        .chain(execs)
+        .map(|&nr| (nr, Vec::new()))
+        .collect();
     for &(nr, when) in ESCAPES {
         let condition = match when {
             StopWhen::Always => None,
@@ -421,7 +427,8 @@ mod tests {
 
     #[test]
     fn the_filter_builds_and_stops_what_filter_stops_says() {
-        seccomp_filter().expect("the filter builds");
+        seccomp_filter(true).expect("the filter builds");
+        seccomp_filter(false).expect("the filter builds");
         let ioctl = |request: u32| [3, request as u64 | (1 << 40), 0, 0, 0, 0];
         assert!(filter_stops(
             libc::SYS_ioctl,

@@ -105,6 +105,19 @@ impl Vmas {
 
     /// Every mapping, from the file itself (a kernel without `PROCMAP_QUERY`).
     fn read_all(&self) -> io::Result<Vec<Vma>> {
+        Ok(self
+            .read_maps()?
+            .into_iter()
+            .map(|m| Vma {
+                range: m.start..m.end,
+                prot: m.prot,
+            })
+            .collect())
+    }
+
+    /// Every mapping of this mm, as `/proc/PID/maps` writes them. Unlike a read by pid, never
+    /// another program's: after an exec of the process, this mm has none.
+    pub fn read_maps(&self) -> io::Result<Vec<procfs::MapsEntry>> {
         let mut text = Vec::new();
         let mut buf = vec![0u8; 64 * 1024];
         loop {
@@ -114,13 +127,7 @@ impl Vmas {
             }
             text.extend_from_slice(&buf[..n]);
         }
-        Ok(procfs::parse_maps(&String::from_utf8_lossy(&text))
-            .into_iter()
-            .map(|m| Vma {
-                range: m.start..m.end,
-                prot: m.prot,
-            })
-            .collect())
+        Ok(procfs::parse_maps(&String::from_utf8_lossy(&text)))
     }
 }
 

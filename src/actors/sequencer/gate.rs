@@ -233,14 +233,11 @@ impl Gate {
         }
         let announces = self.announces(event);
         match *event {
-            Event::Exec {
-                pid,
-                space,
-                attached,
-                ..
-            } => {
+            Event::Exec { pid, space, .. } => {
                 if announces {
-                    self.root_announced |= !attached;
+                    // Under `attach` there is no root: a later exec (of a child followed with
+                    // `-f`) waits for its `fork`, as every exec but the root's first.
+                    self.root_announced = true;
                     self.announce(pid);
                 }
                 if let Some(old) = self.living_in.insert(pid, space) {

@@ -147,6 +147,42 @@ async fn a_childs_exec_maps_and_exit_before_its_fork_line_come_after_it() {
     );
 }
 
+/// Under `attach -f` there is no root: the attached process's `exec` line announces it, and a
+/// child's exec still waits for the `fork` naming the child.
+#[tokio::test]
+async fn under_attach_a_childs_exec_waits_for_its_fork_line() {
+    let clock = Clock(Instant::now());
+    let attached = Event::Exec {
+        pid: 1,
+        tid: 1,
+        space: 0,
+        path: "/x".into(),
+        argv: vec![],
+        attached: true,
+    };
+    let messages = vec![
+        clock.line(1, attached.clone()),
+        clock.line(4, map(2, 1, 0x2000)),
+        SequencerMessage::Left { space: 1, pid: 2 },
+        clock.line(5, exec(2, 2)),
+        clock.line(6, exit(2, 2)),
+        clock.line(3, fork(1, 2, 0, 1)),
+        clock.line(7, exit(1, 0)),
+    ];
+    let written = sequence(clock.0, messages).await;
+    assert_eq!(
+        events(&written),
+        vec![
+            attached,
+            fork(1, 2, 0, 1),
+            map(2, 1, 0x2000),
+            exec(2, 2),
+            exit(2, 2),
+            exit(1, 0),
+        ]
+    );
+}
+
 #[tokio::test]
 async fn an_exec_waits_for_every_line_of_the_space_left_so_exit_is_last() {
     let clock = Clock(Instant::now());

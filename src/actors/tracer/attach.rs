@@ -4,22 +4,23 @@
 //! (the mappings read again and compared, the pages scanned) and read whole at every exit stop,
 //! check and detach, where every thread is stopped (docs/architecture.md, "attach").
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::sys::signal::Signal;
-use nix::sys::wait::{WaitPidFlag, waitpid};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 use rangemap::RangeSet;
 
 use super::checkpoints::PATIENCE;
 use super::spaces::Origin;
 use super::{Process, ProgramEnd, Thread, TraceError, Tracer};
-use crate::event::{SpaceId, VerifyPoint};
+use crate::event::{Event, SpaceId, VerifyPoint};
 use crate::kernel::attach;
-use crate::kernel::procfs::{self, MapsEntry};
+use crate::kernel::procfs::{self, MapsEntry, PopulatedRun};
 use crate::kernel::ptrace::{self, Resume, Stop, is_group_stop_signal};
 
 /// Set when an `attach` trace is to end by detaching: Ctrl-C, SIGTERM or SIGHUP to mevi-actors,
@@ -36,7 +37,7 @@ pub(super) fn detach_asked() -> bool {
 }
 
 /// What an attached space was last sampled as: its mappings, as `/proc/PID/maps` gave them.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Sampled {
     maps: Vec<MapsEntry>,
 }
@@ -82,6 +83,7 @@ impl Tracer {
                 Process {
                     space: Some(space),
                     faults_at_join: procfs::minor_faults(pid).unwrap_or(0),
+                    faults_at_exit: None,
                 },
             );
             // The only failure is its death meanwhile, which its exit reports.
@@ -96,18 +98,52 @@ impl Tracer {
     /// sample as the kernel has them now (an `unmap` and `map` lines, `redescribe`). No syscall
     /// of it is stopped at: this is the only way its layout is known.
     pub(super) fn sample_layout(&mut self, pid: i32, space: SpaceId) {
-        let Some(last) = self.spaces.get(&space).and_then(|s| s.sampled.as_ref()) else {
+        let Some(s) = self.spaces.get(&space) else {
             return;
         };
-        let Ok(maps) = procfs::read_maps(pid) else {
+        let (Some(last), Some(vmas)) = (s.sampled.as_ref(), s.vmas.as_ref()) else {
             return;
+        };
+        // Through the space's own mm: a read by pid between an exec and its event stop would
+        // be the new program's mappings.
+        let maps = match vmas.read_maps() {
+            Ok(maps) if !maps.is_empty() => maps,
+            // The mm is gone: its end is reported by its processes' exits or exec.
+            _ => return,
         };
         let changed = changed_ranges(&last.maps, &maps);
-        if let Some(s) = self.spaces.get_mut(&space) {
-            s.sampled = Some(Sampled { maps });
-        }
         if !changed.is_empty() {
-            self.describe_again(pid, space, changed);
+            self.describe_from(pid, space, changed, &maps);
+        }
+        if let Some(s) = self.spaces.get_mut(&space) {
+            s.sampled = Some(Sampled::new(maps));
+        }
+    }
+
+    /// In an attached space, whose releases are not stopped at: the pages of `range` written
+    /// as resident and absent now (`runs`: what is present) are written as a `discard`, with
+    /// `advice` "scan" (dropped by some syscall, or by the kernel, since the last scan).
+    pub(super) fn write_gone(
+        &self,
+        pid: i32,
+        space: SpaceId,
+        range: Range<u64>,
+        runs: &[PopulatedRun],
+    ) {
+        let Some(s) = self.spaces.get(&space) else {
+            return;
+        };
+        let gone = s.scans.borrow_mut().gone(&range, runs);
+        for r in gone.iter() {
+            s.lane.observed(Event::Discard {
+                pid,
+                tid: pid,
+                space,
+                start: r.start,
+                end: r.end,
+                advice: "scan".to_string(),
+                site: None,
+            });
         }
     }
 
@@ -131,19 +167,30 @@ impl Tracer {
                 signals.insert(tid, delivered(how));
             }
         }
+        // New children stopped at their attach stop, waiting for their creator's event.
+        for &child in self.early_attach.keys() {
+            signals.insert(child, None);
+        }
+        // A vfork parent cannot stop until its child execs or exits: left to the kernel.
         let mut waiting: Vec<i32> = self
             .threads
-            .keys()
-            .copied()
-            .filter(|tid| !signals.contains_key(tid))
+            .iter()
+            .filter(|(tid, t)| !signals.contains_key(tid) && !t.in_vfork)
+            .map(|(&tid, _)| tid)
             .filter(|&tid| ptrace::interrupt(tid).is_ok())
             .collect();
         let began = Instant::now();
         while !waiting.is_empty() && began.elapsed() < PATIENCE {
-            let status = match waitpid(None::<Pid>, Some(WaitPidFlag::__WALL)) {
+            // Without blocking: the ticker may not run yet (an attach that failed half way).
+            let status = match waitpid(
+                None::<Pid>,
+                Some(WaitPidFlag::__WALL | WaitPidFlag::WNOHANG),
+            ) {
+                Ok(WaitStatus::StillAlive) | Err(Errno::EINTR) => {
+                    std::thread::sleep(Duration::from_micros(200));
+                    continue;
+                }
                 Ok(status) => status,
-                // The ticker's wake-up: look at the time.
-                Err(Errno::EINTR) => continue,
                 Err(_) => break,
             };
             let Some(stop) = Stop::from_wait_status(status) else {
@@ -205,7 +252,17 @@ impl Tracer {
             targets.push((space, tid));
         }
         if self.config.verify {
-            self.check(&targets, VerifyPoint::Checkpoint);
+            // io_uring workers may write while the threads are stopped: such a space is read,
+            // not checked, as at a checkpoint.
+            let (checked, read): (Vec<_>, Vec<_>) = targets
+                .iter()
+                .partition(|(space, _)| self.io_workers_in(*space).is_empty());
+            self.check(&checked, VerifyPoint::Checkpoint);
+            for &(space, tid) in &read {
+                if let Some(pid) = self.threads.get(&tid).map(|t| t.pid) {
+                    self.scan_whole(pid, space);
+                }
+            }
         } else {
             for &(space, tid) in &targets {
                 if let Some(pid) = self.threads.get(&tid).map(|t| t.pid) {
@@ -244,21 +301,11 @@ fn delivered(how: Resume) -> Option<Signal> {
 /// the other has not exactly alike (same bounds, protection, file and offset).
 fn changed_ranges(old: &[MapsEntry], new: &[MapsEntry]) -> RangeSet<u64> {
     let mut changed = RangeSet::new();
-    let same = |a: &MapsEntry, b: &MapsEntry| {
-        a.start == b.start
-            && a.end == b.end
-            && a.prot == b.prot
-            && a.shared == b.shared
-            && a.offset == b.offset
-            && a.dev == b.dev
-            && a.inode == b.inode
-            && a.path == b.path
-    };
     for (these, those) in [(old, new), (new, old)] {
-        for m in these {
-            if !those.iter().any(|o| same(m, o)) {
-                changed.insert(m.start..m.end);
-            }
+        // Thousands of mappings (a JVM, a browser) are read every sample: by hash, not pairs.
+        let those: HashSet<&MapsEntry> = those.iter().collect();
+        for m in these.iter().filter(|m| !those.contains(m)) {
+            changed.insert(m.start..m.end);
         }
     }
     changed

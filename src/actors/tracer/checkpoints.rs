@@ -230,7 +230,7 @@ impl Tracer {
 
     /// The io_uring workers of each process of a space that has any (threads we trace are not
     /// looked at). A process that cannot be read is gone, and so are its workers.
-    fn io_workers_in(&self, space: SpaceId) -> Vec<(SpaceId, i32, Vec<IoWorker>)> {
+    pub(super) fn io_workers_in(&self, space: SpaceId) -> Vec<(SpaceId, i32, Vec<IoWorker>)> {
         let pids: BTreeSet<i32> = self.threads_in(space).map(|(_, t)| t.pid).collect();
         pids.into_iter()
             .filter_map(|pid| {

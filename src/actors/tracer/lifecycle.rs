@@ -6,7 +6,7 @@ use nix::sys::signal::Signal;
 use rangemap::RangeSet;
 
 use super::spaces::Origin;
-use super::{Process, ProgramEnd, Thread, Tracer, USER_SPACE_END};
+use super::{FollowBy, Process, ProgramEnd, Thread, Tracer, USER_SPACE_END};
 use crate::actors::lane::LaneMessage;
 use crate::actors::sequencer::SequencerMessage;
 use crate::event::{Event, ForkKind, SpaceId, WarningKind, signal_name};
@@ -118,6 +118,7 @@ impl Tracer {
                 Process {
                     space: shares_mm.then_some(space_id),
                     faults_at_join: 0,
+                    faults_at_exit: None,
                 },
             );
             self.observed(
@@ -238,6 +239,7 @@ impl Tracer {
             Process {
                 space: Some(new_space),
                 faults_at_join: 0,
+                faults_at_exit: None,
             },
         );
         self.after_setup(tid, result, "fork child");
@@ -334,10 +336,14 @@ impl Tracer {
             }
         }
         let new_space = self.allocate_space();
-        let faults_at_exec = match old_space {
-            Some(old) => self.faults_leaving(pid, old),
-            None => procfs::minor_faults(pid),
-        };
+        // Under `--faults scan`, what the kernel counts of its faults: the old space's last,
+        // the new one's first (unseen.rs).
+        let faults_at_exec = (self.config.follow_by == FollowBy::Scans)
+            .then(|| procfs::minor_faults(pid))
+            .flatten();
+        if let Some(old) = old_space {
+            self.faults_leaving(pid, old, faults_at_exec);
+        }
         if let Some(old) = old_space {
             // Every line about it on the old space's lane precedes its exec line. A lane that is
             // gone has sent everything already: the sequencer hears so from us.
@@ -358,6 +364,7 @@ impl Tracer {
             Process {
                 space: Some(new_space),
                 faults_at_join: faults_at_exec.unwrap_or(0),
+                faults_at_exit: None,
             },
         );
         self.after_setup(tid, result, "process after exec");
@@ -428,6 +435,7 @@ impl Tracer {
             Process {
                 space: None,
                 faults_at_join: 0,
+                faults_at_exit: None,
             },
         );
         self.threads
@@ -450,6 +458,7 @@ impl Tracer {
             // the kernel.
             self.describe_whole_space(Some(tid), space, tid);
         }
+        self.note_faults_at_exit(pid);
         if self
             .space_of(tid)
             .is_some_and(|(_, space)| self.space_is_quiescent(space))
@@ -533,6 +542,7 @@ impl Tracer {
             // Nothing to pass signals on to any more (and its pid may be reused).
             self.root_pid.store(0, Ordering::SeqCst);
         }
+        self.faults_of_the_dead(pid);
         self.processes.remove(&pid);
         self.exec_interrupted.remove(&pid);
         // Children whose fork event died with this process.

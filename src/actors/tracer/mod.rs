@@ -26,6 +26,7 @@ mod notif;
 mod races;
 mod scans;
 mod spaces;
+mod stack_growth;
 mod stacks;
 mod unseen;
 
@@ -220,8 +221,10 @@ impl Thread {
 struct Process {
     /// None before the first exec of the traced program.
     space: Option<SpaceId>,
-    /// Its minor faults by the kernel's count when it joined its space (0 for a new child).
+    /// Its minor faults by the kernel's count when it joined its space (0 for a new child),
+    /// and at its last exit stop (`--faults scan` only: unseen.rs).
     faults_at_join: u64,
+    faults_at_exit: Option<u64>,
 }
 
 /// The end of the x86_64 user address space (47-bit, 4-level paging; the kernel places nothing
@@ -392,7 +395,9 @@ impl Tracer {
         else {
             return Ok(None);
         };
-        let filter = spawn::seccomp_filter()?;
+        // Execs stop where pages may be followed by scans (a collapse is, whatever the policy):
+        // their last ones are read there.
+        let filter = spawn::seccomp_filter(self.config.follow_by != FollowBy::Nothing)?;
         let prepared = Prepared::new(program, argv, *stdout_to_stderr, Some(filter))?;
         let child = match spawn::spawn_seized(&prepared)? {
             spawn::Spawned::Seized(child) => child,
@@ -415,6 +420,7 @@ impl Tracer {
             Process {
                 space: None,
                 faults_at_join: 0,
+                faults_at_exit: None,
             },
         );
         Ok(None)

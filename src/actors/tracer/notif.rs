@@ -85,6 +85,11 @@ impl Tracer {
                     | libc::SYS_execveat
             );
         if !layout {
+            // A program's own supervisor may let an exec run with no stop of ours after this
+            // one (its `USER_NOTIF` outranks our `RET_TRACE`): its last pages are read here.
+            if stop.native && matches!(stop.nr, libc::SYS_execve | libc::SYS_execveat) {
+                self.scan_before_exec(tid);
+            }
             return self.go(tid, Resume::Cont(None));
         }
         if let Some(t) = self.threads.get_mut(&tid) {

@@ -10,7 +10,7 @@ use super::Tracer;
 use super::mappings::MapAt;
 use crate::actors::lane::LaneMessage;
 use crate::event::{Event, MapCause, SpaceId};
-use crate::kernel::procfs;
+use crate::kernel::procfs::{self, MapsEntry};
 use crate::kernel::ptrace::Stop;
 use crate::kernel::syscall;
 
@@ -66,6 +66,22 @@ impl Tracer {
     /// meanwhile may already be in what is read: they are marked raced, and describe their
     /// ranges again once reported.
     pub(super) fn describe_again(&mut self, tid: i32, space: SpaceId, ranges: RangeSet<u64>) {
+        let maps = match procfs::read_maps(tid) {
+            Ok(maps) if !maps.is_empty() => maps,
+            // The mm is gone: nothing left to describe.
+            _ => return,
+        };
+        self.describe_from(tid, space, ranges, &maps);
+    }
+
+    /// `describe_again`, from mappings already read (of this space's mm).
+    pub(super) fn describe_from(
+        &mut self,
+        tid: i32,
+        space: SpaceId,
+        ranges: RangeSet<u64>,
+        maps: &[MapsEntry],
+    ) {
         // Whole pages, as the kernel acts on them (an argument may be unaligned).
         let page = self.config.lane.page_size;
         let ranges: RangeSet<u64> = ranges
@@ -75,11 +91,6 @@ impl Tracer {
             .collect();
         let Some(pid) = self.threads.get(&tid).map(|t| t.pid) else {
             return;
-        };
-        let maps = match procfs::read_maps(tid) {
-            Ok(maps) if !maps.is_empty() => maps,
-            // The mm is gone: nothing left to describe.
-            _ => return,
         };
         tracing::debug!(
             tid,
@@ -101,7 +112,7 @@ impl Tracer {
         space_ref
             .scans
             .borrow_mut()
-            .keep_private_anon(&settled, &maps);
+            .keep_private_anon(&settled, maps);
         for range in ranges.iter() {
             space_ref.lane.observed(Event::Unmap {
                 pid,

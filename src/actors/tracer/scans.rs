@@ -10,7 +10,7 @@ use std::time::Instant;
 use rangemap::RangeSet;
 
 use super::Tracer;
-use crate::event::{Event, Follow, FoundBy, MapKind, PageState, SpaceId};
+use crate::event::{Event, FoundBy, SpaceId};
 use crate::kernel::procfs::{self, PopulatedRun};
 use crate::kernel::syscall::{HugeAdvice, LayoutSyscall};
 use crate::kernel::thp::ThpPolicy;
@@ -19,8 +19,9 @@ use crate::kernel::tick;
 /// A timed scan may take at most this share of the tracer's time: the next one waits this many
 /// times as long as the last one took.
 const COST_FACTOR: u32 = 50;
-/// Pieces of a timed scan closer than this are read as one: a `PAGEMAP_SCAN` call costs about
-/// as much as walking this many present pages it has already seen.
+/// Pieces of one followed range that a timed scan reads, separated by fewer seen pages than
+/// this, are read as one: a `PAGEMAP_SCAN` call costs about as much as walking that many
+/// present pages again.
 const JOIN_GAP: u64 = 1 << 20;
 /// A transparent huge page on x86_64 (a PMD).
 const HUGE_PAGE: u64 = 2 << 20;
@@ -101,6 +102,22 @@ impl Scans {
         }
     }
 
+    /// The pages of `range` written as resident that `runs` (what is present now) no longer
+    /// has: seen no more, and returned.
+    pub(super) fn gone(&mut self, range: &Range<u64>, runs: &[PopulatedRun]) -> RangeSet<u64> {
+        let mut gone: RangeSet<u64> = RangeSet::new();
+        for seen in self.seen.overlapping(range) {
+            gone.insert(seen.start.max(range.start)..seen.end.min(range.end));
+        }
+        for run in runs {
+            gone.remove(run.range.clone());
+        }
+        for r in gone.iter() {
+            self.seen.remove(r.clone());
+        }
+        gone
+    }
+
     /// An mremap moved `old` to `new` (DONTUNMAP: leaving `old` mapped and empty); the part of
     /// `new` beyond the old length, if any, is the same mapping grown.
     pub(super) fn moved(&mut self, old: Range<u64>, new: Range<u64>, dontunmap: bool) {
@@ -156,9 +173,11 @@ impl Scans {
         }
     }
 
-    /// What a timed scan reads: what is followed and not seen yet (a page seen can only leave
-    /// through a syscall stopped at, whose report says so), in pieces joined across small gaps.
-    fn unseen(&self) -> RangeSet<u64> {
+    /// What a timed scan reads: what is followed and not seen yet, in pieces joined across
+    /// small gaps. A page seen leaves through a syscall stopped at, whose report says so, or
+    /// unseen by us (reclaim, io_uring, `int $0x80`): then it stays resident in the stream, and
+    /// a check says the stream and the kernel differ there.
+    fn not_seen(&self) -> RangeSet<u64> {
         let mut pieces: Vec<Range<u64>> = Vec::new();
         for gap in self.followed.iter().flat_map(|f| self.seen.gaps(f)) {
             match pieces.last_mut() {
@@ -321,62 +340,6 @@ impl Tracer {
         }
     }
 
-    /// Under `--faults scan`: writes how far each stack of the space has grown since it was
-    /// last looked at (a `map` line of the grown part, not resident, as the lane writes a growth
-    /// under faults), and follows the grown part by scans from then on. The mapping that holds
-    /// the page just below a stack is asked for: if it also holds the stack's first page, the
-    /// stack grew down to its start; if it ends there, another mapping lies below. Looked for
-    /// before every scan of the space, so the growth's line comes before any page in it, and
-    /// before a check (the stream must have the grown part, even with no page left in it).
-    fn find_stack_growth(&self, pid: i32, space: SpaceId) {
-        let Some(s) = self.spaces.get(&space) else {
-            return;
-        };
-        let Some(vmas) = s.vmas.as_ref() else {
-            return;
-        };
-        let stacks: Vec<Range<u64>> = s.scans.borrow().stacks.iter().cloned().collect();
-        for (i, stack) in stacks.iter().enumerate() {
-            let Some(below) = stack.start.checked_sub(1) else {
-                continue;
-            };
-            let vma = match vmas.covering(below) {
-                Ok(Some(vma)) if vma.range.end > stack.start => vma,
-                Ok(_) => continue,
-                Err(e) => {
-                    tracing::debug!(space, ?stack, "looking for a stack's growth: {e}");
-                    continue;
-                }
-            };
-            // Never into another stack below (two that meet are one mapping to the kernel).
-            let floor = i.checked_sub(1).map_or(0, |j| stacks[j].end);
-            let grown = vma.range.start.max(floor)..stack.start;
-            if grown.is_empty() {
-                continue;
-            }
-            {
-                let mut scans = s.scans.borrow_mut();
-                scans.stacks.insert(grown.clone());
-                scans.followed.insert(grown.clone());
-            }
-            s.lane.observed(Event::Map {
-                pid,
-                tid: pid,
-                space,
-                start: grown.start,
-                end: grown.end,
-                prot: vma.prot,
-                kind: MapKind::Stack,
-                path: None,
-                tracked: true,
-                state: Some(PageState::NotResident),
-                follow: Follow::Scans,
-                site: None,
-                cause: None,
-            });
-        }
-    }
-
     /// An `execve` about to run: if it succeeds, the space's mm is gone by its first stop after,
     /// with the pages touched since the last scan. They are read now (those the space's other
     /// threads touch until the exec kills them are not: `unseen` counts them).
@@ -465,12 +428,13 @@ impl Tracer {
                 continue;
             };
             let began = Instant::now();
-            self.find_stack_growth(pid, space);
-            // An attached space's layout and drops are only seen so: it is read whole.
+            // An attached space's layout (its stacks' growth too) and drops are only seen so:
+            // it is read whole.
             self.sample_layout(pid, space);
+            self.find_stack_growth(pid, space);
             let within = match self.spaces.get(&space) {
                 Some(s) if s.sampled.is_some() => everywhere(),
-                Some(s) => s.scans.borrow().unseen(),
+                Some(s) => s.scans.borrow().not_seen(),
                 None => continue,
             };
             self.scan(pid, space, &within, Running::OthersMayRun);
@@ -529,13 +493,8 @@ impl Tracer {
                     for seen in scans.seen.overlapping(&run.range) {
                         new.remove(seen.clone());
                     }
+                    scans.found += faults_found(&new, &scans.seen, run.huge, page);
                     scans.seen.insert(run.range.clone());
-                    // One fault maps a huge page whole.
-                    let per_fault = if run.huge { HUGE_PAGE } else { page };
-                    scans.found += new
-                        .iter()
-                        .map(|r| (r.end - r.start).div_ceil(per_fault))
-                        .sum::<u64>();
                     new.into_iter().collect()
                 };
                 for r in new {
@@ -559,37 +518,21 @@ impl Tracer {
     }
 }
 
-impl Tracer {
-    /// In an attached space, whose releases are not stopped at: the pages of `range` written
-    /// as resident and absent now (`runs`: what is present) are written as a `discard`, with
-    /// `advice` "scan" (dropped by some syscall, or by the kernel, since the last scan).
-    fn write_gone(&self, pid: i32, space: SpaceId, range: Range<u64>, runs: &[PopulatedRun]) {
-        let Some(s) = self.spaces.get(&space) else {
-            return;
-        };
-        let mut gone: RangeSet<u64> = RangeSet::new();
-        {
-            let scans = s.scans.borrow();
-            for seen in scans.seen.overlapping(&range) {
-                gone.insert(seen.start.max(range.start)..seen.end.min(range.end));
-            }
-        }
-        for run in runs {
-            gone.remove(run.range.clone());
-        }
-        for r in gone.iter() {
-            s.scans.borrow_mut().seen.remove(r.clone());
-            s.lane.observed(Event::Discard {
-                pid,
-                tid: pid,
-                space,
-                start: r.start,
-                end: r.end,
-                advice: "scan".to_string(),
-                site: None,
-            });
-        }
+/// The faults that made `new` present (pages no scan had seen; `seen` as it was before): a
+/// page each, or for huge pages one per 2 MiB frame of which no page was seen before (a fault
+/// maps a huge page whole; a frame partly seen was filled by a collapse, not a fault).
+fn faults_found(new: &RangeSet<u64>, seen: &RangeSet<u64>, huge: bool, page: u64) -> u64 {
+    if !huge {
+        return new.iter().map(|r| (r.end - r.start) / page).sum();
     }
+    let frames: std::collections::BTreeSet<u64> = new
+        .iter()
+        .flat_map(|r| r.start / HUGE_PAGE..r.end.div_ceil(HUGE_PAGE))
+        .collect();
+    frames
+        .into_iter()
+        .filter(|f| !seen.overlaps(&(f * HUGE_PAGE..(f + 1) * HUGE_PAGE)))
+        .count() as u64
 }
 
 #[cfg(test)]
@@ -643,12 +586,24 @@ mod tests {
         );
         scans.described(0x10 * P..0x20 * P, &Vec::from_iter(set(&[(0x12, 0x14)])));
         // 0x10-0x12 and 0x14-0x20 are one piece (a gap of 2 pages); 0x1000 is 16 MiB further.
-        assert_eq!(scans.unseen(), set(&[(0x10, 0x20), (0x1000, 0x1010)]));
+        assert_eq!(scans.not_seen(), set(&[(0x10, 0x20), (0x1000, 0x1010)]));
         scans.described(
             0x1000 * P..0x1010 * P,
             &Vec::from_iter(set(&[(0x1000, 0x1010)])),
         );
-        assert_eq!(scans.unseen(), set(&[(0x10, 0x20)]));
+        assert_eq!(scans.not_seen(), set(&[(0x10, 0x20)]));
+    }
+
+    #[test]
+    fn a_huge_page_is_one_fault_unless_part_of_it_was_seen() {
+        let huge = 512;
+        // Two whole huge pages, newly found: two faults; as small pages, 1024.
+        let new = set(&[(0, 2 * huge)]);
+        assert_eq!(faults_found(&new, &RangeSet::new(), true, P), 2);
+        assert_eq!(faults_found(&new, &RangeSet::new(), false, P), 1024);
+        // The second frame had a page seen already: filled by a collapse, no fault.
+        let seen = set(&[(huge + 3, huge + 4)]);
+        assert_eq!(faults_found(&new, &seen, true, P), 1);
     }
 
     #[test]

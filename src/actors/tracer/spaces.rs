@@ -154,8 +154,20 @@ impl Tracer {
             }
         };
         let scans_only = self.config.follow_by == FollowBy::Scans && !foreign;
-        // Without it, a stack's growth is not seen: the stack is then followed no more.
-        let vmas = scans_only.then(|| Vmas::open(tid).ok()).flatten();
+        // Without it, a stack's growth is not seen: the stacks are then not followed.
+        let vmas = match scans_only.then(|| Vmas::open(tid)) {
+            Some(Ok(vmas)) => Some(vmas),
+            Some(Err(e)) => {
+                if died.is_none() {
+                    warnings.push((
+                        WarningKind::NotFollowed,
+                        format!("cannot open /proc/{tid}/maps ({e}): its stacks are not followed"),
+                    ));
+                }
+                None
+            }
+            None => None,
+        };
         let lane = self.spawn_lane(id, uffd.clone(), pagemap.clone());
         // Exec made the new program's mappings; a fork child's are its parent's, described again.
         let cause = match origin {

@@ -16,11 +16,10 @@ impl Tracer {
         now.unwrap_or(joined).saturating_sub(joined)
     }
 
-    /// `pid` leaves `space` by an exec: its faults there stay the space's, and its `unseen`
-    /// line is written if it was the space's last process. What the kernel counts now, which
-    /// is where its new space's count starts.
-    pub(super) fn faults_leaving(&mut self, pid: i32, space: SpaceId) -> Option<u64> {
-        let now = procfs::minor_faults(pid);
+    /// `pid` leaves `space` by an exec, with `now` faults by the kernel's count (read only
+    /// under `--faults scan`): its faults there stay the space's, and the space's `unseen` line
+    /// is written if it was the last process in it.
+    pub(super) fn faults_leaving(&mut self, pid: i32, space: SpaceId, now: Option<u64>) {
         let made = self.faults_in_space(pid, now);
         if let Some(s) = self.spaces.get(&space) {
             s.scans.borrow_mut().faults_gone += made;
@@ -31,7 +30,33 @@ impl Tracer {
         if self.spaces.get(&space).is_some_and(|s| s.members == 1) {
             self.write_unseen(pid, space);
         }
-        now
+    }
+
+    /// At an exit stop: the process's count so far, which is its last once its last thread
+    /// is there (a vfork child's, say, whose space goes on with its parent).
+    pub(super) fn note_faults_at_exit(&mut self, pid: i32) {
+        let scanned = self
+            .space_of_process(pid)
+            .and_then(|space| self.spaces.get(&space))
+            .is_some_and(|s| s.scans_only);
+        if scanned
+            && let Some(now) = procfs::minor_faults(pid)
+            && let Some(p) = self.processes.get_mut(&pid)
+        {
+            p.faults_at_exit = Some(now);
+        }
+    }
+
+    /// A process is gone: the faults it made in its space stay the space's, for the `unseen`
+    /// line its other processes write later.
+    pub(super) fn faults_of_the_dead(&mut self, pid: i32) {
+        let Some(p) = self.processes.get(&pid) else {
+            return;
+        };
+        let made = self.faults_in_space(pid, p.faults_at_exit);
+        if let Some(s) = p.space.and_then(|space| self.spaces.get(&space)) {
+            s.scans.borrow_mut().faults_gone += made;
+        }
     }
 
     /// Writes the space's `unseen` line: the faults of every process in it (those gone
