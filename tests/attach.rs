@@ -512,6 +512,52 @@ fn attach_to_a_process_that_then_exits_ends_by_itself() {
     );
 }
 
+/// With `-f`, a child the process forks and that execs is followed from its fork on: its
+/// `fork` line comes before its `exec` (which is not marked attached) and its exit, the stream
+/// replays cleanly, and every check agrees.
+#[test]
+fn attach_f_follows_a_child_that_execs() {
+    let mut target = Target::start();
+    let pid = target.pid;
+    let mut attached = Attached::start(&pid.to_string(), &["-f", "--verify"]);
+    attached.wait_for_snapshot();
+    target.ask(&["spawn 5", "spawn 6"]);
+    assert_eq!(target.exit(0), 0);
+    let (t, _) = attached.end(None, &[]);
+    assert_eq!(t.status, 0, "{}", t.evidence());
+    assert!(t.replay.problems.is_empty(), "{:?}", t.replay.problems);
+    assert_eq!(t.verify_totals().mismatched_pages, 0, "{}", t.evidence());
+    let children: Vec<i32> = t
+        .events("fork")
+        .filter_map(|e| match e {
+            Event::Fork { pid: p, child, .. } if *p == pid => Some(*child),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(children.len(), 2, "{}", t.stderr);
+    for child in children {
+        let fork_at = t
+            .lines
+            .iter()
+            .position(|l| matches!(&l.event, Event::Fork { child: c, .. } if *c == child));
+        let exec_at = t.lines.iter().position(
+            |l| matches!(&l.event, Event::Exec { pid: p, attached: false, .. } if *p == child),
+        );
+        assert!(
+            matches!((fork_at, exec_at), (Some(f), Some(e)) if f < e),
+            "child {child}: fork at {fork_at:?}, exec at {exec_at:?}"
+        );
+    }
+    let statuses: Vec<Option<i32>> = t
+        .events("exit")
+        .filter_map(|e| match e {
+            Event::Exit { pid: p, status, .. } if *p != pid => Some(*status),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(statuses, [Some(5), Some(6)], "{}", t.stderr);
+}
+
 /// A process stopped by SIGSTOP (state `T`) is followed as it is and, once attach has detached,
 /// is still stopped, untraced; SIGCONT lets it go on as ever.
 #[test]

@@ -11,6 +11,8 @@
  *   unmap I F N      munmap them (the region keeps its name) -> ok unmap
  *   fork I F N       a child writes those pages, prints its
  *                    truth and exits 0; the parent waits     -> ok fork status S
+ *   spawn CODE       fork a child that execs `/bin/sh -c 'exit CODE'`;
+ *                    the parent waits                        -> ok spawn status S
  *   truth            the truth of every region, anon, rollup -> ok truth
  *   exit CODE        _exit(CODE)
  *
@@ -159,6 +161,24 @@ static int fork_and_touch(char *start, size_t len)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+static int fork_and_exec(long code)
+{
+    char script[32];
+    snprintf(script, sizeof script, "exit %ld", code);
+    pid_t child = fork();
+    if (child < 0)
+        truth_die("fork");
+    if (child == 0) {
+        execl("/bin/sh", "sh", "-c", script, (char *)NULL);
+        _exit(127);
+    }
+    int status;
+    while (waitpid(child, &status, 0) < 0)
+        if (errno != EINTR)
+            truth_die("waitpid");
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 int main(void)
 {
     static char line[256];
@@ -200,6 +220,10 @@ int main(void)
             char *start = pages_of(&p, &len);
             int status = fork_and_touch(start, len);
             snprintf(line, sizeof line, "ok fork status %d", status);
+            reply(line);
+        } else if (strcmp(word, "spawn") == 0) {
+            int status = fork_and_exec(next_number(&p));
+            snprintf(line, sizeof line, "ok spawn status %d", status);
             reply(line);
         } else if (strcmp(word, "truth") == 0) {
             report_truth();
