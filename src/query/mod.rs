@@ -93,6 +93,9 @@ pub(crate) struct State {
     /// First touches were followed (the `start` line's `faults`): without them (`--no-faults`)
     /// no resident figure was measured.
     pub faults: bool,
+    /// Pages were found by scans (`"follow":"scan"`: `--faults scan`, `attach`): first touches
+    /// were not counted one by one.
+    pub scanned: bool,
 }
 
 impl Default for State {
@@ -104,6 +107,7 @@ impl Default for State {
             page_size: 4096,
             last: None,
             faults: true,
+            scanned: false,
         }
     }
 }
@@ -114,12 +118,14 @@ impl State {
             wall_ns,
             page_size,
             faults,
+            follow,
             ..
         } = &line.event
         {
             self.clock.wall_ns = *wall_ns;
             self.page_size = (*page_size).max(1);
             self.faults = *faults;
+            self.scanned = follow.as_deref() == Some("scan");
         }
         self.processes.apply(&mut self.replay, line);
         self.last = Some((line.seq, line.t_ns));

@@ -109,7 +109,8 @@ impl Table {
             p.pid,
             measured(state, p.peak_resident_bytes),
             measured(state, p.resident_bytes),
-            if state.faults {
+            // Scans find pages, not first touches.
+            if state.faults && !state.scanned {
                 p.first_touches.to_string()
             } else {
                 "-".into()
