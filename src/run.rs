@@ -373,7 +373,11 @@ pub fn run(options: RunOptions) -> RunOutcome {
     // None: the state actor failed (the supervisor has it).
     let report = runtime.block_on(state_task).ok().and_then(Result::ok);
     runtime.shutdown_background();
-    let outcome = conclude(traced, report, &supervisor);
+    let mut outcome = conclude(traced, report, &supervisor);
+    // A run's status is its program's; an attach's, its own: the stream it was for is lost.
+    if options.attach.is_some() && outcome.status == 0 && crate::actors::state::stream_lost() {
+        outcome.status = 1;
+    }
     if let Some(server) = server {
         linger(server, outcome.status, options.serve_linger);
     }

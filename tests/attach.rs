@@ -512,6 +512,43 @@ fn attach_to_a_process_that_then_exits_ends_by_itself() {
     );
 }
 
+/// Two processes at once: each is announced by its own attached `exec` line, each space is
+/// checked, and the stream replays cleanly (`-p A,B`).
+#[test]
+fn attach_to_two_processes_at_once() {
+    let mut first = Target::start();
+    let mut second = Target::start();
+    let pids = format!("{},{}", first.pid, second.pid);
+    let mut attached = Attached::start(&pids, &["--verify", "--verify-every", "20"]);
+    attached.wait_for_snapshot();
+    first.ask(&["map 16", "touch 0 0 16"]);
+    second.ask(&["map 8", "touch 0 0 4"]);
+    std::thread::sleep(SCANNED);
+    let (t, _) = attached.end(Some(Signal::SIGINT), &[]);
+    assert_eq!(t.status, 0, "{}", t.evidence());
+    assert!(t.replay.problems.is_empty(), "{:?}", t.replay.problems);
+    let v = t.verify_totals();
+    assert_eq!(v.mismatched_pages, 0, "{}", t.evidence());
+    assert!(v.points >= 2, "{v:?}");
+    let mut attached_pids: Vec<i32> = t
+        .events("exec")
+        .filter_map(|e| match e {
+            Event::Exec {
+                pid,
+                attached: true,
+                ..
+            } => Some(*pid),
+            _ => None,
+        })
+        .collect();
+    attached_pids.sort_unstable();
+    let mut pids = [first.pid, second.pid];
+    pids.sort_unstable();
+    assert_eq!(attached_pids, pids, "{}", t.stderr);
+    assert_eq!(first.exit(0), 0);
+    assert_eq!(second.exit(0), 0);
+}
+
 /// With `-f`, a child the process forks and that execs is followed from its fork on: its
 /// `fork` line comes before its `exec` (which is not marked attached) and its exit, the stream
 /// replays cleanly, and every check agrees.

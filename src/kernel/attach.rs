@@ -30,6 +30,12 @@ pub enum AttachError {
     NoSuchProcess,
     /// Exited, not yet reaped by its parent.
     Zombie,
+    /// Its main thread has exited, its other threads run on: ptrace takes a process by it.
+    LeaderExited,
+    /// mevi-actors itself.
+    Ourselves,
+    /// A kernel thread: no user memory.
+    KernelThread,
     /// Traced by this process already.
     Traced(i32),
     /// ptrace refused: another user's process, a process that is not dumpable, or Yama.
@@ -90,6 +96,9 @@ struct Status {
     tgid: i32,
     state: char,
     tracer: i32,
+    threads: u32,
+    /// A kernel thread (`Kthread: 1`, Linux 6.x; absent before).
+    kernel: bool,
     /// Real, effective, saved and filesystem ids.
     uids: [u32; 4],
     gids: [u32; 4],
@@ -113,6 +122,8 @@ impl Status {
             tgid: field("Tgid")?.trim().parse().ok()?,
             state: field("State")?.trim().chars().next()?,
             tracer: field("TracerPid")?.trim().parse().ok()?,
+            threads: field("Threads")?.trim().parse().ok()?,
+            kernel: field("Kthread").is_some_and(|k| k.trim() == "1"),
             uids: ids("Uid")?,
             gids: ids("Gid")?,
         })
@@ -131,8 +142,18 @@ pub fn preflight(pid: i32) -> Result<(), AttachError> {
         Some(status) if status.tgid == pid => status,
         _ => return Err(AttachError::NoSuchProcess),
     };
+    if pid == std::process::id() as i32 {
+        return Err(AttachError::Ourselves);
+    }
+    if status.kernel {
+        return Err(AttachError::KernelThread);
+    }
     if status.state == 'Z' {
-        return Err(AttachError::Zombie);
+        return Err(if status.threads > 1 {
+            AttachError::LeaderExited
+        } else {
+            AttachError::Zombie
+        });
     }
     if status.tracer != 0 {
         return Err(AttachError::Traced(status.tracer));
@@ -175,6 +196,16 @@ impl AttachError {
             AttachError::NoSuchProcess => format!("mevi-actors: attach: no process {pid}"),
             AttachError::Zombie => format!(
                 "mevi-actors: attach: process {pid} has exited (a zombie, waiting for its parent)"
+            ),
+            AttachError::LeaderExited => format!(
+                "mevi-actors: attach: process {pid}'s main thread has exited (its other threads \
+                 run on), and ptrace attaches to a process through it"
+            ),
+            AttachError::Ourselves => {
+                format!("mevi-actors: attach: process {pid} is this mevi-actors")
+            }
+            AttachError::KernelThread => format!(
+                "mevi-actors: attach: process {pid} is a kernel thread: it has no user memory"
             ),
             AttachError::Traced(tracer) => format!(
                 "mevi-actors: attach: process {pid} is traced by process {tracer} already (a \

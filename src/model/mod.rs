@@ -262,7 +262,8 @@ impl ProcessOrder {
                 }
                 return None;
             }
-            Event::Exec { pid, .. } if !self.first_exec_seen => {
+            // The program's first exec announces it; under `attach`, each process's attached one.
+            Event::Exec { pid, attached, .. } if *attached || !self.first_exec_seen => {
                 self.first_exec_seen = true;
                 self.live.insert(*pid);
             }

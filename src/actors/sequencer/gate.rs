@@ -108,6 +108,11 @@ impl Gate {
         self.root = Some(pid);
     }
 
+    /// `attach`: no process is the root; each announces itself with its attached `exec`.
+    pub fn attaching(&mut self) {
+        self.root_announced = true;
+    }
+
     /// A line from a lane, in that lane's order.
     pub fn line(&mut self, held: Held) {
         let key = held.stamped.event.space();

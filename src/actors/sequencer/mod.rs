@@ -81,6 +81,9 @@ pub enum SequencerMessage {
     /// The traced program's pid, sent by the tracer before any lane exists: its first `exec`
     /// line announces it.
     Root { pid: i32 },
+    /// `attach`, sent before any lane exists: there is no root, and only `exec` lines marked
+    /// `attached` announce themselves (any other waits for its `fork`).
+    Attaching,
     /// A process left a space (it exec'd): that space's lane has sent every line about it.
     Left { space: SpaceId, pid: i32 },
 }
@@ -148,6 +151,7 @@ impl Sequencer {
                     probe: Some(probe),
                 }),
                 SequencerMessage::Root { pid } => self.gate.root(pid),
+                SequencerMessage::Attaching => self.gate.attaching(),
                 SequencerMessage::Left { space, pid } => self.gate.left(space, pid),
             }
             self.emit_ready().await;

@@ -160,11 +160,13 @@ async fn under_attach_a_childs_exec_waits_for_its_fork_line() {
         argv: vec![],
         attached: true,
     };
+    // The child's exec arrives first of all, and must wait for its fork all the same.
     let messages = vec![
+        SequencerMessage::Attaching,
+        clock.line(5, exec(2, 2)),
         clock.line(1, attached.clone()),
         clock.line(4, map(2, 1, 0x2000)),
         SequencerMessage::Left { space: 1, pid: 2 },
-        clock.line(5, exec(2, 2)),
         clock.line(6, exit(2, 2)),
         clock.line(3, fork(1, 2, 0, 1)),
         clock.line(7, exit(1, 0)),

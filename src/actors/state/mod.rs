@@ -20,7 +20,7 @@ use std::time::Duration;
 use async_channel::{Receiver, Sender};
 
 use self::output::Output;
-pub use self::output::{DEFAULT_BUFFER, DEFAULT_BUFFER_BYTES, WaitsForRoom};
+pub use self::output::{DEFAULT_BUFFER, DEFAULT_BUFFER_BYTES, WaitsForRoom, stream_lost};
 pub use self::report::ReportTap;
 use self::sites::SiteLines;
 pub use self::summary::human_summary;

@@ -65,6 +65,15 @@ enum ToWriter {
     Flush,
 }
 
+/// Set once the stream could not be written (its reader gone, a full disk): `attach`, whose
+/// exit status is its own, then ends with 1.
+static LOST: AtomicBool = AtomicBool::new(false);
+
+/// Whether the stream could not be written to its end.
+pub fn stream_lost() -> bool {
+    LOST.load(Ordering::SeqCst)
+}
+
 /// The stream's end, on whichever side it is written.
 struct Writer {
     /// `None` once a write failed: the stream ends there, the trace goes on.
@@ -103,6 +112,7 @@ impl Writer {
         );
         crate::actors::tracer::ask_to_detach();
         self.closed.store(true, Ordering::Relaxed);
+        LOST.store(true, Ordering::SeqCst);
         // Not dropped: a BufWriter's drop would try to write what it holds once more.
         if let Some(w) = self.out.take() {
             drop(w.into_parts());

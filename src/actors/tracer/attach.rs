@@ -18,7 +18,8 @@ use rangemap::RangeSet;
 use super::checkpoints::PATIENCE;
 use super::spaces::Origin;
 use super::{Process, ProgramEnd, Thread, TraceError, Tracer};
-use crate::event::{Event, SpaceId, VerifyPoint};
+use crate::actors::sequencer::SequencerMessage;
+use crate::event::{Event, SpaceId, VerifyPoint, WarningKind};
 use crate::kernel::attach;
 use crate::kernel::procfs::{self, MapsEntry, PopulatedRun};
 use crate::kernel::ptrace::{self, Resume, Stop, is_group_stop_signal};
@@ -57,6 +58,8 @@ impl Tracer {
         pids: &[i32],
         follow_forks: bool,
     ) -> Result<(), TraceError> {
+        // Before any lane exists: no exec but an attached one may announce a process.
+        self.sequencer.send_blocking(SequencerMessage::Attaching);
         let options = attach::options(follow_forks);
         let mut seized: Vec<(i32, Vec<i32>)> = Vec::new();
         for &pid in pids {
@@ -209,8 +212,11 @@ impl Tracer {
                 }
                 Stop::Signal { signal, .. } => Some(signal),
                 Stop::NewChild { .. } => {
-                    // Its new child stops too, at its attach stop: it is let go the same way.
-                    if let Ok(child) = ptrace::event_message(tid) {
+                    // Its new child stops too, at its attach stop (unless that came already):
+                    // it is let go the same way.
+                    if let Ok(child) = ptrace::event_message(tid)
+                        && !signals.contains_key(&child)
+                    {
                         waiting.push(child);
                     }
                     None
@@ -238,11 +244,27 @@ impl Tracer {
         let mut targets: Vec<(SpaceId, i32)> = Vec::new();
         let spaces: Vec<SpaceId> = self.spaces.keys().copied().collect();
         for space in spaces {
+            // A vfork parent runs no user code until its child (stopped) execs or exits.
             let threads: Vec<(i32, i32)> = self
                 .threads_in(space)
+                .filter(|(_, t)| !t.in_vfork)
                 .map(|(tid, t)| (tid, t.pid))
                 .collect();
-            if !threads.iter().all(|(tid, _)| stopped.contains_key(tid)) {
+            if let Some(&(running, pid)) =
+                threads.iter().find(|(tid, _)| !stopped.contains_key(tid))
+            {
+                if self.config.verify {
+                    self.warn(
+                        Some(pid),
+                        Some(space),
+                        WarningKind::CheckpointSkipped,
+                        format!(
+                            "space {space} was not checked at the detach: thread {running} ({}) \
+                             did not stop",
+                            procfs::whereabouts(running)
+                        ),
+                    );
+                }
                 continue;
             }
             let Some(&(tid, pid)) = threads.iter().min() else {

@@ -121,7 +121,10 @@ impl Scans {
     /// An mremap moved `old` to `new` (DONTUNMAP: leaving `old` mapped and empty); the part of
     /// `new` beyond the old length, if any, is the same mapping grown.
     pub(super) fn moved(&mut self, old: Range<u64>, new: Range<u64>, dontunmap: bool) {
-        // A stack moved is followed for growth no more (the lane forgets it too).
+        // A mapping that grows down still does where it went (`VM_GROWSDOWN` moves with it):
+        // under `--faults scan` its growth there is looked for (the lane, under faults, forgets
+        // it).
+        let stacks: Vec<Range<u64>> = self.stacks.overlapping(&old).cloned().collect();
         self.stacks.remove(old.clone());
         let followed: Vec<Range<u64>> = self.followed.overlapping(&old).cloned().collect();
         if followed.is_empty() {
@@ -153,8 +156,14 @@ impl Scans {
         for r in seen.iter().filter_map(shift) {
             self.seen.insert(r);
         }
+        for r in stacks.iter().filter_map(shift) {
+            self.stacks.insert(r);
+        }
         let grown = new.start + (old.end - old.start)..new.end;
         if tail_followed && !grown.is_empty() {
+            if stacks.iter().any(|r| r.contains(&(old.end - 1))) {
+                self.stacks.insert(grown.clone());
+            }
             self.followed.insert(grown);
         }
     }
@@ -557,6 +566,13 @@ mod tests {
         scans.moved(0x10 * P..0x20 * P, 0x40 * P..0x58 * P, false);
         assert_eq!(scans.followed, set(&[(0x40, 0x58)]));
         assert_eq!(scans.seen, set(&[(0x41, 0x42), (0x4f, 0x50)]));
+    }
+
+    #[test]
+    fn a_stack_moved_still_grows_down_where_it_went() {
+        let mut scans = Scans::new(set(&[(0x10, 0x20)]), set(&[(0x10, 0x20)]), Instant::now());
+        scans.moved(0x10 * P..0x20 * P, 0x40 * P..0x48 * P, false);
+        assert_eq!(scans.stacks, set(&[(0x40, 0x48)]));
     }
 
     #[test]
