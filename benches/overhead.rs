@@ -121,7 +121,7 @@ impl Runner {
             Runner::SeccompOnly => "seccomp filter, no tracer",
             Runner::MeviNoFaults => "mevi-actors --no-faults",
             Runner::MeviScan => "mevi-actors --faults scan",
-            Runner::MeviScanFast => "  --faults scan --sample-ms 1",
+            Runner::MeviScanFast => "mevi-actors --faults scan --sample-ms 1",
             Runner::MeviCompared => "MEVI_BENCH_COMPARE",
             Runner::Floor => "floor (poll)",
             Runner::FloorBusy => "floor (busy-read 50us)",
