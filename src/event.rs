@@ -127,6 +127,14 @@ fn is_false(b: &bool) -> bool {
     !*b
 }
 
+fn is_true(b: &bool) -> bool {
+    *b
+}
+
+fn yes() -> bool {
+    true
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PageState {
@@ -185,6 +193,10 @@ pub struct RunTotals {
     /// Under `--faults scan`: the `unseen` lines' last figures, added over the spaces.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unseen: Option<UnseenTotals>,
+    /// With `--only`: the spaces whose pages were not followed, their program not selected (an
+    /// `exec` line with `followed` false, and the spaces forked from them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_selected_spaces: Option<u64>,
 }
 
 /// What scans may have missed, over every space (`unseen` lines).
@@ -345,6 +357,9 @@ pub enum Event {
         /// `attach`: the running processes followed (then `argv` is the first one's).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         attach: Option<Vec<i32>>,
+        /// `--only`: the patterns of the programs whose pages are followed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        only: Option<Vec<String>>,
     },
     /// A call stack, the first time a line names it (`--stacks`).
     Site {
@@ -363,6 +378,10 @@ pub enum Event {
         /// space starts as the snapshot that follows).
         #[serde(default, skip_serializing_if = "is_false")]
         attached: bool,
+        /// `false` when `--only` does not select this program: its mappings are written, its
+        /// pages not followed (every range `tracked: false`). Absent (true) otherwise.
+        #[serde(default = "yes", skip_serializing_if = "is_true")]
+        followed: bool,
     },
     Fork {
         pid: i32,

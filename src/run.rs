@@ -81,6 +81,8 @@ pub struct RunOptions {
     pub touch_stacks: Option<u64>,
     /// `--sample-ms`: how often ranges followed by scans are read.
     pub sample: std::time::Duration,
+    /// `--only GLOB`: follow the memory of these programs only (empty: of every program).
+    pub only: Vec<glob::Pattern>,
 }
 
 /// `--stack-depth`: deep enough for a C++ or Rust call chain through an allocator to `main`.
@@ -257,6 +259,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
         page_size,
         faults: options.faults,
         scan: options.faults && options.scan,
+        only: !options.only.is_empty(),
         buffer_bytes: options.buffer_bytes,
     };
     // `--stacks`, `--touch-stacks`: the tracer and the lanes take them, the symbolizer names
@@ -314,6 +317,13 @@ pub fn run(options: RunOptions) -> RunOutcome {
             .or(options.touch_stacks.map(|_| DEFAULT_STACK_DEPTH)),
         touch_stacks: options.touch_stacks,
         attach: options.attach.as_ref().map(|a| a.pids.clone()),
+        only: (!options.only.is_empty()).then(|| {
+            options
+                .only
+                .iter()
+                .map(|p| p.as_str().to_string())
+                .collect()
+        }),
     };
     supervisor::install_panic_hook();
     let supervisor = Supervisor::new();
@@ -348,6 +358,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
         verify_every: options.verify_every.filter(|_| options.verify),
         thp,
         sample: options.sample,
+        only: options.only.clone(),
         stacks,
         touch_stacks,
     };

@@ -18,6 +18,7 @@ mod replay;
 mod report;
 mod report_page;
 mod scan;
+mod select;
 mod serve;
 mod serve_page;
 mod sites;

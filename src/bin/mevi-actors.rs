@@ -71,6 +71,13 @@ enum Command {
         /// dropped within it is not seen. 10 by default.
         #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=60_000))]
         sample_ms: Option<u64>,
+        /// Follow the pages of these programs only (repeatable): a process whose argv[0], its
+        /// file name, or its name (comm) matches the shell pattern GLOB (`cc1*`, `ld`,
+        /// `/usr/bin/python3*`), and the children it forks. The others' forks, execs, exits and
+        /// mappings are written, marked `"followed":false` on their exec line, at the cost of
+        /// their layout stops only; a process that execs into a match is followed from then on.
+        #[arg(long, value_name = "GLOB", value_parser = glob_pattern)]
+        only: Vec<glob::Pattern>,
         /// Do not print the human summary on stderr.
         #[arg(long)]
         no_summary: bool,
@@ -305,6 +312,7 @@ fn main() -> ExitCode {
             stack_depth,
             touch_stacks,
             sample_ms,
+            only,
             #[cfg(feature = "test-hooks")]
             test_corrupt_state,
             program,
@@ -348,6 +356,7 @@ fn main() -> ExitCode {
                 stack_depth: (!no_stacks).then_some(stack_depth),
                 touch_stacks: (touch_stacks > 0).then_some(touch_stacks),
                 sample: Duration::from_millis(sample_ms.unwrap_or(DEFAULT_SAMPLE_MS)),
+                only,
             })
             .status
         }
@@ -393,6 +402,7 @@ fn main() -> ExitCode {
                 stack_depth: None,
                 touch_stacks: None,
                 sample: Duration::from_millis(sample_ms.unwrap_or(DEFAULT_SAMPLE_MS)),
+                only: Vec::new(),
             })
             .status
         }
@@ -430,6 +440,7 @@ fn main() -> ExitCode {
                 stack_depth: None,
                 touch_stacks: None,
                 sample: Duration::from_millis(DEFAULT_SAMPLE_MS),
+                only: Vec::new(),
             })
             .status
         }
@@ -480,6 +491,11 @@ fn main() -> ExitCode {
 }
 
 /// Options of `run` that cannot go together: one line and `run`'s usage, exit 2.
+/// `--only`'s shell pattern, or what is wrong with it.
+fn glob_pattern(text: &str) -> Result<glob::Pattern, String> {
+    glob::Pattern::new(text).map_err(|e| format!("not a shell pattern: {e}"))
+}
+
 fn usage_error(message: &str) -> ! {
     use clap::CommandFactory;
     // The subcommand, once built, knows its full name for the usage line.

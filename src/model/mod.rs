@@ -797,6 +797,7 @@ mod tests {
             path: "/x".into(),
             argv: vec![],
             attached: false,
+            followed: true,
         }
     }
 
@@ -972,6 +973,7 @@ mod tests {
             path: "/bin/true".into(),
             argv: Vec::new(),
             attached: false,
+            followed: true,
         });
         assert_eq!(r.spaces[&0].resident_bytes, 0);
         assert_eq!(r.spaces[&0].peak_resident_bytes, 0x4000);

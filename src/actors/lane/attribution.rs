@@ -190,6 +190,7 @@ mod tests {
             path: String::new(),
             argv: Vec::new(),
             attached: false,
+            followed: true,
         }
     }
 

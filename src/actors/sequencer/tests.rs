@@ -16,6 +16,7 @@ fn exec(pid: i32, space: SpaceId) -> Event {
         path: format!("/bin/p{pid}"),
         argv: vec![format!("p{pid}")],
         attached: false,
+        followed: true,
     }
 }
 
@@ -63,6 +64,7 @@ fn start() -> Event {
         stack_depth: None,
         touch_stacks: None,
         attach: None,
+        only: None,
     }
 }
 
@@ -159,6 +161,7 @@ async fn under_attach_a_childs_exec_waits_for_its_fork_line() {
         path: "/x".into(),
         argv: vec![],
         attached: true,
+        followed: true,
     };
     // The child's exec arrives first of all, and must wait for its fork all the same.
     let messages = vec![

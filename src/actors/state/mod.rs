@@ -80,6 +80,8 @@ pub struct StateOptions {
     pub faults: bool,
     /// `--faults scan`: pages are found by scans, and the summary says how many were missed.
     pub scan: bool,
+    /// `--only`: the summary says how many spaces were not followed.
+    pub only: bool,
     /// `--buffer`: bytes of lines that may wait for the stream's reader before the state actor
     /// (and so the program) waits.
     pub buffer_bytes: u32,
@@ -108,6 +110,8 @@ pub struct StateActor {
     inserted: u64,
     /// `--faults scan`: each space's last `unseen` line, which replaces any before it.
     unseen: BTreeMap<SpaceId, UnseenTotals>,
+    /// `--only`: the spaces of programs not selected.
+    not_selected: BTreeSet<SpaceId>,
 }
 
 impl StateActor {
@@ -138,6 +142,7 @@ impl StateActor {
             sites: sites.map(SiteLines::new),
             inserted: 0,
             unseen: BTreeMap::new(),
+            not_selected: BTreeSet::new(),
         };
         (actor, StateHandle { tx })
     }
@@ -325,11 +330,26 @@ impl StateActor {
     /// only the replayed state and the process's life know.
     fn count(&mut self, line: &mut Line) {
         match &mut line.event {
-            Event::Exec { .. } => self.totals.spaces += 1,
+            Event::Exec {
+                space, followed, ..
+            } => {
+                self.totals.spaces += 1;
+                if !*followed {
+                    self.not_selected.insert(*space);
+                }
+            }
             Event::Fork {
                 kind: ForkKind::Fork,
+                space,
+                child_space,
                 ..
-            } => self.totals.spaces += 1,
+            } => {
+                self.totals.spaces += 1;
+                // A fork child runs its parent's program.
+                if self.not_selected.contains(space) {
+                    self.not_selected.insert(*child_space);
+                }
+            }
             // A range described again, or the rest of a change split in lines, is no syscall of
             // the program's.
             Event::Map { cause: Some(_), .. } | Event::Unmap { cause: Some(_), .. } => {}
@@ -434,6 +454,9 @@ impl StateActor {
                 .count() as u64;
         }
         self.totals.tracer_peak_rss_bytes = own_peak_rss_bytes();
+        if self.options.only {
+            self.totals.not_selected_spaces = Some(self.not_selected.len() as u64);
+        }
         if self.options.scan {
             let mut all = UnseenTotals::default();
             for u in self.unseen.values() {

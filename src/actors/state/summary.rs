@@ -51,6 +51,15 @@ pub fn human_summary(processes: &[ProcessSummary], totals: &RunTotals, faults: b
         totals.spaces,
         format_size(totals.tracer_peak_rss_bytes, BINARY)
     );
+    if let Some(n) = totals.not_selected_spaces {
+        let _ = writeln!(
+            s,
+            "mevi-actors: --only: {} of {} address space(s) followed; the other {n} ran programs \
+             not selected (their layout is in the stream, their pages are not)",
+            totals.spaces.saturating_sub(n),
+            totals.spaces
+        );
+    }
     if totals.warnings > 0 {
         let _ = writeln!(
             s,

@@ -37,6 +37,7 @@ async fn report(messages: Vec<StateMessage>) -> RunReport {
         page_size: 4096,
         faults: true,
         scan: false,
+        only: false,
         buffer_bytes: super::DEFAULT_BUFFER_BYTES,
     };
     let (actor, handle) = StateActor::new(16, Box::new(std::io::sink()), options, None, None);
@@ -75,6 +76,7 @@ async fn checks_that_could_not_run_are_told_from_processes_gone_and_warnings_cou
         path: "/p".into(),
         argv: vec!["p".into()],
         attached: false,
+        followed: true,
     };
     let mut messages = vec![line(0, exec)];
     messages.push(StateMessage {
@@ -105,6 +107,7 @@ async fn every_process_is_named_by_its_own_last_argv_with_its_end() {
         path: format!("/bin/{name}"),
         argv: vec![name.to_string()],
         attached: false,
+        followed: true,
     };
     let messages = vec![
         line(0, exec(1, 0, "make")),

@@ -95,6 +95,9 @@ pub struct TracerConfig {
     /// `--touch-stacks`: what each lane takes its first touches' stacks with, and the samplers
     /// the tracer opens on every thread.
     pub touch_stacks: Option<(StackShared, Arc<TouchSamplers>)>,
+    /// `--only GLOB`: the programs whose memory is followed (argv[0], its file name, or the
+    /// process's `comm` matches one); empty: every program's.
+    pub only: Vec<glob::Pattern>,
 }
 
 /// How each space's private anonymous pages are followed (`run --faults`, `--no-faults`).

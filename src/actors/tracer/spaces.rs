@@ -38,6 +38,8 @@ pub(super) struct Space {
     pub(super) vmas: Option<Vmas>,
     /// `attach`: none of its syscalls is stopped at; its layout is sampled (attach.rs).
     pub(super) sampled: Option<Sampled>,
+    /// Its program is one `--only` selects (or there is no `--only`).
+    pub(super) selected: bool,
 }
 
 impl Space {
@@ -67,6 +69,8 @@ pub(super) struct Inherited {
     pub(super) scanned: RangeSet<u64>,
     /// The parent's mappings that grow down: the child's copies do too.
     pub(super) stacks: RangeSet<u64>,
+    /// Whether the parent's memory is followed (`--only`): the child runs the same program.
+    pub(super) selected: bool,
 }
 
 impl Tracer {
@@ -93,7 +97,14 @@ impl Tracer {
         // undecoded, and a syscall injected into it would run as another ABI's syscall: its
         // memory is not followed at all, only its process lines.
         let foreign = procfs::runs_32_bit(tid);
-        if foreign {
+        // `--only`: a program not selected has its pages followed by nothing (its mappings,
+        // fork, exec and exit lines are written all the same); a fork child runs its parent's.
+        let selected = match &origin {
+            Origin::Fork(inherited) => inherited.selected,
+            Origin::Exec { .. } | Origin::Attach => self.selects(tid),
+        };
+        let followed = selected && !foreign;
+        if foreign && selected {
             warnings.push((
                 WarningKind::NotFollowed,
                 "a 32-bit program: its memory is not followed (only its fork, exec and exit \
@@ -111,7 +122,7 @@ impl Tracer {
             Ok(maps) => (maps, None),
             Err(e) => (Vec::new(), Some(e)),
         };
-        let uffd = if self.config.follow_by == FollowBy::Faults && !foreign {
+        let uffd = if self.config.follow_by == FollowBy::Faults && followed {
             let injected = match maps_error {
                 // The injection borrows a `syscall` instruction from the vDSO, found in the maps.
                 Some(e) => Err(InjectError::Io(std::io::Error::new(
@@ -140,10 +151,10 @@ impl Tracer {
         } else {
             None
         };
-        let pagemap = match Pagemap::open(tid, page_size) {
-            _ if foreign => None,
-            Ok(p) => Some(Arc::new(p)),
-            Err(e) => {
+        let pagemap = match followed.then(|| Pagemap::open(tid, page_size)) {
+            None => None,
+            Some(Ok(p)) => Some(Arc::new(p)),
+            Some(Err(e)) => {
                 if died.is_none() {
                     warnings.push((
                         WarningKind::PagesUnknown,
@@ -153,7 +164,7 @@ impl Tracer {
                 None
             }
         };
-        let scans_only = self.config.follow_by == FollowBy::Scans && !foreign;
+        let scans_only = self.config.follow_by == FollowBy::Scans && followed;
         // Without it, a stack's growth is not seen: the stacks are then not followed.
         let vmas = match scans_only.then(|| Vmas::open(tid)) {
             Some(Ok(vmas)) => Some(vmas),
@@ -187,6 +198,7 @@ impl Tracer {
                     path: procfs::exe(tid),
                     argv: procfs::cmdline(tid),
                     attached,
+                    followed: selected,
                 })));
                 let brk = maps
                     .iter()
@@ -225,6 +237,7 @@ impl Tracer {
                 scans_only,
                 vmas,
                 sampled: self.attaching().then(|| Sampled::new(maps.clone())),
+                selected,
                 scans: RefCell::new({
                     // The parent's, as the tracer had them when it handled the fork: what is
                     // no longer private anonymous memory in the child is not followed.
@@ -245,6 +258,22 @@ impl Tracer {
         }
     }
 
+    /// Whether `--only` selects the program `tid` runs now: its argv[0], that path's file name,
+    /// or its `comm` matches a pattern (every program without `--only`).
+    fn selects(&self, tid: i32) -> bool {
+        if self.config.only.is_empty() {
+            return true;
+        }
+        let argv0 = procfs::cmdline(tid).into_iter().next().unwrap_or_default();
+        let file_name = argv0.rsplit('/').next().unwrap_or_default().to_string();
+        let comm = procfs::comm(tid, tid).unwrap_or_default();
+        self.config.only.iter().any(|p| {
+            [&argv0, &file_name, &comm]
+                .iter()
+                .any(|name| p.matches(name))
+        })
+    }
+
     /// What a fork child of a process in `parent` has of its space (nothing without one).
     pub(super) fn inherited_from(&self, parent: Option<SpaceId>) -> Inherited {
         let parent = parent.and_then(|s| self.spaces.get(&s));
@@ -256,6 +285,7 @@ impl Tracer {
             stacks: parent
                 .map(|s| s.scans.borrow().stacks.clone())
                 .unwrap_or_default(),
+            selected: parent.is_none_or(|s| s.selected),
         }
     }
 

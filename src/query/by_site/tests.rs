@@ -23,6 +23,7 @@ fn start() -> Event {
         stack_depth: Some(64),
         touch_stacks: None,
         attach: None,
+        only: None,
     }
 }
 
@@ -34,6 +35,7 @@ fn exec(pid: i32, space: SpaceId) -> Event {
         path: "/w".into(),
         argv: vec!["w".into()],
         attached: false,
+        followed: true,
     }
 }
 
