@@ -549,6 +549,17 @@ pub enum Event {
         found: u64,
         at_most: u64,
     },
+    /// A process's memory by the kernel's own count, every `--sample-ms` when it changed: what
+    /// the stream does not follow page by page (file-backed and shared memory) beside what it
+    /// does, and what is in swap (`/proc/PID/status`).
+    Rss {
+        pid: i32,
+        space: SpaceId,
+        anon: u64,
+        file: u64,
+        shmem: u64,
+        swap: u64,
+    },
     /// The stream so far compared with the kernel's page tables at a quiescent point.
     Verify {
         pid: i32,
@@ -596,6 +607,7 @@ impl Event {
             | Event::Resident { space, .. }
             | Event::Exit { space, .. }
             | Event::Unseen { space, .. }
+            | Event::Rss { space, .. }
             | Event::Verify { space, .. } => Some(*space),
             Event::Warning { space, .. } => *space,
             Event::Start { .. } | Event::Site { .. } | Event::Summary { .. } => None,
@@ -619,6 +631,7 @@ impl Event {
             | Event::Protect { pid, .. }
             | Event::Resident { pid, .. }
             | Event::Unseen { pid, .. }
+            | Event::Rss { pid, .. }
             | Event::Exit { pid, .. } => Some(*pid),
             Event::Warning { pid, .. } => *pid,
             Event::Verify { .. }

@@ -13,6 +13,7 @@ mod foreign;
 mod lifecycle;
 mod memory;
 mod page;
+mod pressure;
 mod process_order;
 mod replay;
 mod report;

@@ -295,6 +295,40 @@ fn stat_field(pid: i32, n: usize) -> Option<u64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// A process's memory by the kernel's own count (`/proc/PID/status`), in bytes: its resident
+/// anonymous, file-backed and shared memory, and what it has in swap.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RssFigures {
+    pub anon: u64,
+    pub file: u64,
+    pub shmem: u64,
+    pub swap: u64,
+}
+
+/// `RssAnon`, `RssFile`, `RssShmem` and `VmSwap` of a process; None once it is gone (or has no
+/// memory left: a zombie's status has none of them).
+pub fn rss(pid: i32) -> Option<RssFigures> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib = |key: &str| -> Option<u64> {
+        let value = status.lines().find_map(|l| l.strip_prefix(key))?;
+        Some(
+            value
+                .trim()
+                .strip_suffix("kB")?
+                .trim()
+                .parse::<u64>()
+                .ok()?
+                * 1024,
+        )
+    };
+    Some(RssFigures {
+        anon: kib("RssAnon:")?,
+        file: kib("RssFile:")?,
+        shmem: kib("RssShmem:")?,
+        swap: kib("VmSwap:")?,
+    })
+}
+
 /// The path behind a file descriptor of a process.
 /// `VmHWM` of /proc/self/status, in bytes: the peak resident set of this process's memory.
 pub fn own_peak_rss() -> Option<u64> {

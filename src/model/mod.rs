@@ -639,6 +639,7 @@ impl Replay {
             | Event::Site { .. }
             | Event::Verify { .. }
             | Event::Unseen { .. }
+            | Event::Rss { .. }
             | Event::Thread { .. }
             | Event::ThreadExit { .. }
             | Event::Warning { .. } => {}

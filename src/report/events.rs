@@ -249,6 +249,7 @@ pub fn row(line: &Line) -> Option<EventRow> {
         ),
         Event::Start { .. }
         | Event::Site { .. }
+        | Event::Rss { .. }
         | Event::Resident { .. }
         | Event::Verify { .. }
         | Event::Summary { .. } => None,

@@ -87,6 +87,7 @@ impl Tracer {
                     space: Some(space),
                     faults_at_join: procfs::minor_faults(pid).unwrap_or(0),
                     faults_at_exit: None,
+                    rss: None,
                 },
             );
             // The only failure is its death meanwhile, which its exit reports.

@@ -119,6 +119,7 @@ impl Tracer {
                     space: shares_mm.then_some(space_id),
                     faults_at_join: 0,
                     faults_at_exit: None,
+                    rss: None,
                 },
             );
             self.observed(
@@ -240,6 +241,7 @@ impl Tracer {
                 space: Some(new_space),
                 faults_at_join: 0,
                 faults_at_exit: None,
+                rss: None,
             },
         );
         self.after_setup(tid, result, "fork child");
@@ -365,6 +367,7 @@ impl Tracer {
                 space: Some(new_space),
                 faults_at_join: faults_at_exec.unwrap_or(0),
                 faults_at_exit: None,
+                rss: None,
             },
         );
         self.after_setup(tid, result, "process after exec");
@@ -436,6 +439,7 @@ impl Tracer {
                 space: None,
                 faults_at_join: 0,
                 faults_at_exit: None,
+                rss: None,
             },
         );
         self.threads

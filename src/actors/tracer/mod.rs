@@ -24,6 +24,7 @@ mod mappings;
 mod namespaces;
 mod notif;
 mod races;
+mod rss;
 mod scans;
 mod spaces;
 mod stack_growth;
@@ -228,6 +229,8 @@ struct Process {
     /// and at its last exit stop (`--faults scan` only: unseen.rs).
     faults_at_join: u64,
     faults_at_exit: Option<u64>,
+    /// Its memory by the kernel's count, as the last `rss` line gave it (rss.rs).
+    rss: Option<crate::kernel::procfs::RssFigures>,
 }
 
 /// The end of the x86_64 user address space (47-bit, 4-level paging; the kernel places nothing
@@ -274,6 +277,8 @@ pub struct Tracer {
     /// The call stack of the layout syscall whose exit is being reported (`--stacks`): its
     /// lines name it.
     exit_site: Option<SiteId>,
+    /// When the processes' `rss` figures are next read.
+    rss_due: Instant,
 }
 
 impl Tracer {
@@ -308,6 +313,7 @@ impl Tracer {
             next_checkpoint: None,
             ns_tids: HashMap::new(),
             exit_site: None,
+            rss_due: Instant::now(),
         }
     }
 
@@ -341,9 +347,8 @@ impl Tracer {
             .config
             .verify_every
             .map_or(checkpoints::TICK, |every| every.min(checkpoints::TICK));
-        if self.config.follow_by == FollowBy::Scans {
-            tick = tick.min(self.config.sample);
-        }
+        // `rss` lines every sample period, whatever the mode; scans too under `--faults scan`.
+        tick = tick.min(self.config.sample);
         let _ticker = tick::start(tick, waker)?;
         loop {
             if let Some(failure) = self.supervisor.failure() {
@@ -360,6 +365,7 @@ impl Tracer {
                 self.settle_checkpoint();
                 self.checkpoint_if_due();
                 self.scan_if_due();
+                self.sample_rss_if_due();
             }
             let stop = match self.pending.pop_front() {
                 Some(stop) => stop,
@@ -424,6 +430,7 @@ impl Tracer {
                 space: None,
                 faults_at_join: 0,
                 faults_at_exit: None,
+                rss: None,
             },
         );
         Ok(None)

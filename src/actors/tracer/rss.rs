@@ -1,0 +1,47 @@
+//! Every `--sample-ms`, each process's memory by the kernel's own count (`rss` lines): file-backed
+//! and shared memory, which the stream does not follow page by page, beside the anonymous memory
+//! it does, and what is in swap. A line is written only when the figures changed.
+
+use std::time::Instant;
+
+use super::Tracer;
+use crate::event::Event;
+use crate::kernel::procfs;
+
+impl Tracer {
+    /// At a tick: the processes' figures, if a sample period has passed since the last look.
+    pub(super) fn sample_rss_if_due(&mut self) {
+        let now = Instant::now();
+        if self.rss_due > now {
+            return;
+        }
+        self.rss_due = now + self.config.sample;
+        let pids: Vec<i32> = self.processes.keys().copied().collect();
+        for pid in pids {
+            let Some(space) = self.space_of_process(pid) else {
+                continue;
+            };
+            // Gone meanwhile, or a zombie: its exit line says the rest.
+            let Some(figures) = procfs::rss(pid) else {
+                continue;
+            };
+            let Some(process) = self.processes.get_mut(&pid) else {
+                continue;
+            };
+            if process.rss == Some(figures) {
+                continue;
+            }
+            process.rss = Some(figures);
+            if let Some(s) = self.spaces.get(&space) {
+                s.lane.observed(Event::Rss {
+                    pid,
+                    space,
+                    anon: figures.anon,
+                    file: figures.file,
+                    shmem: figures.shmem,
+                    swap: figures.swap,
+                });
+            }
+        }
+    }
+}
