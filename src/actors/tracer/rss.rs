@@ -4,6 +4,9 @@
 
 use std::time::Instant;
 
+/// The next reading waits at least this many times as long as the last one took.
+const COST_FACTOR: u32 = 50;
+
 use super::Tracer;
 use crate::event::Event;
 use crate::kernel::procfs;
@@ -15,7 +18,6 @@ impl Tracer {
         if self.rss_due > now {
             return;
         }
-        self.rss_due = now + self.config.sample;
         let pids: Vec<i32> = self.processes.keys().copied().collect();
         for pid in pids {
             let Some(space) = self.space_of_process(pid) else {
@@ -43,5 +45,7 @@ impl Tracer {
                 });
             }
         }
+        // Many processes (a read each): at most a fiftieth of the tracer's time.
+        self.rss_due = Instant::now() + self.config.sample.max(now.elapsed() * COST_FACTOR);
     }
 }
