@@ -317,6 +317,7 @@ fn run_report_writes_the_page_report_makes_from_the_stream() {
                 Event::Start { .. }
                     | Event::Site { .. }
                     | Event::Resident { .. }
+                    | Event::Rss { .. }
                     | Event::Verify { .. }
                     | Event::Summary { .. }
             )
