@@ -7,12 +7,17 @@
 //! `waitpid` it blocks only on a full lane (backpressure) and, with `--verify`, on a check of a
 //! space whose threads are all stopped.
 //!
+//! Under `attach` it seizes processes already running instead, with event stops only, and
+//! samples their layout (attach.rs).
+//!
 //! The rooms: this file has the loop and the one place every [`Stop`] is matched;
 //! `lifecycle.rs` follows threads and processes (clone, fork, exec, exit, job control);
 //! `layout.rs` reports layout syscalls; `notif.rs` sees those a program's own filter hides from
 //! ours; `races.rs` holds and describes again what raced;
-//! `spaces.rs` makes address spaces (injection, registration, snapshots); `checkpoints.rs` is
-//! `--verify`; `namespaces.rs` tells lanes the ids of threads in a child PID namespace.
+//! `spaces.rs` makes address spaces (injection, registration, snapshots); `scans.rs`,
+//! `stack_growth.rs` and `unseen.rs` follow pages by page-table scans; `attach.rs` is `attach`;
+//! `rss.rs` the `rss` lines; `checkpoints.rs` is `--verify`; `namespaces.rs` tells lanes the ids
+//! of threads in a child PID namespace.
 
 mod attach;
 mod checkpoints;
