@@ -19,8 +19,8 @@ use nix::unistd::Pid;
 use serde_json::Value;
 
 use crate::util::{
-    PAGE, Traced, WorldCopy, as_nobody, bin, can_become_nobody, finish_within, run_within, scratch,
-    workload,
+    PAGE, Traced, WorldCopy, as_nobody, bin, can_become_nobody, exit_status_within, finish_within,
+    run_within, scratch, workload,
 };
 
 /// Every run here takes a few seconds at most; beyond this it hangs.
@@ -143,21 +143,8 @@ impl Target {
     /// Tells it to exit with `code`: its exit status (128+N for signal N).
     fn exit(&mut self, code: i32) -> i32 {
         self.send(&format!("exit {code}"));
-        let deadline = Instant::now() + HANG;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                use std::os::unix::process::ExitStatusExt;
-                return status
-                    .code()
-                    .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the workload did not exit within {HANG:?}; it said:\n{}",
-                self.said.join("\n")
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let what = format!("the workload (it said:\n{}\n)", self.said.join("\n"));
+        exit_status_within(&mut self.child, HANG, &what)
     }
 }
 

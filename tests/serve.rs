@@ -119,20 +119,7 @@ impl Served {
 
     /// The exit status, failing the test if it takes over `patience`.
     pub fn status_within(&mut self, patience: Duration) -> i32 {
-        let deadline = Instant::now() + patience;
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                use std::os::unix::process::ExitStatusExt;
-                return status
-                    .code()
-                    .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
-            }
-            assert!(
-                Instant::now() < deadline,
-                "mevi-actors did not exit within {patience:?}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        crate::util::exit_status_within(&mut self.child, patience, "mevi-actors")
     }
 
     pub fn send(&self, signal: nix::sys::signal::Signal) {

@@ -554,3 +554,22 @@ pub fn as_nobody(copy: &Path, extra: &[&str], args: &[&str]) -> Command {
         .current_dir("/");
     cmd
 }
+
+/// A child's exit status as a shell gives it (128+N for signal N), failing the test if it has not
+/// exited within `patience`; `what` names it in the failure.
+pub fn exit_status_within(child: &mut std::process::Child, patience: Duration, what: &str) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    let deadline = std::time::Instant::now() + patience;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status
+                .code()
+                .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} did not exit within {patience:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

@@ -41,20 +41,6 @@ static void reply(const char *text)
     truth_write_all(1, reply_buf, n + 1);
 }
 
-/* truth_finish without the exit: measures, prints, and the caller goes on. */
-static __attribute__((noinline)) void report_truth(void)
-{
-    truth_touch_stack();
-    truth_touch_static();
-    long pid = (long)getpid();
-    truth_measure_all();
-    truth_format_all(pid);
-    truth_touch_stack();
-    truth_measure_all();
-    truth_format_all(pid);
-    truth_write_all(1, truth_out, truth_out_len);
-}
-
 /* One line from stdin into buf, without its newline; exits 99 at its end. */
 static void read_line(char *buf, size_t cap)
 {
@@ -151,7 +137,7 @@ static int fork_and_touch(char *start, size_t len)
         truth_die("fork");
     if (child == 0) {
         truth_write_pages(start, 0, len / TRUTH_PAGE - 1);
-        report_truth();
+        truth_report();
         _exit(0);
     }
     int status;
@@ -226,7 +212,7 @@ int main(void)
             snprintf(line, sizeof line, "ok spawn status %d", status);
             reply(line);
         } else if (strcmp(word, "truth") == 0) {
-            report_truth();
+            truth_report();
             reply("ok truth");
         } else if (strcmp(word, "exit") == 0) {
             _exit((int)next_number(&p));

@@ -433,10 +433,10 @@ TRUTH_FN void truth_touch_static(void)
 }
 
 /*
- * Measure, print and _exit(code). Must be called when this process is
- * single-threaded (or other threads are quiescent).
+ * Measure and print; truth_finish then _exits. Must be called when this
+ * process is single-threaded (or other threads are quiescent).
  */
-TRUTH_FN __attribute__((noinline, noreturn)) void truth_finish(int code)
+TRUTH_FN __attribute__((noinline)) void truth_report(void)
 {
     truth_touch_stack();
     truth_touch_static();
@@ -452,6 +452,11 @@ TRUTH_FN __attribute__((noinline, noreturn)) void truth_finish(int code)
     truth_measure_all();
     truth_format_all(pid);
     truth_write_all(1, truth_out, truth_out_len);
+}
+
+TRUTH_FN __attribute__((noinline, noreturn)) void truth_finish(int code)
+{
+    truth_report();
     _exit(code);
 }
 
