@@ -309,18 +309,7 @@ pub struct RssFigures {
 /// memory left: a zombie's status has none of them).
 pub fn rss(pid: i32) -> Option<RssFigures> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kib = |key: &str| -> Option<u64> {
-        let value = status.lines().find_map(|l| l.strip_prefix(key))?;
-        Some(
-            value
-                .trim()
-                .strip_suffix("kB")?
-                .trim()
-                .parse::<u64>()
-                .ok()?
-                * 1024,
-        )
-    };
+    let kib = |key| status_bytes(&status, key);
     Some(RssFigures {
         anon: kib("RssAnon:")?,
         file: kib("RssFile:")?,
@@ -333,13 +322,19 @@ pub fn rss(pid: i32) -> Option<RssFigures> {
 /// `VmHWM` of /proc/self/status, in bytes: the peak resident set of this process's memory.
 pub fn own_peak_rss() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kib = status
+    status_bytes(&status, "VmHWM:")
+}
+
+/// A size in a `/proc/PID/status` text (`key` with its colon: `"VmHWM:"`), given in kB there,
+/// in bytes.
+fn status_bytes(status: &str, key: &str) -> Option<u64> {
+    let kib: u64 = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .find_map(|l| l.strip_prefix(key))?
         .trim()
         .strip_suffix("kB")?
         .trim()
-        .parse::<u64>()
+        .parse()
         .ok()?;
     Some(kib * 1024)
 }

@@ -130,6 +130,16 @@ static void map_region(unsigned long npages)
     regions++;
 }
 
+/* Waits for a child: its status as a shell gives it. */
+static int status_of(pid_t child)
+{
+    int status;
+    while (waitpid(child, &status, 0) < 0)
+        if (errno != EINTR)
+            truth_die("waitpid");
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
 static int fork_and_touch(char *start, size_t len)
 {
     pid_t child = fork();
@@ -140,11 +150,7 @@ static int fork_and_touch(char *start, size_t len)
         truth_report();
         _exit(0);
     }
-    int status;
-    while (waitpid(child, &status, 0) < 0)
-        if (errno != EINTR)
-            truth_die("waitpid");
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return status_of(child);
 }
 
 static int fork_and_exec(long code)
@@ -158,11 +164,7 @@ static int fork_and_exec(long code)
         execl("/bin/sh", "sh", "-c", script, (char *)NULL);
         _exit(127);
     }
-    int status;
-    while (waitpid(child, &status, 0) < 0)
-        if (errno != EINTR)
-            truth_die("waitpid");
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return status_of(child);
 }
 
 int main(void)
