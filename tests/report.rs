@@ -247,8 +247,14 @@ fn report_parts(html: &str) -> (serde_json::Value, String) {
 #[test]
 fn run_report_writes_the_page_report_makes_from_the_stream() {
     let page_of_run = scratch("run-report.html");
+    // Sampled often: a short run has rss lines of both spaces.
     let t = trace(
-        &["--report", page_of_run.to_str().unwrap()],
+        &[
+            "--report",
+            page_of_run.to_str().unwrap(),
+            "--sample-ms",
+            "2",
+        ],
         &[workload("fork_touch")],
     );
     assert_eq!(t.status, 0, "{}", t.stderr);
@@ -324,6 +330,7 @@ fn run_report_writes_the_page_report_makes_from_the_stream() {
         })
         .count();
     assert_eq!(meta_a["events"]["rows"].as_array().unwrap().len(), layout);
+    assert_rss_is_the_streams(&meta_a, &t.lines);
     // The records decode to the end state.
     use base64::Engine as _;
     let bytes = base64::engine::general_purpose::STANDARD
@@ -334,6 +341,57 @@ fn run_report_writes_the_page_report_makes_from_the_stream() {
     decoder.advance_to(u64::MAX).unwrap();
     let (replay, _) = crate::util::replay_keeping_ends(&t.lines);
     assert_same(u64::MAX, &replay, &decoder.spaces);
+}
+
+/// Each space's kernel count in the meta is its last `rss` line: as `spaces[].rss`, and where
+/// its curve (`buckets.rss`, running sums of anon, file, shmem, swap) ends.
+fn assert_rss_is_the_streams(meta: &serde_json::Value, lines: &[Line]) {
+    let mut last: BTreeMap<u64, [u64; 4]> = BTreeMap::new();
+    for l in lines {
+        if let Event::Rss {
+            space,
+            anon,
+            file,
+            shmem,
+            swap,
+            ..
+        } = l.event
+        {
+            last.insert(space, [anon, file, shmem, swap]);
+        }
+    }
+    assert!(!last.is_empty(), "no rss line in the stream");
+    let curves = meta["buckets"]["rss"].as_object().unwrap();
+    let mut shown = 0;
+    for space in meta["spaces"].as_array().unwrap() {
+        let id = space["id"].as_u64().unwrap();
+        let Some(want) = last.get(&id) else {
+            assert!(
+                space["rss"].is_null(),
+                "space {id} has no rss line: {space}"
+            );
+            continue;
+        };
+        shown += 1;
+        let said = ["anon", "file", "shmem", "swap"].map(|k| space["rss"][k].as_u64().unwrap());
+        assert_eq!(&said, want, "space {id}: its last rss line");
+        // A level left out (null) is the one below it again.
+        let mut sum = 0;
+        let mut level = &serde_json::Value::Null;
+        for (k, bytes) in want.iter().enumerate() {
+            sum += bytes;
+            if !curves[&id.to_string()][k].is_null() {
+                level = &curves[&id.to_string()][k];
+            }
+            let end = level["last"].as_array().unwrap().last().unwrap();
+            assert_eq!(
+                end.as_u64(),
+                Some(sum),
+                "space {id}: level {k} ends at {end}"
+            );
+        }
+    }
+    assert_eq!(shown, curves.len(), "a curve per space with rss lines");
 }
 
 #[test]

@@ -5,6 +5,7 @@
 //! (docs/report.md; the page's API: window.mevi).
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -42,6 +43,8 @@ struct Report {
     lines: Vec<Value>,
     /// The program's truth lines (tests/workloads/README.md).
     truths: Vec<Value>,
+    /// What the program printed.
+    stdout: String,
 }
 
 impl Drop for Report {
@@ -59,6 +62,11 @@ impl Report {
 
     /// The same, `run` given `flags` too.
     fn of_workload_with(name: &str, flags: &[&str]) -> Report {
+        Report::of_program(name, &[workload(name).into()], flags)
+    }
+
+    /// `run FLAGS -o NAME.jsonl -- PROGRAM…`, then its report.
+    fn of_program(name: &str, program: &[OsString], flags: &[&str]) -> Report {
         let trace = scratch(name).with_extension("jsonl");
         let (status, stdout, stderr) = run_bounded(
             Command::new(bin())
@@ -67,7 +75,7 @@ impl Report {
                 .arg("-o")
                 .arg(&trace)
                 .arg("--")
-                .arg(workload(name)),
+                .args(program),
         );
         assert_eq!(status, 0, "{stderr}");
         Report::build(trace, &stdout)
@@ -108,6 +116,7 @@ impl Report {
                 .into_iter()
                 .filter(|v| v.get("truth").is_some())
                 .collect(),
+            stdout: stdout.to_string(),
         }
     }
 
@@ -542,6 +551,8 @@ fn the_report_of_the_demo_shows_its_summary_and_replays_state_and_is_drawn() {
         let replay = assert_state_is_replays_at(&page, &report, t);
         assert!(!replay.is_empty(), "nothing live at {} ms", ms(t));
     }
+    // Its figures fall as well as rise: the curve keeps each bucket's largest.
+    assert_rss_is_the_streams(&page, &report);
     seek(&page, times[1]);
     assert_screenshot(&browser, &page, "report-demo");
     assert_clean(&page, Source::Offline);
@@ -718,4 +729,140 @@ fn the_flame_graph_at_the_peak_is_replay_by_sites_and_hovering_a_mapping_names_i
     );
     assert_screenshot(&browser, &page, "report-flame-system-zoomed");
     assert_clean(&page, Source::Offline);
+}
+
+/// The figures of an `rss` line (or of `mevi.rss()`'s), `[anon, file, shmem, swap]`.
+fn rss_figures(v: &Value) -> [u64; 4] {
+    ["anon", "file", "shmem", "swap"]
+        .map(|k| number(&v[k]).unwrap_or_else(|| panic!("no {k} in {v}")))
+}
+
+/// Each space's last `rss` line, `[anon, file, shmem, swap]`.
+fn last_rss_lines(report: &Report) -> BTreeMap<u64, [u64; 4]> {
+    let mut last = BTreeMap::new();
+    for l in report.lines.iter().filter(|l| l["ev"] == "rss") {
+        last.insert(n(l, "space"), rss_figures(l));
+    }
+    last
+}
+
+/// The kernel's count the page shows (`mevi.rss()`) is the stream's: per space, its last `rss`
+/// line's figures, the figures its drawn curve ends with, and the largest total of its lines
+/// as the curve's largest. The rows shown.
+fn assert_rss_is_the_streams(page: &Page, report: &Report) -> Vec<Value> {
+    let last_lines = last_rss_lines(report);
+    let mut largest: BTreeMap<u64, u64> = BTreeMap::new();
+    for l in report.lines.iter().filter(|l| l["ev"] == "rss") {
+        let total = rss_figures(l).iter().sum();
+        let most = largest.entry(n(l, "space")).or_default();
+        *most = (*most).max(total);
+    }
+    let shown = eval_json(page, "mevi.rss()");
+    let shown = shown.as_array().unwrap().clone();
+    assert!(!shown.is_empty(), "no space's kernel count shown");
+    for row in &shown {
+        let id = n(row, "space");
+        let want = last_lines
+            .get(&id)
+            .unwrap_or_else(|| panic!("space {id} is shown but has no rss line"));
+        assert_eq!(
+            rss_figures(&row["last_line"]),
+            *want,
+            "space {id}: its last rss line, as the report has it"
+        );
+        assert_eq!(
+            rss_figures(&row["curve_end"]),
+            *want,
+            "space {id}: where its drawn curve ends"
+        );
+        assert_eq!(
+            n(row, "peak_total"),
+            largest[&id],
+            "space {id}: the largest total drawn, and of its lines"
+        );
+    }
+    shown
+}
+
+/// Pixels of each legend colour of the kernel's count (`#rss`'s swatches) on its canvas: the
+/// body of an async function.
+const RSS_PIXELS: &str = "\
+    const canvas = document.querySelector('#rss canvas'); \
+    const px = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data; \
+    const counts = {}; \
+    for (const s of document.querySelectorAll('#rss .swatch[data-kind]')) { \
+      const [r, g, b] = getComputedStyle(s).backgroundColor.match(/\\d+/g).map(Number); \
+      let n = 0; \
+      for (let i = 0; i < px.length; i += 4) \
+        if (px[i] === r && px[i + 1] === g && px[i + 2] === b && px[i + 3] === 255) n += 1; \
+      counts[s.dataset.kind] = n; \
+    } \
+    return counts;";
+
+/// The kernel's count (`rss` lines) is drawn per space beside the stream's resident bytes: a
+/// program that wrote private and shared memory and read a file shows each kind, and its
+/// strip ends with the figures of the stream's last `rss` line of its space, which are what
+/// the program read from its own /proc/self/status.
+#[test]
+fn the_report_draws_the_kernels_count_of_each_kind_as_the_last_rss_line_says() {
+    let file = scratch("rss_kinds.data");
+    let program: Vec<OsString> = vec![workload("rss_kinds").into(), file.clone().into()];
+    let report = Report::of_program("rss_kinds", &program, &["--sample-ms", "5"]);
+    std::fs::remove_file(&file).ok();
+    // "rss ANON FILE SHMEM SWAP", read 300 ms after the last change.
+    let said: Vec<u64> = report
+        .stdout
+        .split_whitespace()
+        .skip(1)
+        .map(|n| n.parse().unwrap())
+        .collect();
+    assert!(
+        said.len() == 4 && said[0] >= 8 << 20 && said[1] >= 2 << 20 && said[2] >= 4 << 20,
+        "the program said {:?}",
+        report.stdout
+    );
+    let last_lines = last_rss_lines(&report);
+    let exit = report
+        .lines
+        .iter()
+        .find(|l| l["ev"] == "exit")
+        .expect("an exit line");
+    let space = n(exit, "space");
+    let last = last_lines[&space];
+    for (k, kind) in ["anon", "file", "shmem", "swap"].into_iter().enumerate() {
+        assert!(
+            last[k].abs_diff(said[k]) <= 128 << 10,
+            "{kind}: the last rss line says {}, the program read {}",
+            last[k],
+            said[k]
+        );
+    }
+    let started = Instant::now();
+    let Some(browser) = Browser::for_test() else {
+        return;
+    };
+    let page = open(&browser, &report.url());
+    let shown = assert_rss_is_the_streams(&page, &report);
+    assert!(
+        shown.iter().any(|r| n(r, "space") == space),
+        "the program's space {space} is not shown: {shown:?}"
+    );
+    // Drawn: each kind the program has is a band of its colour on the strip; swap, which it
+    // has none of, is not.
+    page.eval("document.querySelector('#resident').scrollIntoView()")
+        .unwrap();
+    let pixels = eval_json(
+        &page,
+        &format!("(async () => {{ {DRAWN} {RSS_PIXELS} }})()"),
+    );
+    eprintln!("rss pixels by kind: {pixels}");
+    for kind in ["anon", "file", "shmem"] {
+        assert!(n(&pixels, kind) >= 100, "{kind}: {pixels}");
+    }
+    if last[3] == 0 {
+        assert_eq!(n(&pixels, "swap"), 0, "{pixels}");
+    }
+    assert_screenshot(&browser, &page, "report-rss_kinds");
+    assert_clean(&page, Source::Offline);
+    eprintln!("rss_kinds: browser part {:?}", started.elapsed());
 }

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use serde::Serialize;
+use serde::ser::{SerializeSeq, Serializer};
 
 /// At most this many buckets per curve.
 pub const MAX_BUCKETS: u64 = 2048;
@@ -68,6 +69,69 @@ impl Level {
     }
 }
 
+/// The kernel's figures of a space over its life (`rss` lines): level `k` is the sum of the
+/// first `k + 1` of anon, file, shmem and swap. A running sum's largest in a bucket is the
+/// largest the stacked bands reached, so they are drawn without overlapping or overstating.
+#[derive(Clone, Debug, Default)]
+pub struct RssLevels(pub [Level; 4]);
+
+/// The kinds of `rss` lines, in the order their running sums are kept.
+pub const RSS_KINDS: [&str; 4] = ["anon", "file", "shmem", "swap"];
+
+impl RssLevels {
+    fn set(&mut self, i: u64, figures: [u64; 4]) {
+        let mut sum = 0u64;
+        for (level, bytes) in self.0.iter_mut().zip(figures) {
+            sum = sum.saturating_add(bytes);
+            level.closed = false;
+            level.set(i, sum);
+        }
+    }
+
+    fn halve(&mut self) {
+        self.0.iter_mut().for_each(Level::halve);
+    }
+}
+
+/// A level of [`RssLevels`] as written: `last` whole, `max` only where it is not `last`, as
+/// `peaks`, `[k, max]` (figures that only grew or stayed within a bucket, most of them when
+/// they are sampled every few milliseconds, cost nothing more).
+#[derive(Serialize)]
+struct CompactLevel<'a> {
+    first: u64,
+    last: &'a [u64],
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    peaks: Vec<[u64; 2]>,
+}
+
+/// `[level, level, …]`, a level the same as the one before it (a kind with nothing, such as
+/// swap on most runs) as `null`: no bytes for figures that add nothing.
+impl Serialize for RssLevels {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
+        for (k, level) in self.0.iter().enumerate() {
+            let same = k > 0 && {
+                let below = &self.0[k - 1];
+                below.first == level.first && below.max == level.max && below.last == level.last
+            };
+            if same {
+                seq.serialize_element(&None::<CompactLevel>)?;
+            } else {
+                let peaks = (level.max.iter().zip(&level.last).enumerate())
+                    .filter(|(_, (max, last))| max != last)
+                    .map(|(k, (&max, _))| [k as u64, max])
+                    .collect();
+                seq.serialize_element(&CompactLevel {
+                    first: level.first,
+                    last: &level.last,
+                    peaks,
+                })?;
+            }
+        }
+        seq.end()
+    }
+}
+
 /// A count over time (first-touch pages): per bucket the sum.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Count {
@@ -114,6 +178,8 @@ pub struct Buckets {
     pub spaces: BTreeMap<u64, Level>,
     /// First-touch pages per thread (by tid; 0 = found by a scan).
     pub touches: BTreeMap<i32, Count>,
+    /// Each space's figures by the kernel's count (`rss` lines), over its life from its first.
+    pub rss: BTreeMap<u64, RssLevels>,
     #[serde(skip)]
     latest_ns: u64,
 }
@@ -126,6 +192,7 @@ impl Default for Buckets {
             tree: Level::default(),
             spaces: BTreeMap::new(),
             touches: BTreeMap::new(),
+            rss: BTreeMap::new(),
             latest_ns: 0,
         }
     }
@@ -143,6 +210,7 @@ impl Buckets {
             self.tree.halve();
             self.spaces.values_mut().for_each(Level::halve);
             self.touches.values_mut().for_each(Count::halve);
+            self.rss.values_mut().for_each(RssLevels::halve);
         }
         let i = t_ns / self.width_ns;
         self.n = self.n.max(i + 1);
@@ -161,12 +229,26 @@ impl Buckets {
         level.set(i, bytes);
     }
 
-    /// The space has no process from `t_ns` on: its curve stops there.
+    /// The space has no process from `t_ns` on: its curves stop there. The kernel's figures
+    /// keep their last value up to then (a line comes only when they change).
     pub fn space_ended(&mut self, t_ns: u64, space: u64) {
         self.space(t_ns, space, 0);
         if let Some(level) = self.spaces.get_mut(&space) {
             level.closed = true;
         }
+        let i = self.bucket(t_ns);
+        if let Some(levels) = self.rss.get_mut(&space) {
+            for level in &mut levels.0 {
+                level.carry_to(i);
+                level.closed = true;
+            }
+        }
+    }
+
+    /// An `rss` line of `space`: `[anon, file, shmem, swap]` in bytes.
+    pub fn rss(&mut self, t_ns: u64, space: u64, figures: [u64; 4]) {
+        let i = self.bucket(t_ns);
+        self.rss.entry(space).or_default().set(i, figures);
     }
 
     pub fn touches(&mut self, t_ns: u64, tid: i32, pages: u64) {
@@ -180,6 +262,11 @@ impl Buckets {
         self.tree.carry_to(i);
         for level in self.spaces.values_mut().filter(|l| !l.closed) {
             level.carry_to(i);
+        }
+        for levels in self.rss.values_mut() {
+            for level in levels.0.iter_mut().filter(|l| !l.closed) {
+                level.carry_to(i);
+            }
         }
     }
 }
@@ -234,6 +321,42 @@ mod tests {
         assert_eq!(b.spaces[&1].last, [20]);
         assert_eq!(b.touches[&3].n, [2]);
         assert_eq!(b.tree.first, 5);
+    }
+
+    #[test]
+    fn the_kernels_figures_are_running_sums_kept_to_the_spaces_end() {
+        let mut b = Buckets::default();
+        let w = FIRST_WIDTH_NS;
+        b.space(w, 1, 0);
+        b.rss(2 * w, 1, [10, 20, 30, 0]);
+        b.rss(4 * w, 1, [15, 20, 5, 0]);
+        b.space_ended(6 * w, 1);
+        b.finish(9 * w);
+        let r = &b.rss[&1].0;
+        assert_eq!(r[0].first, 2);
+        assert_eq!(r[0].last, [10, 10, 15, 15, 15], "anon, kept to the end");
+        assert_eq!(r[1].last, [30, 30, 35, 35, 35], "anon + file");
+        assert_eq!(
+            r[2].max,
+            [60, 60, 60, 40, 40],
+            "anon + file + shmem, largest"
+        );
+        assert_eq!(r[2].last, [60, 60, 40, 40, 40]);
+        // No swap: its running sum is shmem's, written as null.
+        let json = serde_json::to_value(&b.rss[&1]).unwrap();
+        assert!(json[3].is_null(), "{json}");
+        assert_eq!(json[2]["last"], serde_json::json!([60, 60, 40, 40, 40]));
+        assert_eq!(
+            json[2]["peaks"],
+            serde_json::json!([[2, 60]]),
+            "max where not last"
+        );
+        // Figures that only grew: no peaks.
+        assert!(json[0].get("peaks").is_none(), "{json}");
+        // Widening merges them as any level.
+        b.rss(w * MAX_BUCKETS * 2, 2, [1, 0, 0, 0]);
+        assert!(b.rss[&1].0[2].max.len() < 5);
+        assert_eq!(*b.rss[&1].0[2].max.first().unwrap(), 60);
     }
 
     #[test]

@@ -9,8 +9,8 @@ use serde_json::Value;
 
 use super::buckets::Buckets;
 use super::meta::{
-    Events, FORMAT, Meta, POINTS_KEPT, ProcessLife, RecordsIndex, SpaceLife, ThreadLife, Verify,
-    VerifyPoint, WARNINGS_KEPT, Warning,
+    Events, FORMAT, Meta, POINTS_KEPT, ProcessLife, RecordsIndex, RssFigures, SpaceLife,
+    ThreadLife, Verify, VerifyPoint, WARNINGS_KEPT, Warning,
 };
 use super::records::{Encoder, KEYFRAME_EVERY};
 use crate::event::{Event, Line, SpaceId};
@@ -169,6 +169,7 @@ impl Builder {
                 ended_ns: None,
                 peak_resident_bytes: 0,
                 pids: Vec::new(),
+                rss: None,
             });
             self.meta.spaces.len() - 1
         });
@@ -252,6 +253,29 @@ impl Builder {
                 truncated,
             } => self.meta.stacks.add(*id, frames, *truncated),
             Event::ThreadExit { tid, name, .. } => self.thread_ended(*tid, t, name.clone()),
+            Event::Rss {
+                space,
+                anon,
+                file,
+                shmem,
+                swap,
+                ..
+            } => {
+                // The kernel's figures are the space's (its processes share one mm): the last
+                // line of any of them is the space's now. A line about a space already left
+                // (read just before an exit or an exec) has nothing to add to its curve.
+                if let Some(&i) = self.space_at.get(space) {
+                    self.meta
+                        .buckets
+                        .rss(t, *space, [*anon, *file, *shmem, *swap]);
+                    self.meta.spaces[i].rss = Some(RssFigures {
+                        anon: *anon,
+                        file: *file,
+                        shmem: *shmem,
+                        swap: *swap,
+                    });
+                }
+            }
             Event::Resident { tid, faults, .. } => {
                 // Pages found by a scan have no thread: their curve is thread 0's.
                 let tid = tid.unwrap_or(0);

@@ -100,6 +100,17 @@ pub struct SpaceLife {
     pub ended_ns: Option<u64>,
     pub peak_resident_bytes: u64,
     pub pids: Vec<i32>,
+    /// The figures of its last `rss` line (the kernel's count), or none before one came.
+    pub rss: Option<RssFigures>,
+}
+
+/// What an `rss` line says, in bytes.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct RssFigures {
+    pub anon: u64,
+    pub file: u64,
+    pub shmem: u64,
+    pub swap: u64,
 }
 
 /// One layout or lifecycle line: `[seq, t_ns, ev, pid, tid, space, start, end, detail]`.

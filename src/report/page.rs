@@ -13,6 +13,7 @@ pub const SCRIPTS: &[&str] = &[
     include_str!("page/js/data.js"),
     include_str!("page/js/axis.js"),
     include_str!("page/js/resident.js"),
+    include_str!("page/js/rss.js"),
     include_str!("page/js/processes.js"),
     include_str!("page/js/threads.js"),
     include_str!("page/js/space.js"),

@@ -86,6 +86,10 @@
     figures() {
       return M.data.figures();
     },
+    /** The kernel's count per space (rss.js). */
+    rss() {
+      return M.rss.figures();
+    },
     events() {
       return M.events.rows();
     },

@@ -137,6 +137,8 @@ const MEVI = {};
     signal: "#c8423d",
     unknown: "#9aa3ad",
     total: "#1d2530",
+    // The kernel's count (rss.js): anon as the stream's pages, the rest apart from it.
+    rss: { anon: "#8fb3e8", file: "#7dbb78", shmem: "#f0a04b", swap: "#c8423d" },
   };
 
   /** A palette for processes and spaces, stable by index. */

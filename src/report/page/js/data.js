@@ -116,6 +116,31 @@
     return p ? (p.name || "").split("/").pop() || null : null;
   };
 
+  /** A level of the meta's buckets (`{first, max, last}`) in bucket i (`which` = "max" or
+   * "last"); 0 outside its life. */
+  D.levelAt = function (level, which, i) {
+    const k = i - (level.first || 0);
+    const arr = level[which];
+    return k >= 0 && k < arr.length ? arr[k] : 0;
+  };
+
+  /** Whether a level has a value in any bucket of [ba, bb]. */
+  D.levelWithin = function (level, ba, bb) {
+    if (!level) return false;
+    const first = level.first || 0;
+    return first <= bb && first + level.max.length - 1 >= ba;
+  };
+
+  /** Buckets [ba, bb] under x columns [x, x+1) of a plot w wide on `scale` (M.axis or its
+   * `whole`). */
+  D.bucketsAt = function (x, w, scale) {
+    const b = D.meta.buckets;
+    const ta = scale.t(x, w), tb = scale.t(x + 1, w);
+    const ba = Math.max(0, Math.floor(ta / b.width_ns));
+    const bb = Math.max(ba, Math.ceil(tb / b.width_ns) - 1);
+    return [ba, Math.min(bb, Math.max(0, b.n - 1))];
+  };
+
   /** The figures the page shows as the trace gives them (never recomputed). */
   D.figures = function () {
     const meta = D.meta;

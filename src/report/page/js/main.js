@@ -54,6 +54,7 @@
     if (d.meta) {
       header();
       M.resident.rebuild();
+      M.rss.rebuild();
       M.threads.rebuild();
       M.events.rebuild();
       M.verify.draw();
@@ -65,6 +66,7 @@
     }
     if (d.window || d.meta) M.events.draw();
     M.resident.draw();
+    M.rss.draw();
     M.processes.draw();
     M.threads.draw();
     showCursor();
@@ -111,6 +113,7 @@
     M.data.load();
     header();
     M.resident.init($("resident"));
+    M.rss.init($("rss"));
     M.processes.init($("processes"));
     M.threads.init($("threads"));
     M.space.init($("space"));

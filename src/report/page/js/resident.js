@@ -17,12 +17,7 @@
     return buckets().tree;
   }
 
-  /** A level's value in bucket i (`which` = "max" or "last"); 0 outside its life. */
-  function at(level, which, i) {
-    const k = i - (level.first || 0);
-    const arr = level[which];
-    return k >= 0 && k < arr.length ? arr[k] : 0;
-  }
+  const at = (level, which, i) => M.data.levelAt(level, which, i);
 
   /** A series' values per bucket over the whole trace: its spaces' added up. */
   function flatten(levels) {
@@ -52,17 +47,8 @@
     }
   }
 
-  /** Buckets [ba, bb] under x columns [x, x+1) of a plot w wide on `scale`. */
-  function bucketsAt(x, w, scale) {
-    const width = buckets().width_ns;
-    const ta = scale.t(x, w), tb = scale.t(x + 1, w);
-    const ba = Math.max(0, Math.floor(ta / width));
-    const bb = Math.max(ba, Math.ceil(tb / width) - 1);
-    return [ba, Math.min(bb, Math.max(0, buckets().n - 1))];
-  }
-
   function columnValues(x, w, scale) {
-    const [ba, bb] = bucketsAt(x, w, scale);
+    const [ba, bb] = M.data.bucketsAt(x, w, scale);
     const tree = treeLevel();
     let max = 0;
     for (let i = ba; i <= bb; i++) max = Math.max(max, at(tree, "max", i));
