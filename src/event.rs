@@ -110,6 +110,25 @@ impl Follow {
     }
 }
 
+/// Where a `resident` line's pages came back from, when they had been in memory before.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResidentFrom {
+    /// Swapped out (an `evicted` line with `how` `swap`) and read back in.
+    Swap,
+}
+
+/// How pages left memory without a release by the program (an `evicted` line).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EvictedHow {
+    /// Written to swap: they still exist, and come back (a `resident` line with `from` `swap`)
+    /// when touched.
+    Swap,
+    /// `MADV_FREE`d pages the kernel reclaimed: gone, as if discarded; a touch makes a new one.
+    Reclaim,
+}
+
 /// How a `resident` line's pages were found, when not by a first touch's fault.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -142,6 +161,21 @@ pub enum PageState {
     Resident,
 }
 
+/// An OOM kill, on the victim's `exit` line.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OomKill {
+    /// The memory cgroup the process was in (its path under the hierarchy's root), whose OOM
+    /// kill count went up; absent when only the machine's count (`/proc/vmstat`) could be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup: Option<String>,
+    /// That cgroup's memory limit in bytes; absent when it has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u64>,
+    /// The kernel log's line about the kill, when the log could be read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
+}
+
 /// Per-process line of the closing `summary` event.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ProcessSummary {
@@ -160,6 +194,17 @@ pub struct ProcessSummary {
     pub status: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal: Option<String>,
+    /// Killed by the OOM killer (as on its `exit` line).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oom: Option<OomKill>,
+    /// Bytes of its pages that went to swap, came back from it, and were reclaimed after
+    /// `MADV_FREE`, by its `evicted` and `resident` `from` `swap` lines.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub swapped_out_bytes: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub swapped_in_bytes: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reclaimed_bytes: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -197,6 +242,16 @@ pub struct RunTotals {
     /// `exec` line with `followed` false, and the spaces forked from them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_selected_spaces: Option<u64>,
+    /// With `--threads`: the `resident` lines of threads not selected, followed but not written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads_not_selected: Option<NotWritten>,
+}
+
+/// `resident` lines followed and not written (`--threads`), and their first touches.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NotWritten {
+    pub lines: u64,
+    pub first_touches: u64,
 }
 
 /// What scans may have missed, over every space (`unseen` lines).
@@ -298,6 +353,8 @@ pub enum VerifyPoint {
 #[serde(rename_all = "snake_case")]
 pub enum StreamPage {
     Resident,
+    /// Evicted to swap (an `evicted` line).
+    Swapped,
     NotResident,
     /// No mapping covers the page in the stream.
     Unmapped,
@@ -307,8 +364,10 @@ pub enum StreamPage {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum KernelPage {
-    /// Present (or swapped out) in `/proc/PID/pagemap`, in a private anonymous mapping.
+    /// Present in `/proc/PID/pagemap`, in a private anonymous mapping.
     Present,
+    /// Swapped out (a swap entry in the page tables), in a private anonymous mapping.
+    Swapped,
     /// In a private anonymous mapping, not present.
     Absent,
     /// Not in any private anonymous mapping.
@@ -360,6 +419,15 @@ pub enum Event {
         /// `--only`: the patterns of the programs whose pages are followed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         only: Option<Vec<String>>,
+        /// `--threads`: the patterns of the thread names whose `resident` lines are written.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        threads: Option<Vec<String>>,
+        /// `--region`: only mappings overlapping one of these `[start, end)` are followed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        regions: Option<Vec<[u64; 2]>>,
+        /// `--min-size`: only mappings at least this many bytes long, as made, are followed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        min_size: Option<u64>,
     },
     /// A call stack, the first time a line names it (`--stacks`).
     Site {
@@ -519,6 +587,19 @@ pub enum Event {
         /// With `--touch-stacks`: how many of its faults were sampled, all at `site`.
         #[serde(default, skip_serializing_if = "is_zero")]
         sampled: u64,
+        /// Pages back from swap (no first touch): the stream had them evicted.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        from: Option<ResidentFrom>,
+    },
+    /// Pages the stream had resident that left memory with no release by the program: written
+    /// to swap, or reclaimed after `MADV_FREE`; found by a read of the page tables, so at most a
+    /// sample period late (exactly at a check).
+    Evicted {
+        pid: i32,
+        space: SpaceId,
+        start: u64,
+        end: u64,
+        how: EvictedHow,
     },
     Exit {
         pid: i32,
@@ -535,6 +616,10 @@ pub enum Event {
         /// Filled in by the state actor from the space's replayed state.
         resident_bytes: u64,
         peak_resident_bytes: u64,
+        /// Killed by the kernel's OOM killer (`signal` is then `SIGKILL`): its memory cgroup
+        /// counted an OOM kill as it died, and the kernel log, when readable, named it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        oom: Option<OomKill>,
     },
     /// Under `--faults scan`, at a space's last exit stop or the exec that leaves it: how much of
     /// it the scans may have missed. The kernel counted `faults` minor faults in the space's
@@ -605,6 +690,7 @@ impl Event {
             | Event::Discard { space, .. }
             | Event::Protect { space, .. }
             | Event::Resident { space, .. }
+            | Event::Evicted { space, .. }
             | Event::Exit { space, .. }
             | Event::Unseen { space, .. }
             | Event::Rss { space, .. }
@@ -630,6 +716,7 @@ impl Event {
             | Event::Discard { pid, .. }
             | Event::Protect { pid, .. }
             | Event::Resident { pid, .. }
+            | Event::Evicted { pid, .. }
             | Event::Unseen { pid, .. }
             | Event::Rss { pid, .. }
             | Event::Exit { pid, .. } => Some(*pid),
@@ -730,6 +817,7 @@ pub(crate) mod samples {
             name: None,
             resident_bytes: 0,
             peak_resident_bytes: 0,
+            oom: None,
         }
     }
 }

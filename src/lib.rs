@@ -24,6 +24,7 @@ pub mod model;
 pub mod query;
 pub mod report;
 pub mod run;
+pub mod selection;
 pub mod stacks;
 pub mod test_hooks;
 pub mod verify;

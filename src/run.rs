@@ -21,6 +21,7 @@ use crate::model::processes::Processes;
 use crate::report::build::Builder;
 use crate::report::live::Hub;
 use crate::report::serve::{self, Server};
+use crate::selection::{Selection, ThreadNames};
 use crate::stacks::{StackShared, Stacks, TouchSamplers};
 use crate::test_hooks::{self, Fault};
 
@@ -81,8 +82,13 @@ pub struct RunOptions {
     pub touch_stacks: Option<u64>,
     /// `--sample-ms`: how often ranges followed by scans are read.
     pub sample: std::time::Duration,
-    /// `--only GLOB`: follow the memory of these programs only (empty: of every program).
-    pub only: Vec<glob::Pattern>,
+    /// `--only`, `--threads`, `--region`, `--min-size`: what is followed.
+    pub selection: Selection,
+}
+
+/// Shell patterns as the start line lists them; None for none.
+fn patterns(patterns: &[glob::Pattern]) -> Option<Vec<String>> {
+    (!patterns.is_empty()).then(|| patterns.iter().map(|p| p.as_str().to_string()).collect())
 }
 
 /// `--stack-depth`: deep enough for a C++ or Rust call chain through an allocator to `main`.
@@ -259,7 +265,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
         page_size,
         faults: options.faults,
         scan: options.faults && options.scan,
-        only: !options.only.is_empty(),
+        only: !options.selection.only.is_empty(),
         buffer_bytes: options.buffer_bytes,
     };
     // `--stacks`, `--touch-stacks`: the tracer and the lanes take them, the symbolizer names
@@ -282,6 +288,10 @@ pub fn run(options: RunOptions) -> RunOutcome {
         .map(|(shared, period)| (shared, Arc::new(TouchSamplers::new(period))));
     let (state, state_handle) =
         StateActor::new(STATE_CAPACITY, writer, state_options, report, sites);
+    // `--threads`: the lanes note the names of the threads whose faults they resolve.
+    let thread_names = (!options.selection.threads.is_empty())
+        .then(|| Arc::new(ThreadNames::new(options.selection.threads.clone())));
+    let state = state.selecting_threads(thread_names.clone());
     let (sequencer, sequencer_handle) = Sequencer::new(SEQUENCER_CAPACITY, state_handle, started);
     let thp = if test_hooks::fails(Fault::ThpAlways, None) {
         ThpPolicy::Always
@@ -317,13 +327,17 @@ pub fn run(options: RunOptions) -> RunOutcome {
             .or(options.touch_stacks.map(|_| DEFAULT_STACK_DEPTH)),
         touch_stacks: options.touch_stacks,
         attach: options.attach.as_ref().map(|a| a.pids.clone()),
-        only: (!options.only.is_empty()).then(|| {
+        only: patterns(&options.selection.only),
+        threads: patterns(&options.selection.threads),
+        regions: (!options.selection.regions.is_empty()).then(|| {
             options
-                .only
+                .selection
+                .regions
                 .iter()
-                .map(|p| p.as_str().to_string())
+                .map(|r| [r.start, r.end])
                 .collect()
         }),
+        min_size: Some(options.selection.min_size).filter(|&n| n > 0),
     };
     supervisor::install_panic_hook();
     let supervisor = Supervisor::new();
@@ -358,7 +372,8 @@ pub fn run(options: RunOptions) -> RunOutcome {
         verify_every: options.verify_every.filter(|_| options.verify),
         thp,
         sample: options.sample,
-        only: options.only.clone(),
+        selection: options.selection.clone(),
+        thread_names,
         stacks,
         touch_stacks,
     };

@@ -38,6 +38,7 @@ pub struct Probe {
 pub struct KernelView {
     pub anon: RangeSet<u64>,
     pub present: RangeSet<u64>,
+    pub swapped: RangeSet<u64>,
 }
 
 /// Why the kernel's side of a check could not be read.
@@ -95,10 +96,13 @@ impl KernelView {
             }
             view.anon.insert(entry.start..entry.end);
             let runs = pagemap
-                .populated_runs(entry.start..entry.end)
+                .populated(entry.start..entry.end)
                 .map_err(Unreadable::from_io)?;
             for run in runs {
-                view.present.insert(run);
+                match run.swapped {
+                    true => view.swapped.insert(run.range),
+                    false => view.present.insert(run.range),
+                }
             }
         }
         Ok(view)
@@ -109,6 +113,8 @@ impl KernelView {
             KernelPage::Unmapped
         } else if self.present.contains(&addr) {
             KernelPage::Present
+        } else if self.swapped.contains(&addr) {
+            KernelPage::Swapped
         } else {
             KernelPage::Absent
         }
@@ -125,7 +131,8 @@ pub struct Comparison {
 
 /// Compares a replayed space with the kernel's view of it.
 ///
-/// Checked: every page of a tracked mapping (the stream claims to know its state), and every page
+/// Checked: every page of a tracked mapping (the stream claims to know its state: resident,
+/// swapped out, or neither), and every page
 /// of a private anonymous mapping the stream does not have at all (a mapping it missed). Pages of
 /// mappings the stream knows but does not track (files, shared memory, failed registration) have
 /// no page state in the stream and are skipped.
@@ -137,8 +144,10 @@ pub fn compare(space: &AddressSpace, kernel: &KernelView, page_size: u64) -> Com
     };
     space.mappings.iter().for_each(|(r, _)| add(r));
     space.resident.iter().for_each(&mut add);
+    space.swapped.iter().for_each(&mut add);
     kernel.anon.iter().for_each(&mut add);
     kernel.present.iter().for_each(&mut add);
+    kernel.swapped.iter().for_each(&mut add);
     cuts.sort_unstable();
     cuts.dedup();
     let mut out = Comparison::default();
@@ -149,12 +158,14 @@ pub fn compare(space: &AddressSpace, kernel: &KernelView, page_size: u64) -> Com
             None => StreamPage::Unmapped,
             Some(m) if !m.tracked => continue,
             Some(_) if space.resident.contains(&a) => StreamPage::Resident,
+            Some(_) if space.swapped.contains(&a) => StreamPage::Swapped,
             Some(_) => StreamPage::NotResident,
         };
         let kernel_page = kernel.page(a);
         let agree = matches!(
             (stream, kernel_page),
             (StreamPage::Resident, KernelPage::Present)
+                | (StreamPage::Swapped, KernelPage::Swapped)
                 | (StreamPage::NotResident, KernelPage::Absent)
                 | (StreamPage::Unmapped, KernelPage::Unmapped)
         );

@@ -1,13 +1,342 @@
 //! The kernel's own figures beside the stream's pages (`rss` lines); memory under pressure.
 
 use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 
-use mevi_actors::event::Event;
+use mevi_actors::event::{Event, EvictedHow, ResidentFrom};
+use mevi_actors::model::Replay;
 
 use crate::util::{trace_within, workload};
 
 const HANG: Duration = Duration::from_secs(120);
+const PAGE: u64 = 4096;
+
+/// A swap file, on for as long as it lives (`fallocate`, `mkswap`, `swapon`; `swapoff` and
+/// removed when dropped, whatever happened).
+struct SwapFile(PathBuf);
+
+impl SwapFile {
+    /// None, with a `skipped:` line, where swap cannot be turned on (not root, a file system
+    /// without swap files); under `CI=true` that fails the test.
+    fn on(mib: u64) -> Option<Self> {
+        let path = crate::util::scratch("swapfile");
+        let swap = SwapFile(path.clone());
+        let ok = |cmd: &mut Command| cmd.output().is_ok_and(|o| o.status.success());
+        let made = ok(Command::new("fallocate")
+            .arg("-l")
+            .arg(format!("{mib}M"))
+            .arg(&path))
+            && std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+                .is_ok()
+            && ok(Command::new("mkswap").arg(&path))
+            && ok(Command::new("swapon").arg(&path));
+        if !made {
+            assert_ne!(
+                std::env::var("CI").as_deref(),
+                Ok("true"),
+                "swap could not be turned on"
+            );
+            eprintln!("skipped: swap could not be turned on here");
+            return None;
+        }
+        Some(swap)
+    }
+}
+
+impl Drop for SwapFile {
+    fn drop(&mut self) {
+        let _ = Command::new("swapoff").arg(&self.0).output();
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// A memory cgroup of our own (v1's `memory` hierarchy, or v2's), removed when dropped.
+struct MemoryCgroup {
+    dir: PathBuf,
+    /// Its path in the hierarchy, as `/proc/PID/cgroup` names it.
+    path: String,
+    v2: bool,
+}
+
+impl MemoryCgroup {
+    fn new(name: &str) -> Option<Self> {
+        let name = format!("{name}-{}", std::process::id());
+        let v1 = Path::new("/sys/fs/cgroup/memory");
+        let (root, v2) = if v1.join("memory.limit_in_bytes").exists() {
+            (v1.to_path_buf(), false)
+        } else {
+            let root = Path::new("/sys/fs/cgroup");
+            let controllers =
+                std::fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
+            if !controllers.split_whitespace().any(|c| c == "memory") {
+                assert_ne!(
+                    std::env::var("CI").as_deref(),
+                    Ok("true"),
+                    "no memory cgroup"
+                );
+                eprintln!("skipped: no memory cgroup controller here");
+                return None;
+            }
+            let _ = std::fs::write(root.join("cgroup.subtree_control"), "+memory");
+            (root.to_path_buf(), true)
+        };
+        let dir = root.join(&name);
+        let _ = std::fs::remove_dir(&dir);
+        if let Err(e) = std::fs::create_dir(&dir) {
+            assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "{dir:?}: {e}");
+            eprintln!("skipped: cannot make a memory cgroup ({e})");
+            return None;
+        }
+        Some(Self {
+            dir,
+            path: format!("/{name}"),
+            v2,
+        })
+    }
+
+    /// At most `bytes` of memory, and no swap beyond it.
+    fn limit(&self, bytes: u64) {
+        let files: &[&str] = if self.v2 {
+            &["memory.max", "memory.swap.max"]
+        } else {
+            &["memory.limit_in_bytes", "memory.memsw.limit_in_bytes"]
+        };
+        for (i, file) in files.iter().enumerate() {
+            let value = if self.v2 && i == 1 { 0 } else { bytes };
+            let path = self.dir.join(file);
+            if path.exists() {
+                std::fs::write(&path, value.to_string())
+                    .unwrap_or_else(|e| panic!("{path:?}: {e}"));
+            }
+        }
+    }
+
+    fn version(&self) -> &'static str {
+        if self.v2 { "v2" } else { "v1" }
+    }
+}
+
+impl Drop for MemoryCgroup {
+    fn drop(&mut self) {
+        // Its last process may take a moment to leave.
+        for _ in 0..100 {
+            if std::fs::remove_dir(&self.dir).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Pages of `range` as the stream has them in `replay`: present, in swap, neither.
+fn stream_pages(replay: &Replay, space: u64, range: std::ops::Range<u64>) -> [u64; 3] {
+    let s = &replay.spaces[&space];
+    let total = (range.end - range.start) / PAGE;
+    let resident = s.resident_in(range.clone()) / PAGE;
+    let swapped = s.swapped_bytes_in(range) / PAGE;
+    [resident, swapped, total - resident - swapped]
+}
+
+/// Memory under pressure, made for real: 8 MiB written to swap (`MADV_PAGEOUT`), 2 MiB of it
+/// read back, and lazily freed pages reclaimed by the kernel when the workload's cgroup limit
+/// drops below what it uses. After each step the stream's pages (resident, in swap, neither)
+/// are exactly those the workload's own pagemap gave, in both modes, and `--verify` agrees.
+#[test]
+fn pages_swapped_out_come_back_and_freed_ones_are_reclaimed() {
+    let Some(_swap) = SwapFile::on(256) else {
+        return;
+    };
+    let program = workload("pressure_pages");
+    for how in ["uffd", "scan"] {
+        let Some(cgroup) = MemoryCgroup::new("mevi-pressure") else {
+            return;
+        };
+        let argv: Vec<OsString> = vec![
+            program.clone().into(),
+            cgroup.dir.clone().into(),
+            cgroup.version().into(),
+        ];
+        let t = trace_within(
+            &["--faults", how, "--sample-ms", "5", "--verify"],
+            &argv,
+            HANG,
+        );
+        assert_eq!(t.status, 0, "{how}: {}\n{}", t.stderr, t.evidence());
+        let (_, totals) = t.summary();
+        let v = totals.verify.as_ref().unwrap();
+        assert!(
+            v.points >= 1 && v.mismatched_pages == 0,
+            "{how}: {v:?}\n{}",
+            t.evidence()
+        );
+        let mut words = t.stdout.lines();
+        let regions: Vec<u64> = words
+            .next()
+            .and_then(|l| l.strip_prefix("regions "))
+            .unwrap_or_else(|| panic!("{how}: {}", t.stdout))
+            .split(' ')
+            .map(|a| u64::from_str_radix(a, 16).unwrap())
+            .collect();
+        let a = regions[0]..regions[0] + 4096 * PAGE;
+        let b = regions[1]..regions[1] + 2048 * PAGE;
+        let space = t
+            .lines
+            .iter()
+            .find_map(|l| match l.event {
+                Event::Exec { space, .. } => Some(space),
+                _ => None,
+            })
+            .unwrap();
+        for (n, step) in words.enumerate() {
+            let n = n as u64 + 1;
+            let truth: Vec<u64> = step
+                .split(' ')
+                .filter_map(|w| w.parse().ok())
+                .skip(1)
+                .collect();
+            // The state just before the step's marker (a PROT_NONE mapping of n + 1 pages).
+            let mut replay = Replay::new();
+            for line in &t.lines {
+                if let Event::Map {
+                    start, end, prot, ..
+                } = &line.event
+                    && prot == "---"
+                    && end - start == (n + 1) * PAGE
+                {
+                    break;
+                }
+                replay.apply_line(line);
+            }
+            let stream = [
+                stream_pages(&replay, space, a.clone()),
+                stream_pages(&replay, space, b.clone()),
+            ];
+            assert_eq!(
+                stream.concat(),
+                truth,
+                "{how}: step {n}: the stream's pages of A and B (present, swapped, neither) are \
+                 not the workload's ({step})"
+            );
+        }
+        let count = |f: &dyn Fn(&Event) -> bool| t.lines.iter().filter(|l| f(&l.event)).count();
+        let swapped = count(&|e| {
+            matches!(
+                e,
+                Event::Evicted {
+                    how: EvictedHow::Swap,
+                    ..
+                }
+            )
+        });
+        let back = count(&|e| {
+            matches!(
+                e,
+                Event::Resident {
+                    from: Some(ResidentFrom::Swap),
+                    ..
+                }
+            )
+        });
+        let reclaimed = count(&|e| {
+            matches!(
+                e,
+                Event::Evicted {
+                    how: EvictedHow::Reclaim,
+                    ..
+                }
+            )
+        });
+        // Each step's truth: [A present, swapped, absent, B present, swapped, absent]. The
+        // kernel chooses (a page not yet on an LRU list is not paged out; reclaim takes what it
+        // finds): the summary's figures follow from what it did.
+        let steps: Vec<Vec<u64>> = t
+            .stdout
+            .lines()
+            .skip(1)
+            .map(|l| {
+                l.split(' ')
+                    .filter_map(|w| w.parse().ok())
+                    .skip(1)
+                    .collect()
+            })
+            .collect();
+        let (s1, s2, s3) = (&steps[0], &steps[1], &steps[2]);
+        assert!(s1[1] > 1024 && s2[1] < s1[1], "{how}: {}", t.stdout);
+        let (processes, _) = t.summary();
+        let p = &processes[0];
+        let out = s1[1] + s3[1].saturating_sub(s2[1]) + s3[4];
+        assert_eq!(
+            p.swapped_out_bytes,
+            out * PAGE,
+            "{how}: {p:?}\n{}",
+            t.stdout
+        );
+        assert_eq!(
+            p.swapped_in_bytes,
+            (s1[1] - s2[1]) * PAGE,
+            "{how}: {p:?}\n{}",
+            t.stdout
+        );
+        assert_eq!(
+            p.reclaimed_bytes,
+            s3[5] * PAGE,
+            "{how}: {p:?}\n{}",
+            t.stdout
+        );
+        assert!(swapped >= 1 && back >= 1, "{how}: {swapped} {back}");
+        assert_eq!(reclaimed >= 1, s3[5] > 0, "{how}");
+        assert!(t.stderr.contains("pressure: "), "{how}: {}", t.stderr);
+    }
+}
+
+/// A process the OOM killer kills in a memory cgroup of 32 MiB: its `exit` line says so, with
+/// the cgroup, its limit and the kernel log's line; a `SIGKILL` sent by a program is not one.
+#[test]
+fn an_oom_kill_is_said_on_the_exit_line() {
+    let Some(cgroup) = MemoryCgroup::new("mevi-oom") else {
+        return;
+    };
+    cgroup.limit(32 << 20);
+    let argv: Vec<OsString> = vec![workload("oom_eater").into(), cgroup.dir.clone().into()];
+    let t = trace_within(&[], &argv, HANG);
+    assert_eq!(t.status, 128 + 9, "{}", t.stderr);
+    let exit = t
+        .lines
+        .iter()
+        .find_map(|l| match &l.event {
+            Event::Exit { signal, oom, .. } => Some((signal.clone(), oom.clone())),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(exit.0.as_deref(), Some("SIGKILL"));
+    let oom = exit
+        .1
+        .unwrap_or_else(|| panic!("no oom on the exit line\n{}", t.stderr));
+    eprintln!("the OOM kill: {oom:?}");
+    assert_eq!(oom.cgroup.as_deref(), Some(cgroup.path.as_str()), "{oom:?}");
+    assert_eq!(oom.limit, Some(32 << 20), "{oom:?}");
+    if let Some(log) = &oom.log {
+        assert!(log.contains("Killed process"), "{log}");
+    }
+    assert!(
+        t.stderr
+            .contains("killed by the kernel's OOM killer in memory cgroup"),
+        "{}",
+        t.stderr
+    );
+    // A SIGKILL of the program's own: no OOM kill.
+    let t = trace_within(&[], &[workload("u10_selfkill")], HANG);
+    assert_eq!(t.status, 128 + 9);
+    assert!(
+        t.lines
+            .iter()
+            .all(|l| !matches!(&l.event, Event::Exit { oom: Some(_), .. })),
+        "{}",
+        t.stderr
+    );
+}
 
 /// Every sample period, each process's memory by the kernel's count (`rss` lines), in any
 /// mode: after a program has written private and shared memory and read a file, then slept,

@@ -88,3 +88,176 @@ fn only_with_a_bad_pattern_is_a_usage_error() {
     assert!(stdout.is_empty());
     assert!(stderr.contains("not a shell pattern"), "{stderr}");
 }
+
+/// `select_two`'s fixed mappings (tests/workloads/select_two.c).
+const BIG: std::ops::Range<u64> = 0x2000_0000_0000..0x2000_0040_0000;
+const SMALL: std::ops::Range<u64> = 0x3000_0000_0000..0x3000_0001_0000;
+
+/// The workload's threads as it printed them: name to tid.
+fn threads_of(stdout: &str) -> std::collections::HashMap<String, i32> {
+    stdout
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.strip_prefix("thread ")?.split(' ');
+            Some((w.next()?.to_string(), w.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// `--threads`: the named thread's first touches are written, the other's are not, and are
+/// counted; the checks against the kernel still see every page (0 mismatched), since the
+/// replayed state has them all.
+#[test]
+fn threads_writes_the_first_touches_of_the_named_threads_only() {
+    let program = workload("select_two");
+    for (pattern, written) in [
+        ("worker-big", &["worker-big"][..]),
+        ("worker-*", &["worker-big", "worker-small"][..]),
+    ] {
+        let t = trace_within(&["--threads", pattern, "--verify"], &[&program], HANG);
+        assert_eq!(t.status, 0, "{pattern}: {}", t.evidence());
+        let threads = threads_of(&t.stdout);
+        let allowed: Vec<i32> = written.iter().map(|n| threads[*n]).collect();
+        let pages_in = |range: &std::ops::Range<u64>| -> u64 {
+            t.lines
+                .iter()
+                .filter_map(|l| match &l.event {
+                    Event::Resident {
+                        tid: Some(tid),
+                        start,
+                        end,
+                        ..
+                    } => {
+                        assert!(allowed.contains(tid), "{pattern}: {l:?}");
+                        (range.start <= *start && *end <= range.end).then(|| (end - start) / 4096)
+                    }
+                    _ => None,
+                })
+                .sum()
+        };
+        assert_eq!(pages_in(&BIG), 1024, "{pattern}");
+        let small = if written.contains(&"worker-small") {
+            16
+        } else {
+            0
+        };
+        assert_eq!(pages_in(&SMALL), small, "{pattern}");
+        let (_, totals) = t.summary();
+        let not = totals.threads_not_selected.clone().unwrap();
+        assert!(
+            not.lines > 0 && not.first_touches >= 16 - small,
+            "{pattern}: {not:?}"
+        );
+        let v = t.verify_totals();
+        assert!(
+            v.points > 0 && v.mismatched_pages == 0,
+            "{pattern}: {}",
+            t.evidence()
+        );
+        assert!(t.stderr.contains("--threads: "), "{}", t.stderr);
+    }
+    // A scan knows no thread.
+    let (status, _, stderr) = run_bounded(std::process::Command::new(crate::util::bin()).args([
+        "run",
+        "--faults",
+        "scan",
+        "--threads",
+        "x",
+        "--",
+        "/bin/true",
+    ]));
+    assert_eq!(status, 2, "{stderr}");
+}
+
+/// `--region` and `--min-size`: only the mappings selected are tracked (their pages followed),
+/// the others are written `tracked: false` with no page; `--verify` agrees on what is followed.
+/// `--only` on the same workload follows its second program alone.
+#[test]
+fn region_and_min_size_follow_the_mappings_selected_only() {
+    let program = workload("select_two");
+    let region = format!("{:#x}-{:#x}", BIG.start, BIG.start + 0x1000);
+    for how in ["uffd", "scan"] {
+        for flags in [["--region", region.as_str()], ["--min-size", "1M"]] {
+            let mut all = vec!["--faults", how, "--verify"];
+            all.extend(flags);
+            let t = trace_within(&all, &[&program], HANG);
+            assert_eq!(t.status, 0, "{how} {flags:?}: {}", t.evidence());
+            let tracked = |range: &std::ops::Range<u64>| {
+                t.lines.iter().find_map(|l| match &l.event {
+                    Event::Map {
+                        start,
+                        end,
+                        tracked,
+                        cause: None,
+                        ..
+                    } if *start == range.start && *end == range.end => Some(*tracked),
+                    _ => None,
+                })
+            };
+            assert_eq!(tracked(&BIG), Some(true), "{how} {flags:?}");
+            assert_eq!(tracked(&SMALL), Some(false), "{how} {flags:?}");
+            let resident_in_small = t.lines.iter().any(
+                |l| matches!(&l.event, Event::Resident { start, .. } if SMALL.contains(start)),
+            );
+            assert!(!resident_in_small, "{how} {flags:?}");
+            let v = t.verify_totals();
+            assert!(
+                v.points > 0 && v.mismatched_pages == 0,
+                "{how}: {}",
+                t.evidence()
+            );
+            if flags[0] == "--region" {
+                // Nothing outside the region is followed: the stacks and the heap neither.
+                assert!(
+                    t.lines.iter().all(|l| !matches!(&l.event,
+                        Event::Map { tracked: true, start, end, .. } if *end <= BIG.start || *start >= BIG.end)),
+                    "{how}"
+                );
+            }
+        }
+        // --only the second program: only its space is followed.
+        let t = trace_within(
+            &["--faults", how, "--only", "select-child", "--verify"],
+            &[&program],
+            HANG,
+        );
+        assert_eq!(t.status, 0, "{how}: {}", t.evidence());
+        let (_, totals) = t.summary();
+        assert_eq!(totals.not_selected_spaces, Some(2), "{how}");
+        assert!(t.lines.iter().all(|l| !matches!(&l.event,
+            Event::Resident { start, .. } if BIG.contains(start) || SMALL.contains(start))));
+    }
+}
+
+/// A mapping made beside one `--min-size` leaves out is merged into it by the kernel: under
+/// `--faults uffd` it is left out too, since registering it alone would split the program's one
+/// mapping in two (its `mremap` over the whole would then fail). The program runs as untraced.
+#[test]
+fn a_mapping_merged_into_one_left_out_is_left_out_too() {
+    let program = workload("select_merge");
+    let (status, untraced, _) = run_bounded(&mut std::process::Command::new(&program));
+    assert_eq!(
+        (status, untraced.as_str()),
+        (0, "mremap ok\nmappings at 200000000000: 1\n")
+    );
+    for how in ["uffd", "scan"] {
+        let t = trace_within(
+            &["--faults", how, "--min-size", "1M", "--verify"],
+            &[&program],
+            HANG,
+        );
+        assert_eq!(
+            (t.status, t.stdout.as_str()),
+            (0, untraced.as_str()),
+            "{how}: {}",
+            t.stderr
+        );
+        let v = t.verify_totals();
+        assert_eq!(v.mismatched_pages, 0, "{how}: {}", t.evidence());
+        let tracked_there = t.lines.iter().any(
+            |l| matches!(&l.event, Event::Map { tracked: true, start, .. } if *start >> 44 == 2),
+        );
+        // Scans register nothing, so split nothing: there the 4 MiB are followed as made.
+        assert_eq!(tracked_there, how == "scan", "{how}");
+    }
+}

@@ -78,6 +78,23 @@ enum Command {
         /// their layout stops only; a process that execs into a match is followed from then on.
         #[arg(long, value_name = "GLOB", value_parser = glob_pattern)]
         only: Vec<glob::Pattern>,
+        /// Write the first touches of these threads only (repeatable): a thread whose name
+        /// (comm, as `pthread_setname_np` or `prctl` set it) matches the shell pattern GLOB
+        /// (`worker-*`). The others' first touches are still followed and counted (the summary
+        /// says how many), and --verify still checks them; their `resident` lines are not
+        /// written. Needs --faults uffd (a scan does not know the thread).
+        #[arg(long, value_name = "GLOB", value_parser = glob_pattern)]
+        threads: Vec<glob::Pattern>,
+        /// Follow only the private anonymous mappings that overlap START-END (repeatable;
+        /// addresses in hex with 0x, or decimal), as they are made; the others are written
+        /// `tracked: false`, and cost nothing more than their layout stop.
+        #[arg(long, value_name = "START-END", value_parser = mevi_actors::selection::parse_region)]
+        region: Vec<std::ops::Range<u64>>,
+        /// Follow only the private anonymous mappings at least SIZE long (`1MiB`, `64k`) as
+        /// made: by one `mmap`, one `brk`'s growth, or as a new program's mappings are. The
+        /// others are written `tracked: false`.
+        #[arg(long, value_name = "SIZE", value_parser = min_size)]
+        min_size: Option<u64>,
         /// Do not print the human summary on stderr.
         #[arg(long)]
         no_summary: bool,
@@ -267,6 +284,14 @@ enum Command {
 }
 
 /// `--buffer`: a size with an optional unit, under 4 GiB (a queue's budget is a `u32`).
+/// `--min-size`'s size, in bytes (at least 1).
+fn min_size(text: &str) -> Result<u64, String> {
+    match parse_size::parse_size(text).map_err(|e| format!("{e} (try 1MiB or 64k)"))? {
+        0 => Err("must be at least 1 byte".into()),
+        n => Ok(n),
+    }
+}
+
 fn buffer_size(text: &str) -> Result<u32, String> {
     let bytes = parse_size::parse_size(text).map_err(|e| format!("{e} (try 4MiB or 500k)"))?;
     match u32::try_from(bytes) {
@@ -313,6 +338,9 @@ fn main() -> ExitCode {
             touch_stacks,
             sample_ms,
             only,
+            threads,
+            region,
+            min_size,
             #[cfg(feature = "test-hooks")]
             test_corrupt_state,
             program,
@@ -330,6 +358,18 @@ fn main() -> ExitCode {
             }
             if no_faults && sample_ms.is_some() {
                 usage_error("--sample-ms times scans of pages, which --no-faults does not follow");
+            }
+            if no_faults && (!threads.is_empty() || !region.is_empty() || min_size.is_some()) {
+                usage_error(
+                    "--threads, --region and --min-size select pages to follow, which \
+                     --no-faults does not follow",
+                );
+            }
+            if faults == FaultsBy::Scan && !threads.is_empty() {
+                usage_error(
+                    "--threads selects threads by the first touches they make, which a scan \
+                     does not see (use --faults uffd)",
+                );
             }
             if no_faults && touch_stacks > 0 {
                 usage_error(
@@ -356,7 +396,12 @@ fn main() -> ExitCode {
                 stack_depth: (!no_stacks).then_some(stack_depth),
                 touch_stacks: (touch_stacks > 0).then_some(touch_stacks),
                 sample: Duration::from_millis(sample_ms.unwrap_or(DEFAULT_SAMPLE_MS)),
-                only,
+                selection: mevi_actors::selection::Selection {
+                    only,
+                    threads,
+                    regions: region,
+                    min_size: min_size.unwrap_or(0),
+                },
             })
             .status
         }
@@ -402,7 +447,7 @@ fn main() -> ExitCode {
                 stack_depth: None,
                 touch_stacks: None,
                 sample: Duration::from_millis(sample_ms.unwrap_or(DEFAULT_SAMPLE_MS)),
-                only: Vec::new(),
+                selection: Default::default(),
             })
             .status
         }
@@ -440,7 +485,7 @@ fn main() -> ExitCode {
                 stack_depth: None,
                 touch_stacks: None,
                 sample: Duration::from_millis(DEFAULT_SAMPLE_MS),
-                only: Vec::new(),
+                selection: Default::default(),
             })
             .status
         }

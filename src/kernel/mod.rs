@@ -7,6 +7,7 @@ pub mod attach;
 pub mod bpf;
 pub mod idle;
 pub mod inject;
+pub mod oom;
 pub mod perf;
 pub mod procfs;
 pub mod ptrace;

@@ -279,6 +279,25 @@ pub fn start_brk(pid: i32) -> Option<u64> {
     stat_field(pid, 47)
 }
 
+/// Whether the machine has swap turned on (a line under `/proc/swaps`' header).
+pub fn swap_configured() -> bool {
+    std::fs::read_to_string("/proc/swaps").is_ok_and(|s| s.lines().nth(1).is_some())
+}
+
+/// A counter of the machine's memory management (`/proc/vmstat`), by its name.
+pub fn vmstat(key: &str) -> Option<u64> {
+    keyed_number(&std::fs::read_to_string("/proc/vmstat").ok()?, key)
+}
+
+/// The number after `key` on a "key value" line of `text` (`/proc/vmstat`, a memory cgroup's
+/// `memory.events`).
+pub fn keyed_number(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(' ')?;
+        (k == key).then(|| v.trim().parse().ok()).flatten()
+    })
+}
+
 /// The minor faults of a whole process, its dead threads' included (`min_flt`, field 10 of
 /// `/proc/PID/stat`): every fault served without I/O, by the kernel's own count.
 pub fn minor_faults(pid: i32) -> Option<u64> {
@@ -368,6 +387,8 @@ pub struct PopulatedRun {
     pub zero: bool,
     /// Mapped by huge pages (PMDs).
     pub huge: bool,
+    /// Swapped out: a swap entry in the page tables, not in memory.
+    pub swapped: bool,
 }
 
 /// An open `/proc/PID/pagemap`. It pins the mm it was opened on, so it keeps answering for that
@@ -415,8 +436,9 @@ impl Pagemap {
     }
 
     /// The populated pages inside `range` (page-aligned), in address order, in runs of one kind:
-    /// the shared zero page or not, mapped by a huge page (a PMD) or not. A kernel without
-    /// `PAGEMAP_SCAN` tells neither: every run is then given as written, small pages.
+    /// swapped out or present; the shared zero page or not, mapped by a huge page (a PMD) or
+    /// not. A kernel without `PAGEMAP_SCAN` tells only the first: every present run is then given
+    /// as written, small pages.
     pub fn populated(&self, range: Range<u64>) -> io::Result<Vec<PopulatedRun>> {
         use std::sync::atomic::Ordering::Relaxed;
         // Whole pages (the kernel refuses an unaligned start with EINVAL, which would read as a
@@ -440,15 +462,7 @@ impl Pagemap {
                 Err(e) => return Err(e),
             }
         }
-        Ok(self
-            .read_present(range)?
-            .into_iter()
-            .map(|range| PopulatedRun {
-                range,
-                zero: false,
-                huge: false,
-            })
-            .collect())
+        self.read_entries(range)
     }
 
     fn scan_populated(&self, range: Range<u64>, guards: bool) -> io::Result<Vec<PopulatedRun>> {
@@ -485,11 +499,13 @@ impl Pagemap {
                     range: r.start..r.end,
                     zero: r.categories & PAGE_IS_PFNZERO != 0,
                     huge: r.categories & PAGE_IS_HUGE != 0,
+                    swapped: r.categories & PAGE_IS_SWAPPED != 0,
                 };
                 match runs.last_mut() {
                     Some(last)
                         if last.range.end == run.range.start
-                            && (last.zero, last.huge) == (run.zero, run.huge) =>
+                            && (last.zero, last.huge, last.swapped)
+                                == (run.zero, run.huge, run.swapped) =>
                     {
                         last.range.end = run.range.end
                     }
@@ -504,8 +520,9 @@ impl Pagemap {
         Ok(runs)
     }
 
-    fn read_present(&self, range: Range<u64>) -> io::Result<Vec<Range<u64>>> {
-        let mut runs: Vec<Range<u64>> = Vec::new();
+    /// The populated pages of `range`, read entry by entry (a kernel before `PAGEMAP_SCAN`).
+    fn read_entries(&self, range: Range<u64>) -> io::Result<Vec<PopulatedRun>> {
+        let mut runs: Vec<PopulatedRun> = Vec::new();
         let pages = (range.end - range.start) / self.page_size;
         let mut buf = vec![0u8; 8 * 4096];
         let mut done = 0u64;
@@ -521,9 +538,17 @@ impl Pagemap {
                 let entry = u64::from_ne_bytes(entry.try_into().unwrap());
                 if entry & (PM_PRESENT | PM_SWAPPED) != 0 && entry & PM_GUARD_REGION == 0 {
                     let page = range.start + (done + i as u64) * self.page_size;
+                    let swapped = entry & PM_PRESENT == 0;
                     match runs.last_mut() {
-                        Some(last) if last.end == page => last.end = page + self.page_size,
-                        _ => runs.push(page..page + self.page_size),
+                        Some(last) if last.range.end == page && last.swapped == swapped => {
+                            last.range.end = page + self.page_size
+                        }
+                        _ => runs.push(PopulatedRun {
+                            range: page..page + self.page_size,
+                            zero: false,
+                            huge: false,
+                            swapped,
+                        }),
                     }
                 }
             }
@@ -601,7 +626,19 @@ mod tests {
         let pm = Pagemap::open(std::process::id() as i32, ps).unwrap();
         let runs = pm.populated_runs(base..base + ps).unwrap();
         assert_eq!(runs, vec![base..base + ps]);
-        assert_eq!(pm.read_present(base..base + ps).unwrap(), runs);
+        let entries = pm.read_entries(base..base + ps).unwrap();
+        assert_eq!(entries.len(), 1);
+        assert_eq!(
+            (entries[0].range.clone(), entries[0].swapped),
+            (runs[0].clone(), false)
+        );
+    }
+
+    #[test]
+    fn keyed_numbers_are_whole_keys() {
+        let text = "oom_kill_disable 0\nunder_oom 0\noom_kill 3\n";
+        assert_eq!(keyed_number(text, "oom_kill"), Some(3));
+        assert_eq!(keyed_number(text, "oom"), None);
     }
 
     #[test]

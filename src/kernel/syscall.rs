@@ -89,6 +89,8 @@ pub enum LayoutSyscall {
         discard: Option<DiscardAdvice>,
         /// `MADV_HUGEPAGE` or `MADV_COLLAPSE`: the range is to have huge pages.
         huge: Option<HugeAdvice>,
+        /// `MADV_FREE`: its pages may be reclaimed from its return on, unless written again.
+        lazy_free: bool,
     },
     /// `mprotect` or `pkey_mprotect`: no page or mapping comes or goes, only `prot` changes.
     Mprotect {
@@ -146,6 +148,7 @@ impl LayoutSyscall {
                 len: align(a[1]),
                 discard: DiscardAdvice::of(a[2] as i32),
                 huge: HugeAdvice::of(a[2] as i32),
+                lazy_free: a[2] as i32 == libc::MADV_FREE,
             },
             libc::SYS_brk => LayoutSyscall::Brk { addr: a[0] },
             libc::SYS_mprotect | libc::SYS_pkey_mprotect => LayoutSyscall::Mprotect {
@@ -570,7 +573,8 @@ mod tests {
                 addr: P,
                 len: P,
                 discard: Some(DiscardAdvice::DontNeed),
-                huge: None
+                huge: None,
+                lazy_free: false,
             }
         );
         let free = LayoutSyscall::decode(
@@ -674,6 +678,7 @@ mod tests {
             len: P,
             discard: Some(DiscardAdvice::DontNeed),
             huge: None,
+            lazy_free: false,
         };
         assert!(dontneed.may_have_acted_on_error(512));
         assert!(!dontneed.may_have_acted_on_error(libc::EINVAL as i64));

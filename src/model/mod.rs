@@ -12,7 +12,10 @@ use std::ops::Range;
 
 use rangemap::{RangeMap, RangeSet};
 
-use crate::event::{Event, ForkKind, Line, MapCause, MapKind, PageState, SpaceId, WarningKind};
+use crate::event::{
+    Event, EvictedHow, ForkKind, Line, MapCause, MapKind, PageState, ResidentFrom, SpaceId,
+    WarningKind,
+};
 
 /// What occupies a range of an address space.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,6 +67,8 @@ pub struct AddressSpace {
     /// The resident pages whose first touch was a read: the shared zero page. A later write
     /// replaces it with a page of its own and no line, so these are at most the zero pages.
     pub zero: RangeSet<u64>,
+    /// Pages of tracked mappings evicted to swap: not resident, not gone (`evicted` lines).
+    pub swapped: RangeSet<u64>,
     pub resident_bytes: u64,
     pub peak_resident_bytes: u64,
 }
@@ -98,8 +103,26 @@ impl AddressSpace {
             .map(|r| r.end.min(range.end) - r.start.max(range.start))
             .sum();
         self.resident.remove(range.clone());
-        self.zero.remove(range);
+        self.zero.remove(range.clone());
+        self.swapped.remove(range);
         self.resident_bytes -= removed;
+    }
+
+    /// The resident pages of `range` left memory (`evicted`): to swap, where they stay until
+    /// they come back or are released, or reclaimed, gone. Pages not resident are left as they
+    /// are (the line is about the stream's resident pages only).
+    fn evict(&mut self, range: Range<u64>, how: EvictedHow) {
+        let resident: Vec<Range<u64>> = self
+            .resident
+            .overlapping(&range)
+            .map(|r| r.start.max(range.start)..r.end.min(range.end))
+            .collect();
+        for r in resident {
+            self.remove_resident(r.clone());
+            if how == EvictedHow::Swap {
+                self.swapped.insert(r);
+            }
+        }
     }
 
     /// Gives the mappings within `range` a new `prot`; holes stay holes, pages stay as they are.
@@ -145,6 +168,14 @@ impl AddressSpace {
             .sum()
     }
 
+    /// Bytes within `range` evicted to swap.
+    pub fn swapped_bytes_in(&self, range: Range<u64>) -> u64 {
+        self.swapped
+            .overlapping(&range)
+            .map(|r| r.end.min(range.end) - r.start.max(range.start))
+            .sum()
+    }
+
     /// Bytes within `range` first touched by a read (see `zero`).
     pub fn zero_in(&self, range: Range<u64>) -> u64 {
         self.zero
@@ -174,6 +205,7 @@ impl AddressSpace {
         let clip = |r: &Range<u64>| r.start.max(src.start)..r.end.min(src.end);
         let resident: Vec<Range<u64>> = self.resident.overlapping(&src).map(clip).collect();
         let zero: Vec<Range<u64>> = self.zero.overlapping(&src).map(clip).collect();
+        let swapped: Vec<Range<u64>> = self.swapped.overlapping(&src).map(clip).collect();
         if dontunmap {
             // The old range stays mapped, with every page gone.
             self.remove_resident(old.clone());
@@ -202,6 +234,9 @@ impl AddressSpace {
         }
         for r in zero {
             self.zero.insert(shift(r.start)..shift(r.end));
+        }
+        for r in swapped {
+            self.swapped.insert(shift(r.start)..shift(r.end));
         }
     }
 }
@@ -380,6 +415,17 @@ impl Replay {
         if self.tree_peak_resident_bytes > peak_before {
             self.tree_peak_t_ns = line.t_ns;
         }
+    }
+
+    /// Applies a line that is not in the written stream (`--threads`): its change, with no `seq`
+    /// of the stream's.
+    pub fn apply_aside(&mut self, line: &Line) {
+        let next = self.next_seq;
+        self.apply_line(&Line {
+            seq: next,
+            ..line.clone()
+        });
+        self.next_seq = next;
     }
 
     /// Applies one event by the replay rules of `docs/schema.md`, and keeps the tree's total.
@@ -620,15 +666,26 @@ impl Replay {
                 start,
                 end,
                 write,
+                from,
                 ..
             } => {
                 let s = self.space_mut(*space);
+                if *from == Some(ResidentFrom::Swap) {
+                    s.swapped.remove(*start..*end);
+                }
                 if *write {
                     s.add_resident(*start..*end)
                 } else {
                     s.add_zero(*start..*end)
                 }
             }
+            Event::Evicted {
+                space,
+                start,
+                end,
+                how,
+                ..
+            } => self.space_mut(*space).evict(*start..*end, *how),
             Event::Exit { pid, .. } => {
                 if let Some(space) = self.process_space.remove(pid) {
                     self.left(space);
@@ -656,6 +713,7 @@ impl Replay {
             s.mappings = RangeMap::new();
             s.resident = RangeSet::new();
             s.zero = RangeSet::new();
+            s.swapped = RangeSet::new();
             s.resident_bytes = 0;
         }
     }
@@ -732,6 +790,7 @@ fn inverted_range(event: &Event) -> Option<&'static str> {
         | Event::Discard { start, end, .. }
         | Event::Protect { start, end, .. }
         | Event::Resident { start, end, .. }
+        | Event::Evicted { start, end, .. }
             if end < start =>
         {
             Some("range")
@@ -787,7 +846,68 @@ mod tests {
             writer: None,
             site: None,
             sampled: 0,
+            from: None,
         }
+    }
+
+    fn evicted(start: u64, end: u64, how: EvictedHow) -> Event {
+        Event::Evicted {
+            pid: 1,
+            space: 0,
+            start,
+            end,
+            how,
+        }
+    }
+
+    /// Swapped pages leave the resident figure, move with their mapping, come back by a
+    /// `resident` line `from` `swap`, and end with a discard; reclaimed ones are just gone.
+    #[test]
+    fn evicted_pages_leave_memory_and_swapped_ones_come_back() {
+        let mut r = Replay::new();
+        r.apply(&exec());
+        r.apply(&map(0, 0x10000, 0x20000, PageState::NotResident));
+        r.apply(&resident(0x10000, 0x18000));
+        r.apply(&evicted(0x10000, 0x14000, EvictedHow::Swap));
+        // Only resident pages are evicted: 0x18000.. was never touched.
+        r.apply(&evicted(0x16000, 0x1a000, EvictedHow::Reclaim));
+        let s = &r.spaces[&0];
+        assert_eq!(s.resident_bytes, 0x2000);
+        assert_eq!(s.swapped_bytes_in(0..u64::MAX), 0x4000);
+        assert_eq!(s.swapped_bytes_in(0x10000..0x14000), 0x4000);
+        r.apply(&Event::Remap {
+            pid: 1,
+            tid: 1,
+            space: 0,
+            old_start: 0x10000,
+            old_end: 0x20000,
+            new_start: 0x40000,
+            new_end: 0x50000,
+            dontunmap: false,
+            site: None,
+        });
+        let mut back = resident(0x40000, 0x42000);
+        if let Event::Resident { from, faults, .. } = &mut back {
+            *from = Some(ResidentFrom::Swap);
+            *faults = 0;
+        }
+        r.apply(&back);
+        let s = &r.spaces[&0];
+        assert_eq!(s.swapped_bytes_in(0..u64::MAX), 0x2000);
+        assert_eq!(s.swapped_bytes_in(0x42000..0x44000), 0x2000);
+        assert_eq!(s.resident_bytes, 0x4000);
+        r.apply(&Event::Discard {
+            pid: 1,
+            tid: 1,
+            space: 0,
+            start: 0x40000,
+            end: 0x50000,
+            advice: "dontneed".into(),
+            site: None,
+        });
+        let s = &r.spaces[&0];
+        assert!(s.swapped.is_empty());
+        assert_eq!(s.resident_bytes, 0);
     }
 
     fn exec() -> Event {
@@ -1098,6 +1218,7 @@ mod tests {
                 writer: None,
                 site: None,
                 sampled: 0,
+                from: None,
             },
             _ => unreachable!(),
         };

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::Replay;
-use crate::event::{Event, Line, SpaceId, WarningKind};
+use crate::event::{Event, EvictedHow, Line, OomKill, ResidentFrom, SpaceId, WarningKind};
 
 /// One process, from the line announcing it to its `exit`.
 #[derive(Clone, Debug, Default)]
@@ -31,6 +31,12 @@ pub struct Process {
     /// its own, as in the summary).
     pub maps: u64,
     pub unmaps: u64,
+    /// Its pages' trips out of memory and back, in bytes (`evicted`, `resident` `from` `swap`).
+    pub swapped_out_bytes: u64,
+    pub swapped_in_bytes: u64,
+    pub reclaimed_bytes: u64,
+    /// As its `exit` line says.
+    pub oom: Option<OomKill>,
 }
 
 impl Process {
@@ -84,6 +90,13 @@ impl Processes {
         self.after(replay, line);
     }
 
+    /// `apply`, for a line that is not written (`--threads`): it takes no `seq` of the stream's.
+    pub fn apply_aside(&mut self, replay: &mut Replay, line: &Line) {
+        self.before(replay, line);
+        replay.apply_aside(line);
+        self.after(replay, line);
+    }
+
     /// Before `replay` applies `line`: what it says of its process.
     fn before(&mut self, replay: &Replay, line: &Line) {
         self.ended = None;
@@ -115,13 +128,50 @@ impl Processes {
             Event::Map { cause: Some(_), .. } | Event::Unmap { cause: Some(_), .. } => {}
             Event::Map { pid, .. } | Event::Brk { pid, .. } => self.entry(*pid, t).maps += 1,
             Event::Unmap { pid, .. } => self.entry(*pid, t).unmaps += 1,
-            Event::Resident { pid, faults, .. } => self.entry(*pid, t).first_touches += faults,
+            Event::Resident {
+                pid,
+                space,
+                start,
+                end,
+                faults,
+                from,
+                ..
+            } => {
+                let back = match from {
+                    Some(ResidentFrom::Swap) => replay
+                        .spaces
+                        .get(space)
+                        .map_or(0, |s| s.swapped_bytes_in(*start..*end)),
+                    None => 0,
+                };
+                let p = self.entry(*pid, t);
+                p.first_touches += faults;
+                p.swapped_in_bytes += back;
+            }
+            Event::Evicted {
+                pid,
+                space,
+                start,
+                end,
+                how,
+            } => {
+                let bytes = replay
+                    .spaces
+                    .get(space)
+                    .map_or(0, |s| s.resident_in(*start..*end));
+                let p = self.entry(*pid, t);
+                match how {
+                    EvictedHow::Swap => p.swapped_out_bytes += bytes,
+                    EvictedHow::Reclaim => p.reclaimed_bytes += bytes,
+                }
+            }
             Event::Exit {
                 pid,
                 space,
                 status,
                 signal,
                 name,
+                oom,
                 ..
             } => {
                 let mut p = self.live.remove(pid).unwrap_or(Process {
@@ -134,6 +184,7 @@ impl Processes {
                 p.ended_ns = Some(t);
                 p.status = *status;
                 p.signal = signal.clone();
+                p.oom = oom.clone();
                 if name.is_some() {
                     p.name = name.clone();
                 }

@@ -247,6 +247,20 @@ pub fn row(line: &Line) -> Option<EventRow> {
             None,
             format!("at most {at_most} pages ({faults} faults counted, {found} found)"),
         ),
+        Event::Evicted {
+            pid,
+            space,
+            start,
+            end,
+            how,
+        } => row(
+            "evicted",
+            Some(*pid),
+            None,
+            Some(*space),
+            Some((*start, *end)),
+            json_name(how),
+        ),
         Event::Start { .. }
         | Event::Site { .. }
         | Event::Rss { .. }

@@ -146,6 +146,9 @@ impl Encoder {
             }
             | Event::Discard {
                 space, start, end, ..
+            }
+            | Event::Evicted {
+                space, start, end, ..
             } => {
                 let resident = replay
                     .spaces

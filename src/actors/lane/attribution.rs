@@ -222,6 +222,7 @@ mod tests {
             signal: None,
             resident_bytes: 0,
             peak_resident_bytes: 0,
+            oom: None,
             name: None,
         });
         assert_eq!(who.known(11).unwrap().pid, 10);

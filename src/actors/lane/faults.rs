@@ -74,6 +74,10 @@ impl Lane {
             .as_ref()
             .filter(|_| own_thread)
             .and_then(|stacks| stacks.take(tid));
+        // While it waits in the fault, the thread is alive and named as it is now.
+        if let Some(names) = &self.thread_names {
+            names.note(tid);
+        }
         match uffd.resolve(addr, write) {
             Resolution::Resolved => {
                 if test_hooks::fails(Fault::LanePanic, Some(self.space)) {

@@ -53,6 +53,7 @@ use crate::event::{Event, SiteId, SpaceId, VerifyPoint, WarningKind};
 use crate::kernel::procfs::Pagemap;
 use crate::kernel::syscall::LayoutSyscall;
 use crate::kernel::uffd::{AddressSpaceUffd, PageFault, UffdMessage, UffdPoller};
+use crate::selection::ThreadNames;
 use crate::stacks::TouchStacks;
 use crate::test_hooks::{self, Fault};
 
@@ -183,6 +184,8 @@ pub struct Lane {
     failed: Option<String>,
     /// `--touch-stacks`: the stacks of sampled first touches.
     touch_stacks: Option<TouchStacks>,
+    /// `--threads`: where the names of the faulting threads are noted.
+    thread_names: Option<Arc<ThreadNames>>,
 }
 
 impl Lane {
@@ -219,8 +222,15 @@ impl Lane {
             buf: EventBuffer::new(64),
             failed: None,
             touch_stacks,
+            thread_names: None,
         };
         (actor, handle)
+    }
+
+    /// `--threads`: notes the name of each thread whose fault it resolves, for the state actor.
+    pub fn noting_thread_names(mut self, names: Option<Arc<ThreadNames>>) -> Self {
+        self.thread_names = names;
+        self
     }
 
     pub async fn run(mut self) {

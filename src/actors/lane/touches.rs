@@ -49,6 +49,7 @@ impl TouchRun {
                 writer: self.writer,
                 site: self.site,
                 sampled: self.sampled,
+                from: None,
             },
         }
     }

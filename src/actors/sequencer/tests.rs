@@ -65,6 +65,9 @@ fn start() -> Event {
         touch_stacks: None,
         attach: None,
         only: None,
+        threads: None,
+        regions: None,
+        min_size: None,
     }
 }
 

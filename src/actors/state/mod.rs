@@ -12,24 +12,28 @@ mod sites;
 mod summary;
 #[cfg(test)]
 mod tests;
+mod threads;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 use std::time::Duration;
 
 use async_channel::{Receiver, Sender};
+use std::sync::Arc;
 
 use self::output::Output;
 pub use self::output::{DEFAULT_BUFFER, DEFAULT_BUFFER_BYTES, WaitsForRoom, stream_lost};
 pub use self::report::ReportTap;
 use self::sites::SiteLines;
 pub use self::summary::human_summary;
+use self::threads::ThreadFilter;
 use crate::event::{
-    Event, ForkKind, Line, ProcessSummary, RunTotals, SpaceId, UnseenTotals, VerifyTotals,
-    WarningKind,
+    Event, ForkKind, Line, NotWritten, ProcessSummary, RunTotals, SpaceId, UnseenTotals,
+    VerifyTotals, WarningKind,
 };
 use crate::model::Replay;
 use crate::model::processes::{Process, Processes};
+use crate::selection::ThreadNames;
 use crate::test_hooks::{self, Fault};
 use crate::verify::{self, KernelView, Probe, Unreadable};
 
@@ -112,6 +116,10 @@ pub struct StateActor {
     unseen: BTreeMap<SpaceId, UnseenTotals>,
     /// `--only`: the spaces of programs not selected.
     not_selected: BTreeSet<SpaceId>,
+    /// `--threads`: which `resident` lines are written.
+    threads: Option<ThreadFilter>,
+    /// Lines not written (`--threads`): every later line's `seq` is the sequencer's less this.
+    withheld: u64,
 }
 
 impl StateActor {
@@ -143,8 +151,17 @@ impl StateActor {
             inserted: 0,
             unseen: BTreeMap::new(),
             not_selected: BTreeSet::new(),
+            threads: None,
+            withheld: 0,
         };
         (actor, StateHandle { tx })
+    }
+
+    /// `--threads`: `resident` lines only for the threads whose name (as the lanes noted it)
+    /// one of `patterns` matches.
+    pub fn selecting_threads(mut self, names: Option<Arc<ThreadNames>>) -> Self {
+        self.threads = names.map(ThreadFilter::new);
+        self
     }
 
     pub async fn run(mut self) -> RunReport {
@@ -177,7 +194,12 @@ impl StateActor {
 
     /// A line from the sequencer, after the `site` line it is the first to name.
     async fn on_line(&mut self, mut line: Line, probe: Option<Probe>) {
-        line.seq += self.inserted;
+        line.seq = (line.seq + self.inserted).saturating_sub(self.withheld);
+        if let Some(threads) = &mut self.threads
+            && !threads.writes(&line.event)
+        {
+            return self.withhold(line);
+        }
         if let Some(sites) = &mut self.sites
             && let Some(site) = sites.name_site_of(&mut line.event).await
         {
@@ -234,6 +256,22 @@ impl StateActor {
             });
         }
         self.output.push(line).await;
+    }
+
+    /// A `resident` line of a thread `--threads` does not select: the replayed state, the
+    /// processes' counts and the page have it (so checks stay exact); the stream does not.
+    fn withhold(&mut self, line: Line) {
+        self.withheld += 1;
+        if let Event::Resident { faults, .. } = line.event {
+            self.totals.faults += faults;
+        }
+        if let Some(tap) = &mut self.report {
+            tap.before(&self.model, &line);
+        }
+        self.lives.apply_aside(&mut self.model, &line);
+        if let Some(tap) = &mut self.report {
+            tap.after(&self.model, &self.lives, &line);
+        }
     }
 
     /// Compares the replayed space with the kernel's page tables, which the probe reads now: the
@@ -434,6 +472,10 @@ impl StateActor {
                 lifetime_ns: p.ended_ns.unwrap_or(end).saturating_sub(p.started_ns),
                 status: p.status,
                 signal: p.signal.clone(),
+                oom: p.oom.clone(),
+                swapped_out_bytes: p.swapped_out_bytes,
+                swapped_in_bytes: p.swapped_in_bytes,
+                reclaimed_bytes: p.reclaimed_bytes,
             })
             .collect();
         self.totals.processes = processes.len() as u64;
@@ -456,6 +498,12 @@ impl StateActor {
         self.totals.tracer_peak_rss_bytes = own_peak_rss_bytes();
         if self.options.only {
             self.totals.not_selected_spaces = Some(self.not_selected.len() as u64);
+        }
+        if let Some(threads) = &self.threads {
+            self.totals.threads_not_selected = Some(NotWritten {
+                lines: threads.withheld_lines,
+                first_touches: threads.withheld_faults,
+            });
         }
         if self.options.scan {
             let mut all = UnseenTotals::default();

@@ -60,6 +60,14 @@ pub fn human_summary(processes: &[ProcessSummary], totals: &RunTotals, faults: b
             totals.spaces
         );
     }
+    if let Some(t) = &totals.threads_not_selected {
+        let _ = writeln!(
+            s,
+            "mevi-actors: --threads: {} first touches of threads not selected were followed and \
+             counted, their {} resident line(s) not written",
+            t.first_touches, t.lines
+        );
+    }
     if totals.warnings > 0 {
         let _ = writeln!(
             s,
@@ -128,6 +136,32 @@ pub fn human_summary(processes: &[ProcessSummary], totals: &RunTotals, faults: b
             }
         );
     }
+    // Under pressure: what of each process's pages left memory and came back, and who the OOM
+    // killer took, below the table.
+    for p in processes {
+        let trips = [
+            ("swapped out", p.swapped_out_bytes),
+            ("back from swap", p.swapped_in_bytes),
+            ("reclaimed after MADV_FREE", p.reclaimed_bytes),
+        ]
+        .into_iter()
+        .filter(|(_, bytes)| *bytes > 0)
+        .map(|(what, bytes)| format!("{} {what}", format_size(bytes, BINARY)))
+        .collect::<Vec<_>>();
+        if !trips.is_empty() {
+            let _ = writeln!(s, "{:>8} pressure: {}", p.pid, trips.join(", "));
+        }
+        if let Some(oom) = &p.oom {
+            let mut at = String::new();
+            if let Some(cgroup) = &oom.cgroup {
+                let _ = write!(at, " in memory cgroup {cgroup}");
+            }
+            if let Some(limit) = oom.limit {
+                let _ = write!(at, " (limit {})", format_size(limit, BINARY));
+            }
+            let _ = writeln!(s, "{:>8} killed by the kernel's OOM killer{at}", p.pid);
+        }
+    }
     s
 }
 
@@ -169,7 +203,34 @@ mod tests {
             lifetime_ns: 1_500_000,
             status,
             signal: signal.map(str::to_string),
+            oom: None,
+            swapped_out_bytes: 0,
+            swapped_in_bytes: 0,
+            reclaimed_bytes: 0,
         }
+    }
+
+    #[test]
+    fn pages_under_pressure_and_an_oom_kill_are_said_below_the_table() {
+        let mut p = row(7, &["/bin/eater"], None, Some("SIGKILL"));
+        p.swapped_out_bytes = 8 << 20;
+        p.reclaimed_bytes = 4096;
+        p.oom = Some(crate::event::OomKill {
+            cgroup: Some("/box".into()),
+            limit: Some(32 << 20),
+            log: None,
+        });
+        let text = human_summary(&[p], &RunTotals::default(), true);
+        assert!(
+            text.contains("       7 pressure: 8 MiB swapped out, 4 KiB reclaimed after MADV_FREE"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "       7 killed by the kernel's OOM killer in memory cgroup /box (limit 32 MiB)"
+            ),
+            "{text}"
+        );
     }
 
     fn table(processes: &[ProcessSummary]) -> Vec<String> {

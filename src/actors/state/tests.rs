@@ -145,6 +145,7 @@ async fn every_process_is_named_by_its_own_last_argv_with_its_end() {
                 signal: Some("SIGSEGV".into()),
                 resident_bytes: 0,
                 peak_resident_bytes: 0,
+                oom: None,
             },
         ),
         line(
@@ -158,6 +159,7 @@ async fn every_process_is_named_by_its_own_last_argv_with_its_end() {
                 signal: None,
                 resident_bytes: 0,
                 peak_resident_bytes: 0,
+                oom: None,
             },
         ),
     ];

@@ -88,6 +88,7 @@ impl Tracer {
                     faults_at_join: procfs::minor_faults(pid).unwrap_or(0),
                     faults_at_exit: None,
                     rss: None,
+                    memory_cgroup: None,
                 },
             );
             // The only failure is its death meanwhile, which its exit reports.

@@ -8,6 +8,7 @@ use rangemap::RangeSet;
 
 use super::Tracer;
 use super::mappings::{MapAt, NewMapping};
+use super::scans::Running;
 use crate::actors::lane::{LaneMessage, PagesAtExit};
 use crate::actors::sequencer::Stamped;
 use crate::event::{Event, Follow, MapKind, SpaceId, prot_string};
@@ -259,6 +260,7 @@ impl Tracer {
                 add(range.clone());
                 if let Some(s) = self.spaces.get(&by.space) {
                     s.scans.borrow_mut().forget(range.clone());
+                    s.pressure.borrow_mut().forget(range.clone());
                 }
                 self.observed(
                     by.space,
@@ -312,7 +314,10 @@ impl Tracer {
                 let old = old_addr..old_addr.saturating_add(old_len);
                 let new = rval..rval.saturating_add(new_len);
                 if let Some(s) = self.spaces.get(&by.space) {
-                    s.scans.borrow_mut().moved(old, new.clone(), dontunmap);
+                    s.scans
+                        .borrow_mut()
+                        .moved(old.clone(), new.clone(), dontunmap);
+                    s.pressure.borrow_mut().moved(old, new.clone(), dontunmap);
                 }
                 // The moved or grown mapping keeps its registration (EVENT_REMAP); this only
                 // matters where the kernel made a new VMA, and fails harmlessly elsewhere.
@@ -341,8 +346,19 @@ impl Tracer {
             } => {
                 let range = addr..addr.saturating_add(len);
                 add(range.clone());
-                self.on_discard(by, range, advice);
+                self.on_discard(by, range.clone(), advice);
+                if advice == DiscardAdvice::PageOut {
+                    // What it wrote to swap is known now, exactly.
+                    let range: RangeSet<u64> = std::iter::once(range).collect();
+                    self.look_for_evictions(by.pid, by.space, &range, Running::OthersMayRun);
+                }
             }
+            LayoutSyscall::Madvise {
+                addr,
+                len,
+                lazy_free: true,
+                ..
+            } => self.on_lazy_free(by.pid, by.space, addr..addr.saturating_add(len)),
             LayoutSyscall::Mprotect { addr, len, prot } => {
                 let range = protected_range(by.pid, addr..addr.saturating_add(len), prot);
                 self.observed(
@@ -406,6 +422,7 @@ impl Tracer {
         if let Some(s) = self.spaces.get(&by.space) {
             // What was mapped there before (MAP_FIXED) is gone, with its advice.
             s.scans.borrow_mut().forget(range.clone());
+            s.pressure.borrow_mut().forget(range.clone());
         }
         if trackable
             && followed
@@ -492,6 +509,7 @@ impl Tracer {
         let shrunk_scanned = new < old && space.scans.borrow().followed.overlaps(&(new..old));
         if new < old {
             space.scans.borrow_mut().forget(new..old);
+            space.pressure.borrow_mut().forget(new..old);
         }
         let follow = if new > old {
             self.follow(by.space, by.pid, old..new, old..new, false)
@@ -501,6 +519,13 @@ impl Tracer {
         // Another thread can touch the new heap before it was registered above: the lane reads
         // which pages are already there.
         let at_exit = follow.and_then(|f| self.present_in_followed(f, by.pid, by.space, old..new));
+        if new > old {
+            let present = at_exit.as_ref().map_or(&[][..], |a| &a.present[..]);
+            space
+                .pressure
+                .borrow_mut()
+                .described(old..new, at_exit.is_some(), present);
+        }
         let scanned = shrunk_scanned || follow == Some(Follow::Scans);
         let event = Event::Brk {
             pid: by.pid,
@@ -544,6 +569,10 @@ impl Tracer {
                 Some(pages) => {
                     space
                         .scans
+                        .borrow_mut()
+                        .discarded(range.clone(), &pages.present);
+                    space
+                        .pressure
                         .borrow_mut()
                         .discarded(range.clone(), &pages.present);
                     pages

@@ -11,9 +11,9 @@ use crate::actors::lane::LaneMessage;
 use crate::actors::sequencer::SequencerMessage;
 use crate::event::{Event, ForkKind, SpaceId, WarningKind, signal_name};
 use crate::kernel::inject::{self, InjectError};
-use crate::kernel::procfs;
 use crate::kernel::ptrace::{self, ChildEvent, Resume, Stop, is_group_stop_signal};
 use crate::kernel::syscall;
+use crate::kernel::{oom, procfs};
 use crate::test_hooks::{self, Fault};
 
 impl Tracer {
@@ -120,6 +120,7 @@ impl Tracer {
                     faults_at_join: 0,
                     faults_at_exit: None,
                     rss: None,
+                    memory_cgroup: None,
                 },
             );
             self.observed(
@@ -242,6 +243,7 @@ impl Tracer {
                 faults_at_join: 0,
                 faults_at_exit: None,
                 rss: None,
+                memory_cgroup: None,
             },
         );
         self.after_setup(tid, result, "fork child");
@@ -368,6 +370,7 @@ impl Tracer {
                 faults_at_join: faults_at_exec.unwrap_or(0),
                 faults_at_exit: None,
                 rss: None,
+                memory_cgroup: None,
             },
         );
         self.after_setup(tid, result, "process after exec");
@@ -440,6 +443,7 @@ impl Tracer {
                 faults_at_join: 0,
                 faults_at_exit: None,
                 rss: None,
+                memory_cgroup: None,
             },
         );
         self.threads
@@ -547,7 +551,16 @@ impl Tracer {
             self.root_pid.store(0, Ordering::SeqCst);
         }
         self.faults_of_the_dead(pid);
-        self.processes.remove(&pid);
+        let process = self.processes.remove(&pid);
+        let oom = match end {
+            ProgramEnd::Signaled(libc::SIGKILL) => {
+                // A zombie still names its cgroup; a reaped process, the last look's.
+                let cgroup =
+                    oom::memory_cgroup(pid).or_else(|| process.and_then(|p| p.memory_cgroup));
+                self.oom.killed(pid, cgroup.as_ref())
+            }
+            _ => None,
+        };
         self.exec_interrupted.remove(&pid);
         // Children whose fork event died with this process.
         let orphans: Vec<(i32, Option<Signal>)> = self
@@ -583,6 +596,7 @@ impl Tracer {
             name: thread.name_at_exit,
             resident_bytes: 0,
             peak_resident_bytes: 0,
+            oom,
         });
         if joined {
             self.leave_space(space_id);

@@ -9,7 +9,7 @@ use super::Tracer;
 use crate::actors::lane::{LaneMessage, PagesAtExit};
 use crate::actors::sequencer::Stamped;
 use crate::event::{Event, Follow, MapCause, MapKind, PageState, SpaceId, WarningKind};
-use crate::kernel::procfs::MapsEntry;
+use crate::kernel::procfs::{self, MapsEntry};
 use crate::kernel::tick;
 use crate::test_hooks::{self, Fault};
 
@@ -83,6 +83,23 @@ impl Tracer {
         described: Range<u64>,
         grows_down: bool,
     ) -> Option<Follow> {
+        // `--region`, `--min-size`: a mapping not selected is not followed at all. Part of a
+        // mapping the stream has already (grown in place, described again) is followed as the
+        // rest of it is: registering it alone would split the mapping, and registering the
+        // whole would follow pages the stream says are not.
+        let selected = if self.config.selection.selects_ranges() && described != mapping {
+            self.spaces.get(&space).is_some_and(|s| {
+                let p = s.pressure.borrow();
+                [mapping.start..described.start, described.end..mapping.end]
+                    .iter()
+                    .any(|rest| !p.tracked_within(rest).is_empty())
+            })
+        } else {
+            self.config.selection.selects_range(&mapping)
+        };
+        if !selected {
+            return None;
+        }
         if grows_down && let Some(s) = self.spaces.get(&space) {
             s.scans.borrow_mut().stacks.insert(mapping.clone());
         }
@@ -93,9 +110,39 @@ impl Tracer {
             s.scans.borrow_mut().followed.insert(described);
             tick::hasten(self.config.sample);
             Some(Follow::Scans)
+        } else if self.merged_into_unselected(space, pid, &mapping) {
+            None
         } else {
             self.register(space, mapping).then_some(Follow::Faults)
         }
+    }
+
+    /// Under `--region` or `--min-size`: whether the kernel merged a new range into a mapping
+    /// beside it that is not followed (left out by the selection). Registering the new part
+    /// would split what the program sees as one mapping (and an `mremap` over both would then
+    /// fail), so the merged part is left out too. A followed neighbour is registered, and the
+    /// kernel merges nothing unregistered into it; so the mappings are read only when neither
+    /// neighbour is tracked.
+    fn merged_into_unselected(&self, space: SpaceId, pid: i32, range: &Range<u64>) -> bool {
+        if !self.config.selection.selects_ranges() {
+            return false;
+        }
+        let Some(s) = self.spaces.get(&space) else {
+            return false;
+        };
+        let beside_tracked = {
+            let p = s.pressure.borrow();
+            p.tracks(range.start.saturating_sub(1)) || p.tracks(range.end)
+        };
+        if beside_tracked {
+            return false;
+        }
+        let Ok(maps) = procfs::read_maps(pid) else {
+            return false;
+        };
+        maps.iter()
+            .find(|m| m.start <= range.start && range.start < m.end)
+            .is_some_and(|m| m.start < range.start || range.end < m.end)
     }
 
     /// Registers a range with the space's userfaultfd again after the syscall that moved or
@@ -107,7 +154,12 @@ impl Tracer {
             return;
         };
         if !s.scans.borrow().followed.overlaps(&range) {
-            self.register(space, range);
+            // What the stream tracks there: a mapping not selected (`--region`, `--min-size`)
+            // stays unregistered where it went.
+            let tracked = s.pressure.borrow().tracked_within(&range);
+            for part in tracked {
+                self.register(space, part);
+            }
         } else if let Some(uffd) = s.uffd.as_ref()
             && let Err(e) = uffd.unregister(range.start, range.end)
         {
@@ -157,6 +209,11 @@ impl Tracer {
             .follow
             .and_then(|f| self.present_in_followed(f, pid, space_id, range.clone()));
         let tracked = at_exit.is_some();
+        let present = at_exit.as_ref().map_or(&[][..], |a| &a.present[..]);
+        space
+            .pressure
+            .borrow_mut()
+            .described(range.clone(), tracked, present);
         let event = Event::Map {
             pid,
             tid,

@@ -28,6 +28,7 @@ mod lifecycle;
 mod mappings;
 mod namespaces;
 mod notif;
+mod pressure;
 mod races;
 mod rss;
 mod scans;
@@ -101,9 +102,11 @@ pub struct TracerConfig {
     /// `--touch-stacks`: what each lane takes its first touches' stacks with, and the samplers
     /// the tracer opens on every thread.
     pub touch_stacks: Option<(StackShared, Arc<TouchSamplers>)>,
-    /// `--only GLOB`: the programs whose memory is followed (argv[0], its file name, or the
-    /// process's `comm` matches one); empty: every program's.
-    pub only: Vec<glob::Pattern>,
+    /// `--only`, `--region`, `--min-size`: the programs and mappings whose memory is followed
+    /// (`--threads` is the state actor's).
+    pub selection: crate::selection::Selection,
+    /// `--threads`: where each lane notes the names of the threads whose faults it resolves.
+    pub thread_names: Option<Arc<crate::selection::ThreadNames>>,
 }
 
 /// How each space's private anonymous pages are followed (`run --faults`, `--no-faults`).
@@ -236,6 +239,8 @@ struct Process {
     faults_at_exit: Option<u64>,
     /// Its memory by the kernel's count, as the last `rss` line gave it (rss.rs).
     rss: Option<crate::kernel::procfs::RssFigures>,
+    /// Its memory cgroup when its figures last changed: where an OOM kill would be counted.
+    memory_cgroup: Option<crate::kernel::oom::Cgroup>,
 }
 
 /// The end of the x86_64 user address space (47-bit, 4-level paging; the kernel places nothing
@@ -260,6 +265,8 @@ pub struct Tracer {
     /// the process whose event they wait for (their parent, or their own process for a thread)
     /// and the stop's signal (a group stop must be kept).
     early_attach: HashMap<i32, (i32, Option<nix::sys::signal::Signal>)>,
+    /// The OOM killer's kills, to tell one from any other `SIGKILL` (kernel/oom.rs).
+    oom: crate::kernel::oom::OomWatch,
     /// The line that creates a space whose creator's lane is gone: sent first on the new lane.
     announce: HashMap<SpaceId, Event>,
     root: i32,
@@ -307,6 +314,7 @@ impl Tracer {
             site: SyscallSite::default(),
             pending: VecDeque::new(),
             early_attach: HashMap::new(),
+            oom: crate::kernel::oom::OomWatch::start(),
             announce: HashMap::new(),
             root: 0,
             root_end: None,
@@ -371,6 +379,9 @@ impl Tracer {
                 self.checkpoint_if_due();
                 self.scan_if_due();
                 self.sample_rss_if_due();
+                // After the scans (a page they find may be in swap already) and the rss
+                // figures (whose swap says whether to look).
+                self.look_for_evictions_if_due();
             }
             let stop = match self.pending.pop_front() {
                 Some(stop) => stop,
@@ -436,6 +447,7 @@ impl Tracer {
                 faults_at_join: 0,
                 faults_at_exit: None,
                 rss: None,
+                memory_cgroup: None,
             },
         );
         Ok(None)

@@ -114,6 +114,7 @@ impl Tracer {
             .borrow_mut()
             .keep_private_anon(&settled, maps);
         for range in ranges.iter() {
+            space_ref.pressure.borrow_mut().forget(range.clone());
             space_ref.lane.observed(Event::Unmap {
                 pid,
                 tid,

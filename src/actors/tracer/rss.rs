@@ -9,7 +9,7 @@ const COST_FACTOR: u32 = 50;
 
 use super::Tracer;
 use crate::event::Event;
-use crate::kernel::procfs;
+use crate::kernel::{oom, procfs, tick};
 
 impl Tracer {
     /// At a tick: the processes' figures, if a sample period has passed since the last look.
@@ -18,6 +18,7 @@ impl Tracer {
         if self.rss_due > now {
             return;
         }
+        let cpu = tick::thread_cpu_time();
         let pids: Vec<i32> = self.processes.keys().copied().collect();
         for pid in pids {
             let Some(space) = self.space_of_process(pid) else {
@@ -34,6 +35,11 @@ impl Tracer {
                 continue;
             }
             process.rss = Some(figures);
+            // Its memory changed: where an OOM kill of it would be counted, as it is now.
+            process.memory_cgroup = oom::memory_cgroup(pid);
+            if let Some(cgroup) = &process.memory_cgroup {
+                self.oom.watch(cgroup);
+            }
             if let Some(s) = self.spaces.get(&space) {
                 s.lane.observed(Event::Rss {
                     pid,
@@ -46,6 +52,7 @@ impl Tracer {
             }
         }
         // Many processes (a read each): at most a fiftieth of the tracer's time.
-        self.rss_due = Instant::now() + self.config.sample.max(now.elapsed() * COST_FACTOR);
+        let took = tick::thread_cpu_time().saturating_sub(cpu);
+        self.rss_due = Instant::now() + self.config.sample.max(took * COST_FACTOR);
     }
 }

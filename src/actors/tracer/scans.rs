@@ -33,7 +33,7 @@ pub(super) fn everywhere() -> RangeSet<u64> {
 
 /// Which threads of a space may run while it is scanned.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Running {
+pub(super) enum Running {
     /// Every thread is stopped, and none is inside a layout syscall that ran (at a check, every
     /// begun syscall waits at its entry; at the last exit stop, nothing is left running).
     AllStopped,
@@ -100,6 +100,11 @@ impl Scans {
                 self.seen.remove(run);
             }
         }
+    }
+
+    /// The pages of `range` left memory (reclaimed): a page made there again is to be found.
+    pub(super) fn dropped(&mut self, range: Range<u64>) {
+        self.seen.remove(range);
     }
 
     /// The pages of `range` written as resident that `runs` (what is present now) no longer
@@ -180,6 +185,14 @@ impl Scans {
                 self.forget(part.clone());
             }
         }
+    }
+
+    /// The pages followed by scans that no scan found yet: not resident in the stream.
+    pub(super) fn unseen(&self) -> RangeSet<u64> {
+        self.followed
+            .iter()
+            .flat_map(|f| self.seen.gaps(f))
+            .collect()
     }
 
     /// What a timed scan reads: what is followed and not seen yet, in pieces joined across
@@ -389,14 +402,15 @@ impl Tracer {
         changes
     }
 
-    /// Reads every range of `space` followed by scans, at a point where its threads are all
-    /// stopped (a check, its last exit stop): the stream is then exact there.
+    /// Reads every range of `space` followed by scans, and every tracked page for what left
+    /// memory or came back (pressure.rs), at a point where its threads are all stopped (a
+    /// check, its last exit stop): the stream is then exact there.
     pub(super) fn scan_whole(&self, pid: i32, space: SpaceId) {
-        if !self.has_scanned(space) {
-            return;
+        if self.has_scanned(space) {
+            self.find_stack_growth(pid, space);
+            self.scan(pid, space, &everywhere(), Running::AllStopped);
         }
-        self.find_stack_growth(pid, space);
-        self.scan(pid, space, &everywhere(), Running::AllStopped);
+        self.look_for_evictions_whole(pid, space);
     }
 
     /// At a thread's exit stop: if no other thread of its space can run user code any more, the
@@ -436,7 +450,7 @@ impl Tracer {
             let Some(pid) = self.threads_in(space).map(|(_, t)| t.pid).min() else {
                 continue;
             };
-            let began = Instant::now();
+            let began = tick::thread_cpu_time();
             // An attached space's layout (its stacks' growth too) and drops are only seen so:
             // it is read whole.
             self.sample_layout(pid, space);
@@ -447,7 +461,7 @@ impl Tracer {
                 None => continue,
             };
             self.scan(pid, space, &within, Running::OthersMayRun);
-            let took = began.elapsed();
+            let took = tick::thread_cpu_time().saturating_sub(began);
             if let Some(s) = self.spaces.get(&space) {
                 s.scans.borrow_mut().due =
                     Instant::now() + self.config.sample.max(took * COST_FACTOR);
@@ -520,6 +534,7 @@ impl Tracer {
                         huge: run.huge,
                         site: None,
                         sampled: 0,
+                        from: None,
                     });
                 }
             }

@@ -9,6 +9,7 @@ use rangemap::RangeSet;
 use super::USER_SPACE_END;
 use super::attach::Sampled;
 use super::mappings::MapAt;
+use super::pressure::Pressure;
 use super::scans::{Scans, everywhere};
 use super::{FollowBy, Tracer};
 use crate::actors::lane::{Lane, LaneHandle, LaneMessage};
@@ -40,6 +41,8 @@ pub(super) struct Space {
     pub(super) sampled: Option<Sampled>,
     /// Its program is one `--only` selects (or there is no `--only`).
     pub(super) selected: bool,
+    /// What it tracks and what of it the kernel can take away unasked (pressure.rs).
+    pub(super) pressure: RefCell<Pressure>,
 }
 
 impl Space {
@@ -71,6 +74,8 @@ pub(super) struct Inherited {
     pub(super) stacks: RangeSet<u64>,
     /// Whether the parent's memory is followed (`--only`): the child runs the same program.
     pub(super) selected: bool,
+    /// The parent's pages freed with `MADV_FREE`: the child's copies are freed lazily too.
+    pub(super) lazy: RangeSet<u64>,
 }
 
 impl Tracer {
@@ -185,7 +190,7 @@ impl Tracer {
             Origin::Exec { .. } | Origin::Attach => None,
             Origin::Fork(_) => Some(MapCause::Redescribe),
         };
-        let (brk, scanned, stacks) = match origin {
+        let (brk, scanned, stacks, lazy) = match origin {
             Origin::Exec { .. } | Origin::Attach => {
                 let (former_tid, attached) = match origin {
                     Origin::Exec { former_tid } => (former_tid, false),
@@ -206,7 +211,7 @@ impl Tracer {
                     .map(|e| e.end)
                     .or_else(|| procfs::start_brk(tid))
                     .unwrap_or(0);
-                (brk, RangeSet::new(), RangeSet::new())
+                (brk, RangeSet::new(), RangeSet::new(), RangeSet::new())
             }
             Origin::Fork(inherited) => {
                 if let Some(birth) = self.announce.remove(&id) {
@@ -223,7 +228,12 @@ impl Tracer {
                     cause: Some(MapCause::Redescribe),
                     site: None,
                 });
-                (inherited.brk, inherited.scanned, inherited.stacks)
+                (
+                    inherited.brk,
+                    inherited.scanned,
+                    inherited.stacks,
+                    inherited.lazy,
+                )
             }
         };
         self.spaces.insert(
@@ -238,6 +248,7 @@ impl Tracer {
                 vmas,
                 sampled: self.attaching().then(|| Sampled::new(maps.clone())),
                 selected,
+                pressure: RefCell::new(Pressure::inheriting(lazy)),
                 scans: RefCell::new({
                     // The parent's, as the tracer had them when it handled the fork: what is
                     // no longer private anonymous memory in the child is not followed.
@@ -261,13 +272,13 @@ impl Tracer {
     /// Whether `--only` selects the program `tid` runs now: its argv[0], that path's file name,
     /// or its `comm` matches a pattern (every program without `--only`).
     fn selects(&self, tid: i32) -> bool {
-        if self.config.only.is_empty() {
+        if self.config.selection.only.is_empty() {
             return true;
         }
         let argv0 = procfs::cmdline(tid).into_iter().next().unwrap_or_default();
         let file_name = argv0.rsplit('/').next().unwrap_or_default().to_string();
         let comm = procfs::comm(tid, tid).unwrap_or_default();
-        self.config.only.iter().any(|p| {
+        self.config.selection.only.iter().any(|p| {
             [&argv0, &file_name, &comm]
                 .iter()
                 .any(|name| p.matches(name))
@@ -286,6 +297,9 @@ impl Tracer {
                 .map(|s| s.scans.borrow().stacks.clone())
                 .unwrap_or_default(),
             selected: parent.is_none_or(|s| s.selected),
+            lazy: parent
+                .map(|s| s.pressure.borrow().lazy().clone())
+                .unwrap_or_default(),
         }
     }
 
@@ -318,6 +332,7 @@ impl Tracer {
                 .as_ref()
                 .map(|(shared, samplers)| TouchStacks::new(shared.clone(), samplers.clone())),
         );
+        let actor = actor.noting_thread_names(self.config.thread_names.clone());
         let supervisor = self.supervisor.clone();
         let sequencer = self.sequencer.clone();
         self.runtime.spawn(async move {

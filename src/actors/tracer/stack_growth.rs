@@ -46,6 +46,7 @@ impl Tracer {
                 scans.stacks.insert(grown.clone());
                 scans.followed.insert(grown.clone());
             }
+            s.pressure.borrow_mut().described(grown.clone(), true, &[]);
             s.lane.observed(Event::Map {
                 pid,
                 tid: pid,

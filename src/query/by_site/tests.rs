@@ -24,6 +24,9 @@ fn start() -> Event {
         touch_stacks: None,
         attach: None,
         only: None,
+        threads: None,
+        regions: None,
+        min_size: None,
     }
 }
 
@@ -159,6 +162,7 @@ fn touch(pid: i32, space: SpaceId, range: Range<u64>) -> Event {
         huge: false,
         site: None,
         sampled: 0,
+        from: None,
     }
 }
 
