@@ -1,11 +1,11 @@
 //! `cargo bench`: what tracing costs, measured side by side.
 //!
-//! Each workload (benches/workloads/bench.c, plus `sort`, `gcc -O2 -c` and `/bin/true`) runs
-//! untraced, under mevi-actors, and under every reference present: the floor (a minimal
-//! userfaultfd handler in this file, on the fault workloads) and strace. Options that take call
-//! stacks (`VARIANTS`) run on the workloads they are for, against mevi-actors without them:
-//! the runner named "mevi-actors" runs with `--no-stacks` (the core's cost), and the default
-//! run, with stacks, is the `--stacks` variant.
+//! Each workload (benches/workloads/bench.c, plus `sort`, `gcc -O2 -c`, `make -j2` and
+//! `/bin/true`) runs untraced, under mevi-actors, and under every reference present: the floor
+//! (a minimal userfaultfd handler in this file, on the fault workloads) and strace. Options that
+//! take call stacks (`VARIANTS`) run on the workloads they are for, against mevi-actors without
+//! them: the runner named "mevi-actors" runs with `--no-stacks` (the core's cost), and the
+//! default run, with stacks, is the `--stacks` variant.
 //! Runs alternate (one of each runner, then the next round), and each ratio is the median of the
 //! ratios of one round, so that a slow spell of this shared machine weighs on both sides of a
 //! pair. Nothing here asserts a time: the table is the result, and README.md shows one.
@@ -61,7 +61,7 @@ struct Variant {
 
 /// Each entry is a runner (`Runner::MeviVariant(its index)`), on its workloads, with its target
 /// and per-stack cost in the table: adding one is adding an entry here.
-static VARIANTS: [Variant; 2] = [
+static VARIANTS: [Variant; 3] = [
     Variant {
         label: "mevi-actors --stacks (the default)",
         args: &["--stacks"],
@@ -82,7 +82,21 @@ static VARIANTS: [Variant; 2] = [
         took_stack: |line| line["ev"] == "resident" && line.get("site").is_some(),
         counted: "resident lines with a site",
     },
+    // Samples every 1 ms against the default 10 ms (issue 15: `--sample-ms 10` costs at most
+    // 5%): ten times as many `rss` readings and looks for evicted pages, so the default's cost
+    // is at most a tenth of the difference. "Per stack" is per `rss` line here.
+    Variant {
+        label: "mevi-actors --sample-ms 1",
+        args: &["--sample-ms", "1"],
+        workloads: &["touch-write-1t"],
+        max_ratio: 1.05,
+        took_stack: |line| line["ev"] == "rss",
+        counted: "rss lines, a sample each",
+    },
 ];
+
+/// What `Runner::MeviOnlyLinker` adds to `mevi-actors run`: of a build, only the linker followed.
+const ONLY_LINKER: [&str; 4] = ["--only", "ld", "--only", "collect2"];
 
 /// How long the busy floor keeps reading an empty descriptor before it sleeps in `poll`.
 const BUSY_READ: Duration = Duration::from_micros(50);
@@ -93,6 +107,8 @@ enum Runner {
     Mevi,
     /// mevi-actors with `VARIANTS[i]`'s option: listed right after mevi-actors without it.
     MeviVariant(usize),
+    /// `ONLY_LINKER`: what following some programs (`--only`) saves over following all.
+    MeviOnlyLinker,
     /// Untraced, under a seccomp filter that allows everything: what any seccomp-based tracer
     /// costs a syscall it does not stop.
     SeccompOnly,
@@ -118,6 +134,7 @@ impl Runner {
             Runner::Untraced => "untraced",
             Runner::Mevi => "mevi-actors",
             Runner::MeviVariant(i) => VARIANTS[i].label,
+            Runner::MeviOnlyLinker => "mevi-actors --only ld --only collect2",
             Runner::SeccompOnly => "seccomp filter, no tracer",
             Runner::MeviNoFaults => "mevi-actors --no-faults",
             Runner::MeviScan => "mevi-actors --faults scan",
@@ -371,6 +388,21 @@ impl Bench {
             runners: with(&layout, &strace),
             once: vec![],
         });
+        // Of a build, --only follows the linker alone: make, sh, gcc, cc1 and as are layout stops.
+        list.push(Workload {
+            name: "make-j2".into(),
+            what: "make -j2 -B of 8 generated C files (gcc -O2 -c each, then the link)".into(),
+            argv: vec![
+                "make".into(),
+                "-j2".into(),
+                // Every target remade: each run compiles everything.
+                "-B".into(),
+                "-C".into(),
+                self.make_project().display().to_string(),
+            ],
+            runners: vec![Untraced, Mevi, MeviOnlyLinker, MeviNoFaults, MeviScan],
+            once: vec![],
+        });
         list.push(Workload {
             name: "true".into(),
             what: "/bin/true".into(),
@@ -414,6 +446,54 @@ impl Bench {
         path
     }
 
+    /// A directory of 8 C files of 32 functions each (about 0.4 s of cc1 apiece here), a main,
+    /// and a Makefile that compiles each and links them.
+    fn make_project(&self) -> PathBuf {
+        const FILES: usize = 8;
+        const FUNCTIONS: usize = 32;
+        // A loop around a switch, so that cc1 -O2 has work in each; NAME and K are replaced.
+        const FUNCTION: &str = r"unsigned long NAME(const unsigned char *p, unsigned long n)
+{
+    unsigned long h = K;
+    for (unsigned long i = 0; i < n; i++) {
+        switch ((p[i] ^ K) & 7) {
+        case 0: h = h * 31 + p[i]; break;
+        case 1: h ^= h >> (K % 13 + 1); break;
+        case 2: h += (unsigned long)p[i] << (K % 7); break;
+        case 3: h = (h << 5) | (h >> 59); break;
+        case 4: h -= p[i] * (K + 3ul); break;
+        case 5: h *= 2 * K + 1ul; break;
+        case 6: h ^= i * (K + 7ul); break;
+        default: h += h / (p[i] + 1); break;
+        }
+    }
+    return h;
+}
+";
+        let dir = self.dir.join("make-j2");
+        std::fs::create_dir_all(&dir).expect("creating the make project's directory");
+        std::fs::write(dir.join("main.c"), "int main(void) { return 0; }\n")
+            .expect("writing main.c");
+        let mut objects = vec!["main.o".to_string()];
+        for file in 0..FILES {
+            let text: String = (0..FUNCTIONS)
+                .map(|f| {
+                    FUNCTION
+                        .replace("NAME", &format!("f{file}_{f}"))
+                        .replace('K', &(file * FUNCTIONS + f + 1).to_string())
+                })
+                .collect();
+            std::fs::write(dir.join(format!("f{file}.c")), text).expect("writing a C file");
+            objects.push(format!("f{file}.o"));
+        }
+        let makefile = format!(
+            "prog: {}\n\tcc -o $@ $^\n%.o: %.c\n\tcc -O2 -c -o $@ $<\n",
+            objects.join(" ")
+        );
+        std::fs::write(dir.join("Makefile"), makefile).expect("writing the Makefile");
+        dir
+    }
+
     fn measure(&self, w: &Workload, rounds: usize) -> BTreeMap<Runner, Vec<Sample>> {
         println!("\n{}: {}", w.name, w.what);
         let mut results: BTreeMap<Runner, Vec<Sample>> = BTreeMap::new();
@@ -454,6 +534,7 @@ impl Bench {
             ),
             Runner::Mevi
             | Runner::MeviVariant(_)
+            | Runner::MeviOnlyLinker
             | Runner::MeviNoFaults
             | Runner::MeviScan
             | Runner::MeviScanFast
@@ -479,6 +560,9 @@ impl Bench {
                     }
                     Runner::MeviScanFast => {
                         cmd.args(["--faults", "scan", "--sample-ms", "1"]);
+                    }
+                    Runner::MeviOnlyLinker => {
+                        cmd.args(ONLY_LINKER);
                     }
                     _ => {}
                 }
@@ -931,6 +1015,7 @@ fn report(
             runner,
             Runner::Mevi
                 | Runner::MeviVariant(_)
+                | Runner::MeviOnlyLinker
                 | Runner::MeviCompared
                 | Runner::MeviScan
                 | Runner::MeviScanFast
@@ -969,6 +1054,19 @@ fn report(
             let cost = variant_cost(samples, without);
             println!("    {}", cost.describe(&VARIANTS[i]));
             targets.push(cost.target(section, &w.name, &VARIANTS[i]));
+        }
+        if runner == Runner::MeviOnlyLinker
+            && let Some(all) = results.get(&Runner::Mevi)
+        {
+            let lines =
+                |s: &[Sample]| median(s.iter().filter_map(|s| s.lines).map(|n| n as f64).collect());
+            println!(
+                "    selection ratio {:.2}x mevi-actors following every program; {:.0} lines \
+                 against {:.0}",
+                paired_ratio(samples, all),
+                lines(samples),
+                lines(all)
+            );
         }
     }
     scan_targets(w, results, section, targets);
