@@ -55,6 +55,8 @@ struct Variant {
     max_ratio: f64,
     /// Which stream lines stand for one stack taken: the per-stack cost divides by their count.
     took_stack: fn(&serde_json::Value) -> bool,
+    /// Text every line `took_stack` counts has (only those lines are parsed).
+    marked_by: &'static str,
     /// What `took_stack` counts, for the table.
     counted: &'static str,
 }
@@ -71,6 +73,7 @@ static VARIANTS: [Variant; 3] = [
         // line with its `site`, not the `split` lines that repeat it nor the `redescribe` lines
         // (those carry `cause`). One munmap over several mappings counts once per mapping.
         took_stack: |line| line.get("site").is_some() && line.get("cause").is_none(),
+        marked_by: "\"site\"",
         counted: "lines with a site and no cause, about the layout syscalls",
     },
     // `--touch-stacks 64`: a sampled page fault's stack, unwound by the lane (issue 13).
@@ -80,6 +83,7 @@ static VARIANTS: [Variant; 3] = [
         workloads: &["touch-write-1t"],
         max_ratio: 1.2,
         took_stack: |line| line["ev"] == "resident" && line.get("site").is_some(),
+        marked_by: "\"site\"",
         counted: "resident lines with a site",
     },
     // Samples every 1 ms against the default 10 ms (issue 15: `--sample-ms 10` costs at most
@@ -91,6 +95,7 @@ static VARIANTS: [Variant; 3] = [
         workloads: &["touch-write-1t"],
         max_ratio: 1.05,
         took_stack: |line| line["ev"] == "rss",
+        marked_by: "\"rss\"",
         counted: "rss lines, a sample each",
     },
 ];
@@ -575,7 +580,8 @@ impl Bench {
                 cmd.arg("--").args(argv);
                 let mut sample = self.timed(&mut cmd, Some(&out));
                 if let Runner::MeviVariant(i) = runner {
-                    sample.stacks = Some(count_lines(&out, VARIANTS[i].took_stack));
+                    let v = &VARIANTS[i];
+                    sample.stacks = Some(count_lines(&out, v.marked_by, v.took_stack));
                 }
                 sample
             }
@@ -950,10 +956,10 @@ fn summary_of(stream: &Path) -> Summary {
 }
 
 /// The stream's lines that `counts`; only lines naming a site are parsed.
-fn count_lines(stream: &Path, counts: fn(&serde_json::Value) -> bool) -> u64 {
+fn count_lines(stream: &Path, marked_by: &str, counts: fn(&serde_json::Value) -> bool) -> u64 {
     let text = std::fs::read_to_string(stream).unwrap_or_default();
     text.lines()
-        .filter(|l| l.contains("\"site\""))
+        .filter(|l| l.contains(marked_by))
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(counts)
         .count() as u64

@@ -37,7 +37,7 @@ impl Selection {
         in_region && range.end - range.start >= self.min_size
     }
 
-    /// Whether some mapping may be left out (the summary and `--verify` say so).
+    /// Whether some mapping may be left out (`--region`, `--min-size`).
     pub fn selects_ranges(&self) -> bool {
         !self.regions.is_empty() || self.min_size > 0
     }

@@ -35,6 +35,8 @@ pub enum Fault {
     ThpAlways,
     PerfKernel,
     Bpf,
+    /// The kernel log cannot be read: OOM kills are told by the cgroups' counts alone.
+    NoKernelLog,
 }
 
 #[cfg(feature = "test-hooks")]
@@ -52,6 +54,7 @@ impl Fault {
             Fault::ThpAlways => "thp-always",
             Fault::PerfKernel => "perf-kernel",
             Fault::Bpf => "bpf",
+            Fault::NoKernelLog => "no-kernel-log",
         }
     }
 }

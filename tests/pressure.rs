@@ -113,6 +113,17 @@ impl MemoryCgroup {
         }
     }
 
+    /// A cgroup of its own inside this one.
+    fn nested(&self, name: &str) -> Self {
+        let dir = self.dir.join(name);
+        std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("{dir:?}: {e}"));
+        Self {
+            dir,
+            path: format!("{}/{name}", self.path),
+            v2: self.v2,
+        }
+    }
+
     fn version(&self) -> &'static str {
         if self.v2 { "v2" } else { "v1" }
     }
@@ -291,15 +302,17 @@ fn pages_swapped_out_come_back_and_freed_ones_are_reclaimed() {
     }
 }
 
-/// A process the OOM killer kills in a memory cgroup of 32 MiB: its `exit` line says so, with
-/// the cgroup, its limit and the kernel log's line; a `SIGKILL` sent by a program is not one.
+/// A process the OOM killer kills in a memory cgroup inside one limited to 32 MiB: its `exit`
+/// line says so, with the cgroup whose limit was hit, the limit and the kernel log's line; a
+/// `SIGKILL` sent by a program is not one.
 #[test]
 fn an_oom_kill_is_said_on_the_exit_line() {
     let Some(cgroup) = MemoryCgroup::new("mevi-oom") else {
         return;
     };
     cgroup.limit(32 << 20);
-    let argv: Vec<OsString> = vec![workload("oom_eater").into(), cgroup.dir.clone().into()];
+    let inner = cgroup.nested("inner");
+    let argv: Vec<OsString> = vec![workload("oom_eater").into(), inner.dir.clone().into()];
     let t = trace_within(&[], &argv, HANG);
     assert_eq!(t.status, 128 + 9, "{}", t.stderr);
     let exit = t
@@ -326,7 +339,31 @@ fn an_oom_kill_is_said_on_the_exit_line() {
         "{}",
         t.stderr
     );
-    // A SIGKILL of the program's own: no OOM kill.
+    // With no kernel log to read (not root, `dmesg_restrict`), the counts tell it: the cgroup
+    // is then the nearest with a limit, and there is no log line.
+    let t = crate::util::trace_with_env(&[("MEVI_TEST_FAULT", "no-kernel-log")], &[], &argv, HANG);
+    assert_eq!(t.status, 128 + 9, "{}", t.stderr);
+    let oom = t.lines.iter().find_map(|l| match &l.event {
+        Event::Exit { oom, .. } => oom.clone(),
+        _ => None,
+    });
+    let oom = oom.unwrap_or_else(|| panic!("no oom without the log\n{}", t.stderr));
+    assert_eq!(oom.cgroup.as_deref(), Some(cgroup.path.as_str()), "{oom:?}");
+    assert_eq!((oom.limit, oom.log), (Some(32 << 20), None));
+    // A SIGKILL of the program's own, with or without the log: no OOM kill.
+    let t = crate::util::trace_with_env(
+        &[("MEVI_TEST_FAULT", "no-kernel-log")],
+        &[],
+        &[workload("u10_selfkill")],
+        HANG,
+    );
+    assert!(
+        t.lines
+            .iter()
+            .all(|l| !matches!(&l.event, Event::Exit { oom: Some(_), .. })),
+        "{}",
+        t.stderr
+    );
     let t = trace_within(&[], &[workload("u10_selfkill")], HANG);
     assert_eq!(t.status, 128 + 9);
     assert!(

@@ -283,7 +283,6 @@ enum Command {
     DemoWorkload,
 }
 
-/// `--buffer`: a size with an optional unit, under 4 GiB (a queue's budget is a `u32`).
 /// `--min-size`'s size, in bytes (at least 1).
 fn min_size(text: &str) -> Result<u64, String> {
     match parse_size::parse_size(text).map_err(|e| format!("{e} (try 1MiB or 64k)"))? {
@@ -292,6 +291,7 @@ fn min_size(text: &str) -> Result<u64, String> {
     }
 }
 
+/// `--buffer`: a size with an optional unit, under 4 GiB (a queue's budget is a `u32`).
 fn buffer_size(text: &str) -> Result<u32, String> {
     let bytes = parse_size::parse_size(text).map_err(|e| format!("{e} (try 4MiB or 500k)"))?;
     match u32::try_from(bytes) {

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use super::procfs::{self, keyed_number};
 use crate::event::OomKill;
+use crate::test_hooks::{self, Fault};
 
 /// How long a death the counters call an OOM kill waits for the kernel log's line about it:
 /// the killer logs right after it sends the signal, which the victim may act on first.
@@ -127,7 +128,8 @@ impl OomWatch {
             .custom_flags(libc::O_NONBLOCK)
             .open("/dev/kmsg")
             .and_then(|mut f| f.seek(SeekFrom::End(0)).map(|_| f))
-            .ok();
+            .ok()
+            .filter(|_| !test_hooks::fails(Fault::NoKernelLog, None));
         let mut watch = Self {
             kmsg,
             killed_lines: Vec::new(),
@@ -139,77 +141,89 @@ impl OomWatch {
         watch
     }
 
-    /// Takes the kill counts of `cgroup` and its ancestors first seen now, as they are before
-    /// any death of a process in them.
+    /// Takes the kill count of `cgroup` if first seen now, as it is before any death of a
+    /// process in it.
     pub fn watch(&mut self, cgroup: &Cgroup) {
-        for (_, dir) in cgroup.chain() {
-            if self.counts.contains_key(&dir) {
-                continue;
-            }
-            if let Some(n) = Cgroup::oom_kills(&dir, cgroup.v2) {
-                self.counts.insert(dir, n);
-            }
+        if !self.counts.contains_key(&cgroup.dir)
+            && let Some(n) = Cgroup::oom_kills(&cgroup.dir, cgroup.v2)
+        {
+            self.counts.insert(cgroup.dir.clone(), n);
         }
     }
 
     /// `pid` died by `SIGKILL` in `cgroup` (as last seen): the OOM kill, if it was one.
+    ///
+    /// With a readable kernel log, its word decides: its "Killed process PID" line, and its
+    /// `oom-kill:` line's constraint and `oom_memcg` say which cgroup's limit was hit (none for a
+    /// kill of the whole machine's). Without, the counts decide: the kernel counts a kill in the
+    /// victim's cgroup (and, on v2, its ancestors), so the victim's count going up says it, and
+    /// the machine's (`/proc/vmstat`) only where no cgroup count can be read; the cgroup is then
+    /// the nearest of the victim's and its ancestors that has a limit.
     pub fn killed(&mut self, pid: i32, cgroup: Option<&Cgroup>) -> Option<OomKill> {
-        // The deepest cgroup whose count went up is the one whose limit was hit.
-        let mut domain: Option<(String, PathBuf, bool)> = None;
-        for (path, dir) in cgroup.map(Cgroup::chain).unwrap_or_default() {
-            let v2 = cgroup.is_some_and(|c| c.v2);
-            let Some(now) = Cgroup::oom_kills(&dir, v2) else {
-                continue;
-            };
-            let before = self.counts.insert(dir.clone(), now);
-            if domain.is_none() && before.is_some_and(|b| now > b) {
-                domain = Some((path, dir, v2));
-            }
-        }
+        let victim_counted = cgroup.and_then(|c| {
+            let now = Cgroup::oom_kills(&c.dir, c.v2)?;
+            let before = self.counts.insert(c.dir.clone(), now);
+            Some(before.is_some_and(|b| now > b))
+        });
         let machine = vmstat_oom_kills().is_some_and(|now| {
             let before = self.counts.insert(PathBuf::from(VMSTAT), now);
             before.is_some_and(|b| now > b)
         });
-        let counted = domain.is_some() || machine;
-        let log = if self.kmsg.is_some() {
-            let deadline = Instant::now() + if counted { LOG_WAIT } else { Duration::ZERO };
-            loop {
-                self.read_log();
-                if let Some(line) = self.claim_line(pid) {
-                    break Some(line);
-                }
-                if Instant::now() >= deadline {
-                    break None;
-                }
-                std::thread::sleep(Duration::from_millis(5));
+        let counted = victim_counted.unwrap_or(machine);
+        if self.kmsg.is_none() {
+            if !counted {
+                return None;
             }
-        } else {
-            None
-        };
-        // With a readable log, its word decides; without, the counters'.
-        let killed = match &self.kmsg {
-            Some(_) => log.is_some(),
-            None => counted,
+            let limited = cgroup.and_then(|c| {
+                c.chain()
+                    .into_iter()
+                    .find_map(|(path, dir)| Some((path, Cgroup::limit(&dir, c.v2)?)))
+            });
+            return Some(OomKill {
+                cgroup: limited
+                    .as_ref()
+                    .map(|(path, _)| path.clone())
+                    .or_else(|| cgroup.map(|c| c.path.clone())),
+                limit: limited.map(|(_, limit)| limit),
+                log: None,
+            });
+        }
+        // The killer logs right after it sends the signal: wait for it a moment if the counts
+        // say there was a kill.
+        let deadline = Instant::now()
+            + if counted || machine {
+                LOG_WAIT
+            } else {
+                Duration::ZERO
+            };
+        let log = loop {
+            self.read_log();
+            if let Some(line) = self.claim_line(pid) {
+                break Some(line);
+            }
+            if Instant::now() >= deadline {
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(5));
         };
         let memcg = self.claim_memcg(pid);
-        if !killed {
-            return None;
-        }
-        // A cgroup first seen at the death has no count from before: the log names it then.
-        if domain.is_none()
-            && let (Some(memcg), Some(victim)) = (memcg, cgroup)
-            && memcg != "/"
-        {
-            let root = victim.chain().pop().map(|(_, dir)| dir).unwrap_or_default();
-            let dir = root.join(memcg.trim_start_matches('/'));
-            domain = Some((memcg, dir, victim.v2));
-        }
+        let log = log?;
+        let (path, v2) = match (memcg, cgroup) {
+            (Some(path), Some(c)) => (Some(path), c.v2),
+            (Some(path), None) => (Some(path), !Path::new(V1_ROOT).exists()),
+            (None, _) => (None, false),
+        };
+        let dir = path.as_ref().map(|p| {
+            let root = cgroup
+                .and_then(|c| c.chain().pop())
+                .map(|(_, dir)| dir)
+                .unwrap_or_else(|| default_root(v2));
+            root.join(p.trim_start_matches('/'))
+        });
         Some(OomKill {
-            cgroup: domain.as_ref().map(|(path, _, _)| path.clone()),
-            limit: domain
-                .as_ref()
-                .and_then(|(_, dir, v2)| Cgroup::limit(dir, *v2)),
-            log,
+            limit: dir.and_then(|d| Cgroup::limit(&d, v2)),
+            cgroup: path,
+            log: Some(log),
         })
     }
 
@@ -256,16 +270,36 @@ impl OomWatch {
     }
 
     /// The cgroup whose limit the kill of `pid` was for, as the kernel's `oom-kill:` line says
-    /// (`oom_memcg=`), taken out with it.
+    /// (`constraint=CONSTRAINT_MEMCG` and `oom_memcg=`; None for another constraint, the whole
+    /// machine's), taken out with it.
     fn claim_memcg(&mut self, pid: i32) -> Option<String> {
         let needle = format!(",pid={pid},");
         let i = self
             .killed_lines
             .iter()
             .position(|l| l.starts_with("oom-kill:") && l.contains(&needle))?;
-        let line = self.killed_lines.remove(i);
-        let memcg = line.split(',').find_map(|f| f.strip_prefix("oom_memcg="))?;
-        Some(memcg.to_string())
+        memcg_of(&self.killed_lines.remove(i))
+    }
+}
+
+/// The `oom_memcg` of an `oom-kill:` line, when the kill was for a cgroup's limit.
+fn memcg_of(line: &str) -> Option<String> {
+    let line = line.strip_prefix("oom-kill:")?;
+    let field = |key: &str| line.split(',').find_map(|f| f.strip_prefix(key));
+    (field("constraint=")? == "CONSTRAINT_MEMCG").then_some(())?;
+    field("oom_memcg=").map(str::to_string)
+}
+
+/// Where cgroup v1's memory hierarchy is mounted.
+const V1_ROOT: &str = "/sys/fs/cgroup/memory";
+
+/// The memory hierarchy's root, for a cgroup known only by its path.
+fn default_root(v2: bool) -> PathBuf {
+    let root = Path::new("/sys/fs/cgroup");
+    match v2 {
+        false => PathBuf::from(V1_ROOT),
+        true if root.join("cgroup.controllers").exists() => root.to_path_buf(),
+        true => root.join("unified"),
     }
 }
 
@@ -301,6 +335,16 @@ mod tests {
                 ("/".into(), "/sys/fs/cgroup/memory".into()),
             ]
         );
+    }
+
+    #[test]
+    fn the_oom_kill_line_names_the_cgroup_whose_limit_was_hit() {
+        let memcg = "oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,\
+                     oom_memcg=/box,task_memcg=/box/inner,task=eater,pid=42,uid=0";
+        assert_eq!(memcg_of(memcg).as_deref(), Some("/box"));
+        let machine = "oom-kill:constraint=CONSTRAINT_NONE,nodemask=(null),cpuset=/,\
+                       mems_allowed=0,global_oom,task_memcg=/,task=eater,pid=42,uid=0";
+        assert_eq!(memcg_of(machine), None);
     }
 
     #[test]

@@ -13,8 +13,7 @@ use std::ops::Range;
 use rangemap::{RangeMap, RangeSet};
 
 use crate::event::{
-    Event, EvictedHow, ForkKind, Line, MapCause, MapKind, PageState, ResidentFrom, SpaceId,
-    WarningKind,
+    Event, EvictedHow, ForkKind, Line, MapCause, MapKind, PageState, SpaceId, WarningKind,
 };
 
 /// What occupies a range of an address space.
@@ -666,13 +665,11 @@ impl Replay {
                 start,
                 end,
                 write,
-                from,
                 ..
             } => {
                 let s = self.space_mut(*space);
-                if *from == Some(ResidentFrom::Swap) {
-                    s.swapped.remove(*start..*end);
-                }
+                // Back from swap (`from`), or made anew where a page in swap was dropped.
+                s.swapped.remove(*start..*end);
                 if *write {
                     s.add_resident(*start..*end)
                 } else {
@@ -808,6 +805,7 @@ fn inverted_range(event: &Event) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::event::ResidentFrom;
     use crate::event::samples::{exit, fork};
 
     fn map(space: SpaceId, start: u64, end: u64, state: PageState) -> Event {

@@ -4,9 +4,9 @@
 
 use std::ops::Range;
 
-use super::{Lane, LaneMessage, PagesAtExit};
+use super::{Dropped, Lane, LaneMessage, PagesAtExit};
 use crate::actors::sequencer::{SequencerMessage, Stamped};
-use crate::event::{Event, MapCause, MapKind, PageState, VerifyPoint};
+use crate::event::{Event, EvictedHow, MapCause, MapKind, PageState, VerifyPoint};
 use crate::kernel::procfs;
 use crate::verify::Probe;
 
@@ -52,14 +52,23 @@ impl Lane {
                 let present = self.recent.present_since(&range, at_exit);
                 for (run, present) in procfs::split_by_presence(range, &present) {
                     if !present {
-                        let event = Event::Discard {
-                            pid,
-                            tid,
-                            space: self.space,
-                            start: run.start,
-                            end: run.end,
-                            advice: advice.to_string(),
-                            site,
+                        let event = match advice {
+                            Dropped::Advice(advice) => Event::Discard {
+                                pid,
+                                tid,
+                                space: self.space,
+                                start: run.start,
+                                end: run.end,
+                                advice: advice.to_string(),
+                                site,
+                            },
+                            Dropped::Reclaimed => Event::Evicted {
+                                pid,
+                                space: self.space,
+                                start: run.start,
+                                end: run.end,
+                                how: EvictedHow::Reclaim,
+                            },
                         };
                         self.emit(Stamped { at, event }).await;
                     }

@@ -57,18 +57,29 @@ use crate::selection::ThreadNames;
 use crate::stacks::TouchStacks;
 use crate::test_hooks::{self, Fault};
 
+/// Who dropped the pages of a `LaneMessage::Discard`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dropped {
+    /// A syscall, or a release the tracer did not stop: a `discard` line with this advice.
+    Advice(&'static str),
+    /// Reclaim, of pages freed with `MADV_FREE`: an `evicted` line, `how` `reclaim`.
+    Reclaimed,
+}
+
 /// What the tracer tells a space's lane.
 #[derive(Debug)]
 pub enum LaneMessage {
     /// An event the tracer saw while the thread that caused it was stopped.
     Observed(Stamped),
-    /// `madvise` dropped pages: the ones gone are those absent at the exit, less those this lane
-    /// resolved since (a concurrent touch refilled them, and their lines have gone out).
+    /// `madvise` dropped pages (or the kernel did: a look at memory under pressure): the ones
+    /// gone are those absent at the exit (or the look's read), less those this lane resolved
+    /// since (a concurrent touch refilled them, and their lines have gone out).
     Discard {
         pid: i32,
         tid: i32,
         range: Range<u64>,
-        advice: &'static str,
+        /// The `discard` line's `advice`; `Dropped::Reclaimed`: written as `evicted` lines.
+        advice: Dropped,
         /// The syscall's stack (`--stacks`).
         site: Option<SiteId>,
         at: Instant,

@@ -40,7 +40,8 @@ impl ThreadFilter {
                 self.born_as.insert(*child, name.clone());
                 true
             }
-            Event::ThreadExit { tid, .. } => {
+            // A thread, or a process's main thread, that ended: its number may be reused.
+            Event::ThreadExit { tid, .. } | Event::Exit { tid, .. } => {
                 self.born_as.remove(tid);
                 self.noted.forget(*tid);
                 true

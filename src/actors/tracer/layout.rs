@@ -9,7 +9,7 @@ use rangemap::RangeSet;
 use super::Tracer;
 use super::mappings::{MapAt, NewMapping};
 use super::scans::Running;
-use crate::actors::lane::{LaneMessage, PagesAtExit};
+use crate::actors::lane::{Dropped, LaneMessage, PagesAtExit};
 use crate::actors::sequencer::Stamped;
 use crate::event::{Event, Follow, MapKind, SpaceId, prot_string};
 use crate::kernel::procfs;
@@ -358,7 +358,7 @@ impl Tracer {
                 len,
                 lazy_free: true,
                 ..
-            } => self.on_lazy_free(by.pid, by.space, addr..addr.saturating_add(len)),
+            } => self.on_lazy_free(by.pid, by.tid, by.space, addr..addr.saturating_add(len)),
             LayoutSyscall::Mprotect { addr, len, prot } => {
                 let range = protected_range(by.pid, addr..addr.saturating_add(len), prot);
                 self.observed(
@@ -589,7 +589,7 @@ impl Tracer {
                 pid: by.pid,
                 tid: by.tid,
                 range,
-                advice: advice_name(advice),
+                advice: Dropped::Advice(advice_name(advice)),
                 site: self.exit_site,
                 at,
                 at_exit,

@@ -83,22 +83,16 @@ impl Tracer {
         described: Range<u64>,
         grows_down: bool,
     ) -> Option<Follow> {
-        // `--region`, `--min-size`: a mapping not selected is not followed at all. Part of a
-        // mapping the stream has already (grown in place, described again) is followed as the
-        // rest of it is: registering it alone would split the mapping, and registering the
-        // whole would follow pages the stream says are not.
-        let selected = if self.config.selection.selects_ranges() && described != mapping {
-            self.spaces.get(&space).is_some_and(|s| {
-                let p = s.pressure.borrow();
-                [mapping.start..described.start, described.end..mapping.end]
-                    .iter()
-                    .any(|rest| !p.tracked_within(rest).is_empty())
-            })
-        } else {
-            self.config.selection.selects_range(&mapping)
-        };
-        if !selected {
-            return None;
+        // `--region`, `--min-size`: a mapping not selected is not followed at all. One the
+        // stream has already, in part or whole (described again, grown in place, a fork child's
+        // copy), is followed as it was: the choice is made once, as it is made.
+        if self.config.selection.selects_ranges() {
+            let s = self.spaces.get(&space)?;
+            let chosen = s.pressure.borrow().chosen_for(&mapping);
+            if !chosen.unwrap_or_else(|| self.config.selection.selects_range(&mapping)) {
+                s.pressure.borrow_mut().leave_out(described);
+                return None;
+            }
         }
         if grows_down && let Some(s) = self.spaces.get(&space) {
             s.scans.borrow_mut().stacks.insert(mapping.clone());
@@ -111,6 +105,9 @@ impl Tracer {
             tick::hasten(self.config.sample);
             Some(Follow::Scans)
         } else if self.merged_into_unselected(space, pid, &mapping) {
+            if let Some(s) = self.spaces.get(&space) {
+                s.pressure.borrow_mut().leave_out(described);
+            }
             None
         } else {
             self.register(space, mapping).then_some(Follow::Faults)
@@ -120,9 +117,8 @@ impl Tracer {
     /// Under `--region` or `--min-size`: whether the kernel merged a new range into a mapping
     /// beside it that is not followed (left out by the selection). Registering the new part
     /// would split what the program sees as one mapping (and an `mremap` over both would then
-    /// fail), so the merged part is left out too. A followed neighbour is registered, and the
-    /// kernel merges nothing unregistered into it; so the mappings are read only when neither
-    /// neighbour is tracked.
+    /// fail), so the merged part is left out too. The mappings are read only when one beside
+    /// it was left out.
     fn merged_into_unselected(&self, space: SpaceId, pid: i32, range: &Range<u64>) -> bool {
         if !self.config.selection.selects_ranges() {
             return false;
@@ -130,11 +126,11 @@ impl Tracer {
         let Some(s) = self.spaces.get(&space) else {
             return false;
         };
-        let beside_tracked = {
+        let beside_left_out = {
             let p = s.pressure.borrow();
-            p.tracks(range.start.saturating_sub(1)) || p.tracks(range.end)
+            p.leaves_out(range.start.saturating_sub(1)) || p.leaves_out(range.end)
         };
-        if beside_tracked {
+        if !beside_left_out {
             return false;
         }
         let Ok(maps) = procfs::read_maps(pid) else {

@@ -243,6 +243,11 @@ struct Process {
     memory_cgroup: Option<crate::kernel::oom::Cgroup>,
 }
 
+/// A periodic read (timed scans, `rss` lines, looks for evicted pages) may take at most this
+/// share of the tracer's time: the next one waits this many times as long as the last one took
+/// on the tracer's CPU, if that is longer than the sample period.
+const COST_FACTOR: u32 = 50;
+
 /// The end of the x86_64 user address space (47-bit, 4-level paging; the kernel places nothing
 /// above it unless a program asks for 5-level addresses with a hint).
 const USER_SPACE_END: u64 = 0x7fff_ffff_f000;

@@ -13,23 +13,24 @@ use std::time::Instant;
 
 use rangemap::RangeSet;
 
-use super::Tracer;
 use super::scans::{Running, everywhere};
+use super::{COST_FACTOR, Tracer};
+use crate::actors::lane::{Dropped, LaneMessage, PagesAtExit};
 use crate::event::{Event, EvictedHow, FoundBy, ResidentFrom, SpaceId};
-use crate::kernel::{procfs, tick};
-
-/// A look may take at most this share of the tracer's time: the next one waits this many times
-/// as long as the last one took.
-const COST_FACTOR: u32 = 50;
+use crate::kernel::procfs::{self, PopulatedRun};
+use crate::kernel::tick;
 
 /// What the stream says of a space's pages that the kernel can take away unasked.
 #[derive(Debug, Default)]
 pub(super) struct Pressure {
     /// The ranges the stream tracks (`map` and `brk` lines with `tracked` true).
     tracked: RangeSet<u64>,
-    /// Their pages the stream has in swap (`evicted` lines with `how` `swap`).
+    /// Private anonymous ranges `--region` or `--min-size` left out: described again, moved,
+    /// grown or copied by a fork, they stay out (as `tracked` stays in).
+    left_out: RangeSet<u64>,
+    /// Tracked pages the stream has in swap (`evicted` lines with `how` `swap`).
     swapped: RangeSet<u64>,
-    /// Their pages freed with `MADV_FREE`, present then and resident in the stream since: the
+    /// Tracked pages freed with `MADV_FREE`, present then and resident in the stream since: the
     /// kernel may reclaim them at any time.
     lazy: RangeSet<u64>,
     /// When the next timed look is due.
@@ -38,31 +39,49 @@ pub(super) struct Pressure {
     lazy_freed_at_look: Option<u64>,
 }
 
+/// The part of `r` within `range`.
+fn clip(r: &Range<u64>, range: &Range<u64>) -> Range<u64> {
+    r.start.max(range.start)..r.end.min(range.end)
+}
+
+/// The parts of `set` within `range`.
+fn within_set(set: &RangeSet<u64>, range: &Range<u64>) -> Vec<Range<u64>> {
+    set.overlapping(range).map(|r| clip(r, range)).collect()
+}
+
 impl Pressure {
-    /// A fork child's: its parent's `MADV_FREE`d pages are its own too (its snapshot's lines
-    /// keep those still present).
-    pub(super) fn inheriting(lazy: RangeSet<u64>) -> Self {
+    /// A fork child's: its copies are tracked, left out and freed lazily as its parent's were
+    /// (its snapshot's lines then keep what is still there). What was in swap is described as
+    /// resident, and found in swap again by the next look.
+    pub(super) fn inheriting(parent: &Pressure) -> Self {
         Self {
-            lazy,
+            tracked: parent.tracked.clone(),
+            left_out: parent.left_out.clone(),
+            lazy: parent.lazy.clone(),
             ..Self::default()
         }
     }
 
-    /// Whether the stream tracks the page at `addr`.
-    pub(super) fn tracks(&self, addr: u64) -> bool {
-        self.tracked.contains(&addr)
+    /// Whether the page at `addr` is in a range the selection left out.
+    pub(super) fn leaves_out(&self, addr: u64) -> bool {
+        self.left_out.contains(&addr)
+    }
+
+    /// What was chosen for a mapping already known, in part or whole: followed (some of it is
+    /// tracked), left out, or None for a mapping new to the stream.
+    pub(super) fn chosen_for(&self, mapping: &Range<u64>) -> Option<bool> {
+        if self.tracked.overlaps(mapping) {
+            Some(true)
+        } else if self.left_out.overlaps(mapping) {
+            Some(false)
+        } else {
+            None
+        }
     }
 
     /// The parts of `range` the stream tracks.
     pub(super) fn tracked_within(&self, range: &Range<u64>) -> Vec<Range<u64>> {
-        self.tracked
-            .overlapping(range)
-            .map(|t| t.start.max(range.start)..t.end.min(range.end))
-            .collect()
-    }
-
-    pub(super) fn lazy(&self) -> &RangeSet<u64> {
-        &self.lazy
+        within_set(&self.tracked, range)
     }
 
     /// A line described `range` (`tracked` or not) with `present` its pages there: none in swap
@@ -74,6 +93,7 @@ impl Pressure {
         self.swapped.remove(range.clone());
         if tracked {
             self.tracked.insert(range.clone());
+            self.left_out.remove(range.clone());
             let mut gone: RangeSet<u64> = std::iter::once(range).collect();
             for p in present {
                 gone.remove(p.clone());
@@ -87,20 +107,41 @@ impl Pressure {
         }
     }
 
-    /// `range` is no longer mapped (or about to be described again).
+    /// The selection left `range` out (it is described untracked).
+    pub(super) fn leave_out(&mut self, range: Range<u64>) {
+        self.forget(range.clone());
+        self.left_out.insert(range);
+    }
+
+    /// Part of a stack's growth, which the lane followed and wrote (`--faults uffd`).
+    pub(super) fn grown(&mut self, range: Range<u64>) {
+        self.tracked.insert(range);
+    }
+
+    /// `range` is no longer mapped.
     pub(super) fn forget(&mut self, range: Range<u64>) {
         if !range.is_empty() {
             self.tracked.remove(range.clone());
+            self.left_out.remove(range.clone());
+            self.forget_pages(range);
+        }
+    }
+
+    /// The pages of `range` are about to be described again: none is in swap or freed lazily
+    /// as far as the stream is concerned (a look finds them again).
+    pub(super) fn forget_pages(&mut self, range: Range<u64>) {
+        if !range.is_empty() {
             self.swapped.remove(range.clone());
             self.lazy.remove(range);
         }
     }
 
-    /// A discard dropped every page of `range` absent at its exit (in swap or not).
+    /// A discard dropped every page of `range` absent at its exit, and every swap entry there
+    /// (a page present at the exit is a new one).
     pub(super) fn discarded(&mut self, range: Range<u64>, populated_at_exit: &[Range<u64>]) {
+        self.swapped.remove(range.clone());
         for (run, populated) in procfs::split_by_presence(range, populated_at_exit) {
             if !populated {
-                self.swapped.remove(run.clone());
                 self.lazy.remove(run);
             }
         }
@@ -109,38 +150,38 @@ impl Pressure {
     /// An mremap moved `old` to `new` (DONTUNMAP: leaving `old` mapped, tracked and empty); the
     /// part of `new` beyond the old length, if any, is the mapping at the old end grown.
     pub(super) fn moved(&mut self, old: Range<u64>, new: Range<u64>, dontunmap: bool) {
-        let tail_tracked = old.end > old.start && self.tracked.contains(&(old.end - 1));
+        let tail = old.end.checked_sub(1).filter(|_| old.end > old.start);
+        let tail_tracked = tail.is_some_and(|t| self.tracked.contains(&t));
+        let tail_left_out = tail.is_some_and(|t| self.left_out.contains(&t));
         let tracked = shifted(&self.tracked, &old, &new);
+        let left_out = shifted(&self.left_out, &old, &new);
         let swapped = shifted(&self.swapped, &old, &new);
         let lazy = shifted(&self.lazy, &old, &new);
         if dontunmap {
-            self.swapped.remove(old.clone());
-            self.lazy.remove(old.clone());
+            self.forget_pages(old.clone());
         } else {
             self.forget(old.clone());
         }
         self.forget(new.clone());
         self.tracked.extend(tracked);
+        self.left_out.extend(left_out);
         self.swapped.extend(swapped);
         self.lazy.extend(lazy);
         let grown = new.start + (old.end - old.start)..new.end;
-        if tail_tracked && !grown.is_empty() && new.end - new.start > old.end - old.start {
-            self.tracked.insert(grown);
+        if new.end - new.start > old.end - old.start && !grown.is_empty() {
+            if tail_tracked {
+                self.tracked.insert(grown);
+            } else if tail_left_out {
+                self.left_out.insert(grown);
+            }
         }
     }
 
-    /// `MADV_FREE` over `range`, whose pages `present` were present at its exit.
+    /// `MADV_FREE` over `range`, whose pages `present` were present at its exit (those in swap
+    /// were dropped: `populated` no longer has them).
     fn freed_lazily(&mut self, range: Range<u64>, present: &[Range<u64>]) {
         for p in present {
-            let clip = p.start.max(range.start)..p.end.min(range.end);
-            if clip.is_empty() {
-                continue;
-            }
-            let tracked: Vec<Range<u64>> = self
-                .tracked
-                .overlapping(&clip)
-                .map(|t| t.start.max(clip.start)..t.end.min(clip.end))
-                .collect();
+            let tracked = within_set(&self.tracked, &clip(p, &range));
             self.lazy.extend(tracked);
         }
     }
@@ -172,13 +213,73 @@ enum Found {
 }
 
 impl Tracer {
-    /// `MADV_FREE` returned: its pages present now may be reclaimed from here on.
-    pub(super) fn on_lazy_free(&self, pid: i32, space: SpaceId, range: Range<u64>) {
-        let Some(pages) = self.present_at(pid, space, range.clone()) else {
+    /// `MADV_FREE` returned: its pages present now may be reclaimed from here on, and those it
+    /// found in swap it dropped (written as a `discard`, `advice` `free`).
+    pub(super) fn on_lazy_free(&self, pid: i32, tid: i32, space: SpaceId, range: Range<u64>) {
+        let Some(s) = self.spaces.get(&space) else {
             return;
         };
-        if let Some(s) = self.spaces.get(&space) {
-            s.pressure.borrow_mut().freed_lazily(range, &pages.present);
+        let Some(pagemap) = s.pagemap.as_ref().filter(|_| s.follows_pages()) else {
+            return;
+        };
+        let read_at = Instant::now();
+        // Nothing of the stream is claimed from it, so a failed read needs no warning: the
+        // pages are simply not known to be freed lazily.
+        let populated = match pagemap.populated_runs(range.clone()) {
+            Ok(runs) => runs,
+            Err(e) => {
+                tracing::debug!(space, ?range, "reading pages freed lazily: {e}");
+                return;
+            }
+        };
+        let was_in_swap = {
+            let mut p = s.pressure.borrow_mut();
+            let was_in_swap = within_set(&p.swapped, &range);
+            p.swapped.remove(range.clone());
+            p.freed_lazily(range.clone(), &populated);
+            was_in_swap
+        };
+        for dropped in was_in_swap {
+            s.lane.send(LaneMessage::Discard {
+                pid,
+                tid,
+                range: dropped,
+                advice: Dropped::Advice("free"),
+                site: self.exit_site,
+                at: read_at,
+                at_exit: PagesAtExit {
+                    read_at,
+                    present: populated.clone(),
+                },
+            });
+        }
+    }
+
+    /// Under `--faults uffd` the lane follows a stack's growth (a fault below it) and writes it:
+    /// what it grew to is tracked, and read by a look, from the stack's mapping as it is now.
+    fn track_stack_growth(&self, pid: i32, space: SpaceId) {
+        let Some(s) = self.spaces.get(&space) else {
+            return;
+        };
+        let stacks: Vec<Range<u64>> = s.scans.borrow().stacks.iter().cloned().collect();
+        if stacks.is_empty() {
+            return;
+        }
+        let Ok(maps) = procfs::read_maps(pid) else {
+            return;
+        };
+        for stack in stacks {
+            let Some(entry) = maps
+                .iter()
+                .find(|m| m.start <= stack.start && stack.start < m.end)
+            else {
+                continue;
+            };
+            let grown = entry.start..stack.start;
+            if !grown.is_empty() && s.pressure.borrow().chosen_for(&stack) == Some(true) {
+                s.pressure.borrow_mut().grown(grown.clone());
+                s.scans.borrow_mut().stacks.insert(grown);
+            }
         }
     }
 
@@ -197,6 +298,13 @@ impl Tracer {
         } else {
             None
         };
+        // The spaces some process of which has swap, by its last `rss` reading.
+        let with_swap: std::collections::HashSet<SpaceId> = self
+            .processes
+            .values()
+            .filter(|p| p.rss.is_some_and(|r| r.swap > 0))
+            .filter_map(|p| p.space)
+            .collect();
         let spaces: Vec<SpaceId> = self.spaces.keys().copied().collect();
         for space in spaces {
             let Some(s) = self.spaces.get(&space) else {
@@ -205,10 +313,7 @@ impl Tracer {
             if !s.follows_pages() {
                 continue;
             }
-            let in_swap = self
-                .processes
-                .values()
-                .any(|p| p.space == Some(space) && p.rss.is_some_and(|r| r.swap > 0));
+            let in_swap = with_swap.contains(&space);
             let (due, worth) = {
                 let p = s.pressure.borrow();
                 let lazy_reclaimed = lazy_freed.is_none() || p.lazy_freed_at_look != lazy_freed;
@@ -275,13 +380,14 @@ impl Tracer {
         let Some(pagemap) = s.pagemap.as_ref().filter(|_| s.follows_pages()) else {
             return;
         };
+        if s.uffd.is_some() {
+            self.track_stack_growth(pid, space);
+        }
         let mut ranges: RangeSet<u64> = RangeSet::new();
         {
             let p = s.pressure.borrow();
             for w in within.iter() {
-                for t in p.tracked.overlapping(w) {
-                    ranges.insert(t.start.max(w.start)..t.end.min(w.end));
-                }
+                ranges.extend(within_set(&p.tracked, w));
             }
         }
         if running == Running::OthersMayRun {
@@ -294,6 +400,7 @@ impl Tracer {
             ranges.remove(r.clone());
         }
         for range in ranges.iter() {
+            let read_at = Instant::now();
             let runs = match pagemap.populated(range.clone()) {
                 Ok(runs) => runs,
                 Err(e) => {
@@ -301,95 +408,30 @@ impl Tracer {
                     continue;
                 }
             };
-            let mut in_swap: RangeSet<u64> = RangeSet::new();
-            let mut present: RangeSet<u64> = RangeSet::new();
-            for run in runs {
-                match run.swapped {
-                    true => in_swap.insert(run.range),
-                    false => present.insert(run.range),
-                }
-            }
-            let mut lines = Vec::new();
-            {
-                let mut p = s.pressure.borrow_mut();
-                // Newly in swap.
-                for r in in_swap.iter() {
-                    for new in p.swapped.gaps(r) {
-                        lines.push((new, Found::Swapped));
-                    }
-                }
-                // Back from swap, or gone from it unseen (a release the tracer does not stop).
-                let was: Vec<Range<u64>> = p
-                    .swapped
-                    .overlapping(range)
-                    .map(|r| r.start.max(range.start)..r.end.min(range.end))
-                    .collect();
-                for r in was {
-                    let mut left: RangeSet<u64> = std::iter::once(r).collect();
-                    for k in in_swap.iter() {
-                        left.remove(k.clone());
-                    }
-                    for l in left.iter() {
-                        let mut gone: RangeSet<u64> = std::iter::once(l.clone()).collect();
-                        for back in present.overlapping(l) {
-                            let back = back.start.max(l.start)..back.end.min(l.end);
-                            gone.remove(back.clone());
-                            lines.push((back, Found::Back));
-                        }
-                        for g in gone.iter() {
-                            lines.push((g.clone(), Found::Gone));
-                        }
-                    }
-                }
-                // Freed lazily, and now neither present nor in swap: reclaimed.
-                let lazy: Vec<Range<u64>> = p
-                    .lazy
-                    .overlapping(range)
-                    .map(|r| r.start.max(range.start)..r.end.min(range.end))
-                    .collect();
-                for r in lazy {
-                    let mut gone: RangeSet<u64> = std::iter::once(r).collect();
-                    for k in in_swap.iter().chain(present.iter()) {
-                        gone.remove(k.clone());
-                    }
-                    for g in gone.iter() {
-                        lines.push((g.clone(), Found::Reclaimed));
-                    }
-                }
-                for (r, found) in &lines {
-                    p.lazy.remove(r.clone());
-                    match found {
-                        Found::Swapped => p.swapped.insert(r.clone()),
-                        Found::Back | Found::Reclaimed | Found::Gone => p.swapped.remove(r.clone()),
-                    }
-                }
-            }
-            lines.sort_by_key(|(r, _)| r.start);
-            for (r, found) in lines {
-                if matches!(found, Found::Reclaimed | Found::Gone) {
-                    // Gone: a scan finds a page made there again.
-                    s.scans.borrow_mut().dropped(r.clone());
-                }
-                let evicted = |how| Event::Evicted {
+            let found = s.pressure.borrow_mut().found(range, &runs);
+            for (r, found) in found {
+                let dropped = |advice| LaneMessage::Discard {
                     pid,
-                    space,
-                    start: r.start,
-                    end: r.end,
-                    how,
+                    tid: pid,
+                    range: r.clone(),
+                    advice,
+                    site: None,
+                    at: read_at,
+                    // The lane leaves out what it resolved since the read (touched again).
+                    at_exit: PagesAtExit {
+                        read_at,
+                        present: Vec::new(),
+                    },
                 };
-                s.lane.observed(match found {
-                    Found::Swapped => evicted(EvictedHow::Swap),
-                    Found::Reclaimed => evicted(EvictedHow::Reclaim),
-                    Found::Gone => Event::Discard {
+                match found {
+                    Found::Swapped => s.lane.observed(Event::Evicted {
                         pid,
-                        tid: pid,
                         space,
                         start: r.start,
                         end: r.end,
-                        advice: "scan".into(),
-                        site: None,
-                    },
-                    Found::Back => Event::Resident {
+                        how: EvictedHow::Swap,
+                    }),
+                    Found::Back => s.lane.observed(Event::Resident {
                         pid,
                         tid: None,
                         space,
@@ -403,10 +445,73 @@ impl Tracer {
                         site: None,
                         sampled: 0,
                         from: Some(ResidentFrom::Swap),
-                    },
-                });
+                    }),
+                    Found::Reclaimed => {
+                        s.scans.borrow_mut().dropped(r.clone());
+                        s.lane.send(dropped(Dropped::Reclaimed));
+                    }
+                    // An attached space's scans write what is gone themselves (attach.rs).
+                    Found::Gone if s.sampled.is_some() => {}
+                    Found::Gone => {
+                        s.scans.borrow_mut().dropped(r.clone());
+                        s.lane.send(dropped(Dropped::Advice("scan")));
+                    }
+                }
             }
         }
+    }
+}
+
+impl Pressure {
+    /// What a read of `range` (its populated `runs`) shows against what the stream has, in
+    /// address order; the stream's sets are brought up to it.
+    fn found(&mut self, range: &Range<u64>, runs: &[PopulatedRun]) -> Vec<(Range<u64>, Found)> {
+        let mut in_swap: RangeSet<u64> = RangeSet::new();
+        let mut present: RangeSet<u64> = RangeSet::new();
+        for run in runs {
+            match run.swapped {
+                true => in_swap.insert(run.range.clone()),
+                false => present.insert(run.range.clone()),
+            }
+        }
+        let mut found = Vec::new();
+        // Newly in swap.
+        for r in in_swap.iter() {
+            found.extend(self.swapped.gaps(r).map(|new| (new, Found::Swapped)));
+        }
+        // In swap before: back, still there, or gone with no release seen.
+        for was in within_set(&self.swapped, range) {
+            let mut left: RangeSet<u64> = std::iter::once(was).collect();
+            for k in in_swap.iter() {
+                left.remove(k.clone());
+            }
+            for l in left.iter() {
+                let back = within_set(&present, l);
+                let mut gone: RangeSet<u64> = std::iter::once(l.clone()).collect();
+                for b in &back {
+                    gone.remove(b.clone());
+                }
+                found.extend(back.into_iter().map(|b| (b, Found::Back)));
+                found.extend(gone.into_iter().map(|g| (g, Found::Gone)));
+            }
+        }
+        // Freed lazily, and now neither present nor in swap: reclaimed.
+        for r in within_set(&self.lazy, range) {
+            let mut gone: RangeSet<u64> = std::iter::once(r).collect();
+            for k in in_swap.iter().chain(present.iter()) {
+                gone.remove(k.clone());
+            }
+            found.extend(gone.into_iter().map(|g| (g, Found::Reclaimed)));
+        }
+        for (r, how) in &found {
+            self.lazy.remove(r.clone());
+            match how {
+                Found::Swapped => self.swapped.insert(r.clone()),
+                Found::Back | Found::Reclaimed | Found::Gone => self.swapped.remove(r.clone()),
+            }
+        }
+        found.sort_by_key(|(r, _)| r.start);
+        found
     }
 }
 
@@ -438,7 +543,11 @@ mod tests {
 
     #[test]
     fn a_description_clears_swap_and_keeps_lazy_pages_still_present() {
-        let mut p = Pressure::inheriting(set(&[(0x10, 0x14)]));
+        let parent = Pressure {
+            lazy: set(&[(0x10, 0x14)]),
+            ..Pressure::default()
+        };
+        let mut p = Pressure::inheriting(&parent);
         p.swapped.insert(0x10 * P..0x11 * P);
         p.described(
             0x10 * P..0x20 * P,
@@ -452,7 +561,7 @@ mod tests {
     }
 
     #[test]
-    fn a_discard_forgets_what_it_dropped_only() {
+    fn a_discard_drops_every_swap_entry_and_the_lazy_pages_it_dropped() {
         let mut p = Pressure::default();
         p.described(
             0x10 * P..0x20 * P,
@@ -460,7 +569,75 @@ mod tests {
             &Vec::from_iter(set(&[(0x10, 0x20)])),
         );
         p.swapped.insert(0x10 * P..0x14 * P);
-        p.discarded(0x10 * P..0x14 * P, &Vec::from_iter(set(&[(0x12, 0x13)])));
-        assert_eq!(p.swapped, set(&[(0x12, 0x13)]));
+        p.freed_lazily(0x14 * P..0x18 * P, &Vec::from_iter(set(&[(0x14, 0x18)])));
+        p.discarded(
+            0x10 * P..0x18 * P,
+            &Vec::from_iter(set(&[(0x12, 0x13), (0x15, 0x16)])),
+        );
+        assert!(p.swapped.is_empty());
+        assert_eq!(p.lazy, set(&[(0x15, 0x16)]));
+    }
+
+    fn run(pages: (u64, u64), swapped: bool) -> PopulatedRun {
+        PopulatedRun {
+            range: pages.0 * P..pages.1 * P,
+            zero: false,
+            huge: false,
+            swapped,
+        }
+    }
+
+    /// One read against the stream: newly in swap, back, still in swap, gone from swap unseen,
+    /// freed lazily and reclaimed, freed lazily and still there.
+    #[test]
+    fn a_read_is_sorted_into_what_left_and_what_came_back() {
+        let mut p = Pressure::default();
+        p.described(
+            0x10 * P..0x40 * P,
+            true,
+            &Vec::from_iter(set(&[(0x10, 0x40)])),
+        );
+        p.swapped = set(&[(0x20, 0x28)]);
+        p.lazy = set(&[(0x30, 0x38)]);
+        // 0x24-0x28 (in swap before) and 0x34-0x38 (freed lazily) are in no run.
+        let runs = [
+            run((0x10, 0x14), true),
+            run((0x14, 0x20), false),
+            run((0x20, 0x22), false),
+            run((0x22, 0x24), true),
+            run((0x30, 0x34), false),
+        ];
+        let found = p.found(&(0x10 * P..0x40 * P), &runs);
+        let found: Vec<((u64, u64), Found)> = found
+            .iter()
+            .map(|(r, f)| ((r.start / P, r.end / P), *f))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ((0x10, 0x14), Found::Swapped),
+                ((0x20, 0x22), Found::Back),
+                ((0x24, 0x28), Found::Gone),
+                ((0x34, 0x38), Found::Reclaimed),
+            ]
+        );
+        assert_eq!(p.swapped, set(&[(0x10, 0x14), (0x22, 0x24)]));
+        assert_eq!(p.lazy, set(&[(0x30, 0x34)]));
+        // Read again, nothing changed: nothing found.
+        assert!(p.found(&(0x10 * P..0x40 * P), &runs).is_empty());
+    }
+
+    /// `--region`/`--min-size`: what was left out stays out when moved and grown, and in a fork
+    /// child.
+    #[test]
+    fn what_is_left_out_stays_out() {
+        let mut p = Pressure::default();
+        p.leave_out(0x10 * P..0x20 * P);
+        p.moved(0x10 * P..0x20 * P, 0x40 * P..0x60 * P, false);
+        assert_eq!(p.chosen_for(&(0x40 * P..0x60 * P)), Some(false));
+        assert_eq!(p.chosen_for(&(0x58 * P..0x60 * P)), Some(false));
+        let child = Pressure::inheriting(&p);
+        assert_eq!(child.chosen_for(&(0x40 * P..0x41 * P)), Some(false));
+        assert_eq!(child.chosen_for(&(0x70 * P..0x71 * P)), None);
     }
 }

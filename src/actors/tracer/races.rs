@@ -114,7 +114,19 @@ impl Tracer {
             .borrow_mut()
             .keep_private_anon(&settled, maps);
         for range in ranges.iter() {
-            space_ref.pressure.borrow_mut().forget(range.clone());
+            // What is tracked or left out stays so (the selection's choice); pages in swap or
+            // freed lazily are found again by the next look. A hole is no mapping any more.
+            {
+                let mut pressure = space_ref.pressure.borrow_mut();
+                pressure.forget_pages(range.clone());
+                let mut holes: RangeSet<u64> = std::iter::once(range.clone()).collect();
+                for m in maps.iter() {
+                    holes.remove(m.start..m.end);
+                }
+                for hole in holes.iter() {
+                    pressure.forget(hole.clone());
+                }
+            }
             space_ref.lane.observed(Event::Unmap {
                 pid,
                 tid,

@@ -4,10 +4,7 @@
 
 use std::time::Instant;
 
-/// The next reading waits at least this many times as long as the last one took.
-const COST_FACTOR: u32 = 50;
-
-use super::Tracer;
+use super::{COST_FACTOR, Tracer};
 use crate::event::Event;
 use crate::kernel::{oom, procfs, tick};
 

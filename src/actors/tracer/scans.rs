@@ -9,16 +9,13 @@ use std::time::Instant;
 
 use rangemap::RangeSet;
 
-use super::Tracer;
+use super::{COST_FACTOR, Tracer};
 use crate::event::{Event, FoundBy, SpaceId};
 use crate::kernel::procfs::{self, PopulatedRun};
 use crate::kernel::syscall::{HugeAdvice, LayoutSyscall};
 use crate::kernel::thp::ThpPolicy;
 use crate::kernel::tick;
 
-/// A timed scan may take at most this share of the tracer's time: the next one waits this many
-/// times as long as the last one took.
-const COST_FACTOR: u32 = 50;
 /// Pieces of one followed range that a timed scan reads, separated by fewer seen pages than
 /// this, are read as one: a `PAGEMAP_SCAN` call costs about as much as walking that many
 /// present pages again.
@@ -292,6 +289,10 @@ impl Tracer {
                 };
                 let stack = entry.path == "[stack]" || scans.stacks.overlaps(&whole);
                 if part.is_empty() || stack || scans.followed.overlaps(&part) {
+                    continue;
+                }
+                // Only what the stream tracks: a mapping the selection left out stays so.
+                if s.pressure.borrow().tracked_within(&part) != [part.clone()] {
                     continue;
                 }
                 if let Err(e) = uffd.unregister(part.start, part.end) {

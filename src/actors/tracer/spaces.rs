@@ -74,8 +74,9 @@ pub(super) struct Inherited {
     pub(super) stacks: RangeSet<u64>,
     /// Whether the parent's memory is followed (`--only`): the child runs the same program.
     pub(super) selected: bool,
-    /// The parent's pages freed with `MADV_FREE`: the child's copies are freed lazily too.
-    pub(super) lazy: RangeSet<u64>,
+    /// What of the parent's the stream tracks, left out, and has freed lazily: the child's
+    /// copies are as they were.
+    pub(super) pressure: Pressure,
 }
 
 impl Tracer {
@@ -190,7 +191,7 @@ impl Tracer {
             Origin::Exec { .. } | Origin::Attach => None,
             Origin::Fork(_) => Some(MapCause::Redescribe),
         };
-        let (brk, scanned, stacks, lazy) = match origin {
+        let (brk, scanned, stacks, pressure) = match origin {
             Origin::Exec { .. } | Origin::Attach => {
                 let (former_tid, attached) = match origin {
                     Origin::Exec { former_tid } => (former_tid, false),
@@ -211,7 +212,7 @@ impl Tracer {
                     .map(|e| e.end)
                     .or_else(|| procfs::start_brk(tid))
                     .unwrap_or(0);
-                (brk, RangeSet::new(), RangeSet::new(), RangeSet::new())
+                (brk, RangeSet::new(), RangeSet::new(), Pressure::default())
             }
             Origin::Fork(inherited) => {
                 if let Some(birth) = self.announce.remove(&id) {
@@ -232,7 +233,7 @@ impl Tracer {
                     inherited.brk,
                     inherited.scanned,
                     inherited.stacks,
-                    inherited.lazy,
+                    inherited.pressure,
                 )
             }
         };
@@ -248,7 +249,7 @@ impl Tracer {
                 vmas,
                 sampled: self.attaching().then(|| Sampled::new(maps.clone())),
                 selected,
-                pressure: RefCell::new(Pressure::inheriting(lazy)),
+                pressure: RefCell::new(pressure),
                 scans: RefCell::new({
                     // The parent's, as the tracer had them when it handled the fork: what is
                     // no longer private anonymous memory in the child is not followed.
@@ -297,8 +298,8 @@ impl Tracer {
                 .map(|s| s.scans.borrow().stacks.clone())
                 .unwrap_or_default(),
             selected: parent.is_none_or(|s| s.selected),
-            lazy: parent
-                .map(|s| s.pressure.borrow().lazy().clone())
+            pressure: parent
+                .map(|s| Pressure::inheriting(&s.pressure.borrow()))
                 .unwrap_or_default(),
         }
     }
