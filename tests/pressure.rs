@@ -302,6 +302,72 @@ fn pages_swapped_out_come_back_and_freed_ones_are_reclaimed() {
     }
 }
 
+/// Pages swapped out where the stream has them by other ways: a main stack grown by faults (which
+/// the lane, not the tracer, follows under `--faults uffd`), and a mapping `MADV_FREE`d after its
+/// pages went to swap (which drops them: a `discard`, `advice` `free`). Both modes, `--verify`.
+#[test]
+fn a_grown_stack_paged_out_and_swapped_pages_freed_agree_with_the_kernel() {
+    let Some(_swap) = SwapFile::on(64) else {
+        return;
+    };
+    let program = workload("pressure_edges");
+    for how in ["uffd", "scan"] {
+        let t = trace_within(
+            &["--faults", how, "--sample-ms", "5", "--verify"],
+            &[&program],
+            HANG,
+        );
+        assert_eq!(
+            (t.status, t.stdout.as_str()),
+            (0, "done\n"),
+            "{how}: {}",
+            t.evidence()
+        );
+        let v = t.verify_totals();
+        assert_eq!(v.mismatched_pages, 0, "{how}: {}", t.evidence());
+        // The stack's pages paged out: an evicted line inside a stack mapping.
+        let stacks: Vec<(u64, u64)> = t
+            .lines
+            .iter()
+            .filter_map(|l| match &l.event {
+                Event::Map {
+                    start,
+                    end,
+                    kind: mevi_actors::event::MapKind::Stack,
+                    ..
+                } => Some((*start, *end)),
+                _ => None,
+            })
+            .collect();
+        let in_stack = |a: u64| stacks.iter().any(|&(s, e)| s <= a && a < e);
+        let stack_evicted: u64 = t
+            .lines
+            .iter()
+            .filter_map(|l| match &l.event {
+                Event::Evicted {
+                    start,
+                    end,
+                    how: EvictedHow::Swap,
+                    ..
+                } if in_stack(*start) => Some((end - start) / PAGE),
+                _ => None,
+            })
+            .sum();
+        assert!(
+            stack_evicted >= 256,
+            "{how}: {stack_evicted} stack pages evicted"
+        );
+        let freed = t
+            .lines
+            .iter()
+            .any(|l| matches!(&l.event, Event::Discard { advice, .. } if advice == "free"));
+        assert!(
+            freed,
+            "{how}: no discard of the swapped pages MADV_FREE dropped"
+        );
+    }
+}
+
 /// A process the OOM killer kills in a memory cgroup inside one limited to 32 MiB: its `exit`
 /// line says so, with the cgroup whose limit was hit, the limit and the kernel log's line; a
 /// `SIGKILL` sent by a program is not one.

@@ -261,3 +261,39 @@ fn a_mapping_merged_into_one_left_out_is_left_out_too() {
         assert_eq!(tracked_there, how == "scan", "{how}");
     }
 }
+
+/// What `--min-size` left out stays out as it changes: advised `MADV_HUGEPAGE` (not scanned
+/// then), grown in place past the size, merged with its neighbour and copied by a fork. No page
+/// of them is written; `--verify` agrees on what is followed.
+#[test]
+fn what_min_size_left_out_stays_out_as_it_changes() {
+    let program = workload("select_edges");
+    for how in ["uffd", "scan"] {
+        let t = trace_within(
+            &["--faults", how, "--min-size", "1MiB", "--verify"],
+            &[&program],
+            HANG,
+        );
+        assert_eq!(
+            (t.status, t.stdout.as_str()),
+            (0, "done\n"),
+            "{how}: {}",
+            t.stderr
+        );
+        let v = t.verify_totals();
+        assert_eq!(v.mismatched_pages, 0, "{how}: {}", t.evidence());
+        // 0x20..., 0x21..., 0x22...: A, B and C.
+        let ours = |start: u64| (0x20..=0x22).contains(&(start >> 40));
+        for l in &t.lines {
+            match &l.event {
+                Event::Resident { start, .. } => assert!(!ours(*start), "{how}: {l:?}"),
+                Event::Map {
+                    start,
+                    tracked: true,
+                    ..
+                } => assert!(!ours(*start), "{how}: {l:?}"),
+                _ => {}
+            }
+        }
+    }
+}

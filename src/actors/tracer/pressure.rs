@@ -240,6 +240,8 @@ impl Tracer {
             was_in_swap
         };
         for dropped in was_in_swap {
+            // Gone: a scan finds a page made there again.
+            s.scans.borrow_mut().dropped(dropped.clone());
             s.lane.send(LaneMessage::Discard {
                 pid,
                 tid,
