@@ -242,6 +242,10 @@ pub struct RunTotals {
     /// `exec` line with `followed` false, and the spaces forked from them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_selected_spaces: Option<u64>,
+    /// With `--region` or `--min-size`: private anonymous mappings may be left out (written
+    /// untracked), and checks compare the rest.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub mappings_selected: bool,
     /// With `--threads`: the `resident` lines of threads not selected, followed but not written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threads_not_selected: Option<NotWritten>,
@@ -590,6 +594,10 @@ pub enum Event {
         /// Pages back from swap (no first touch): the stream had them evicted.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         from: Option<ResidentFrom>,
+        /// Never in the stream: `--threads` does not select the thread, by its name when it
+        /// touched. The state actor applies the line to its model and does not write it.
+        #[serde(skip)]
+        withheld: bool,
     },
     /// Pages the stream had resident that left memory with no release by the program: written
     /// to swap, or reclaimed after `MADV_FREE`; found by a read of the page tables, so at most a

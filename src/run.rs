@@ -266,6 +266,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
         faults: options.faults,
         scan: options.faults && options.scan,
         only: !options.selection.only.is_empty(),
+        mappings_selected: options.selection.selects_ranges(),
         buffer_bytes: options.buffer_bytes,
     };
     // `--stacks`, `--touch-stacks`: the tracer and the lanes take them, the symbolizer names
@@ -288,10 +289,10 @@ pub fn run(options: RunOptions) -> RunOutcome {
         .map(|(shared, period)| (shared, Arc::new(TouchSamplers::new(period))));
     let (state, state_handle) =
         StateActor::new(STATE_CAPACITY, writer, state_options, report, sites);
-    // `--threads`: the lanes note the names of the threads whose faults they resolve.
+    // `--threads`: the lanes read the name of each thread whose fault they resolve.
     let thread_names = (!options.selection.threads.is_empty())
         .then(|| Arc::new(ThreadNames::new(options.selection.threads.clone())));
-    let state = state.selecting_threads(thread_names.clone());
+    let state = state.selecting_threads(thread_names.is_some());
     let (sequencer, sequencer_handle) = Sequencer::new(SEQUENCER_CAPACITY, state_handle, started);
     let thp = if test_hooks::fails(Fault::ThpAlways, None) {
         ThpPolicy::Always

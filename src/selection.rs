@@ -3,10 +3,7 @@
 //! selected costs as little as it can: a program not selected gets no userfaultfd and no scans;
 //! a mapping not selected is not registered nor read.
 
-use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 use crate::kernel::procfs;
 
@@ -43,70 +40,23 @@ impl Selection {
     }
 }
 
-/// `--threads`: the name of each thread whose first touches a lane resolves, read while the
-/// thread waits in its fault (it may rename itself at any time, and end soon after, before the
-/// state actor sees its lines), for the state actor to choose the lines it writes.
+/// `--threads`: whether a thread is selected, by its name as it touches (read while it waits in
+/// its fault: it may rename itself at any time, and end soon after).
 #[derive(Debug)]
 pub struct ThreadNames {
     patterns: Vec<glob::Pattern>,
-    /// Each thread's name, whether a pattern matches it, and when it was read.
-    names: Mutex<HashMap<i32, (String, bool, Instant)>>,
 }
 
 impl ThreadNames {
-    /// A selected thread's name read longer ago than this is read again.
-    const FRESH: Duration = Duration::from_millis(50);
-    /// A thread not selected (yet) is read again sooner: a new thread has its creator's name
-    /// until it names itself, usually just after it starts.
-    const FRESH_UNSELECTED: Duration = Duration::from_millis(1);
-
     pub fn new(patterns: Vec<glob::Pattern>) -> Self {
-        Self {
-            patterns,
-            names: Mutex::new(HashMap::new()),
-        }
+        Self { patterns }
     }
 
-    /// `tid` is waiting in a fault: its name now, unless read lately.
-    pub fn note(&self, tid: i32) {
-        let fresh = |names: &HashMap<i32, (String, bool, Instant)>| {
-            names.get(&tid).is_some_and(|(_, selected, at)| {
-                at.elapsed()
-                    < if *selected {
-                        Self::FRESH
-                    } else {
-                        Self::FRESH_UNSELECTED
-                    }
-            })
-        };
-        if self.names.lock().is_ok_and(|names| fresh(&names)) {
-            return;
-        }
-        // A read of an in-memory file, a few microseconds.
-        if let Some(name) = procfs::comm(tid, tid)
-            && let Ok(mut names) = self.names.lock()
-        {
-            let selected = self.selects(&name);
-            names.insert(tid, (name, selected, Instant::now()));
-        }
-    }
-
-    /// Whether a thread of this name is selected.
-    pub fn selects(&self, name: &str) -> bool {
-        self.patterns.iter().any(|p| p.matches(name))
-    }
-
-    /// Whether the thread `tid` was selected when last noted; None if it never was.
-    pub fn selected(&self, tid: i32) -> Option<bool> {
-        let names = self.names.lock().ok()?;
-        names.get(&tid).map(|(_, selected, _)| *selected)
-    }
-
-    /// `tid` ended: a later thread may get its number.
-    pub fn forget(&self, tid: i32) {
-        if let Ok(mut names) = self.names.lock() {
-            names.remove(&tid);
-        }
+    /// Whether the thread `tid`, waiting in a fault, has a selected name now: a read of its
+    /// `comm` at each fault (a few microseconds), the cost of `--threads`. A thread whose name
+    /// cannot be read (gone) is written: nothing is left out that was not chosen to be.
+    pub fn selects_now(&self, tid: i32) -> bool {
+        procfs::comm(tid, tid).is_none_or(|name| self.patterns.iter().any(|p| p.matches(&name)))
     }
 }
 

@@ -845,6 +845,7 @@ mod tests {
             site: None,
             sampled: 0,
             from: None,
+            withheld: false,
         }
     }
 
@@ -1217,6 +1218,7 @@ mod tests {
                 site: None,
                 sampled: 0,
                 from: None,
+                withheld: false,
             },
             _ => unreachable!(),
         };

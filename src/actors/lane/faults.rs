@@ -74,10 +74,11 @@ impl Lane {
             .as_ref()
             .filter(|_| own_thread)
             .and_then(|stacks| stacks.take(tid));
-        // While it waits in the fault, the thread is alive and named as it is now.
-        if let Some(names) = &self.thread_names {
-            names.note(tid);
-        }
+        // `--threads`: the thread's name as it touched, read while it waits in the fault.
+        let thread_selected = self
+            .thread_names
+            .as_ref()
+            .is_none_or(|names| names.selects_now(tid));
         match uffd.resolve(addr, write) {
             Resolution::Resolved => {
                 if test_hooks::fails(Fault::LanePanic, Some(self.space)) {
@@ -112,6 +113,7 @@ impl Lane {
                     faults: 1,
                     sampled: u64::from(site.is_some()),
                     site,
+                    thread_selected,
                 };
                 self.touches.touched(touch, &mut self.outgoing);
                 self.send_out().await;

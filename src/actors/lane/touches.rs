@@ -30,6 +30,9 @@ pub(super) struct TouchRun {
     pub(super) site: Option<SiteId>,
     /// How many of its faults were sampled (all at `site`).
     pub(super) sampled: u64,
+    /// `--threads` selects its thread, by its name when it touched (true without `--threads`):
+    /// a run is of one name.
+    pub(super) thread_selected: bool,
 }
 
 impl TouchRun {
@@ -50,6 +53,7 @@ impl TouchRun {
                 site: self.site,
                 sampled: self.sampled,
                 from: None,
+                withheld: !self.thread_selected,
             },
         }
     }
@@ -62,7 +66,11 @@ impl TouchRun {
 
     /// Takes in `touch` if it extends this run, up or down.
     fn extend(&mut self, touch: &TouchRun) -> bool {
-        if self.write != touch.write || self.pid != touch.pid || !self.same_toucher(touch) {
+        if self.write != touch.write
+            || self.pid != touch.pid
+            || !self.same_toucher(touch)
+            || self.thread_selected != touch.thread_selected
+        {
             return false;
         }
         // A run names one stack: a page sampled at another ends it.
@@ -168,7 +176,28 @@ mod tests {
             remote: false,
             site: None,
             sampled: 0,
+            thread_selected: true,
         }
+    }
+
+    /// `--threads`: a thread's touches under a name selected and under one not are two runs.
+    #[test]
+    fn a_run_is_of_one_thread_name() {
+        let t = Instant::now();
+        let mut touches = Touches::new(7, Some(WINDOW));
+        let mut out = Vec::new();
+        touches.touched(touch(t, 100, 10, true), &mut out);
+        let renamed = TouchRun {
+            thread_selected: false,
+            ..touch(t, 100, 11, true)
+        };
+        touches.touched(renamed, &mut out);
+        touches.flush(&mut out);
+        let withheld: Vec<bool> = out
+            .iter()
+            .map(|s| matches!(s.event, Event::Resident { withheld: true, .. }))
+            .collect();
+        assert_eq!(withheld, [false, true]);
     }
 
     fn sampled(mut run: TouchRun, site: SiteId) -> TouchRun {

@@ -12,28 +12,24 @@ mod sites;
 mod summary;
 #[cfg(test)]
 mod tests;
-mod threads;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 use std::time::Duration;
 
 use async_channel::{Receiver, Sender};
-use std::sync::Arc;
 
 use self::output::Output;
 pub use self::output::{DEFAULT_BUFFER, DEFAULT_BUFFER_BYTES, WaitsForRoom, stream_lost};
 pub use self::report::ReportTap;
 use self::sites::SiteLines;
 pub use self::summary::human_summary;
-use self::threads::ThreadFilter;
 use crate::event::{
     Event, ForkKind, Line, NotWritten, ProcessSummary, RunTotals, SpaceId, UnseenTotals,
     VerifyTotals, WarningKind,
 };
 use crate::model::Replay;
 use crate::model::processes::{Process, Processes};
-use crate::selection::ThreadNames;
 use crate::test_hooks::{self, Fault};
 use crate::verify::{self, KernelView, Probe, Unreadable};
 
@@ -86,6 +82,8 @@ pub struct StateOptions {
     pub scan: bool,
     /// `--only`: the summary says how many spaces were not followed.
     pub only: bool,
+    /// `--region`, `--min-size`: the summary says checks compare the mappings selected only.
+    pub mappings_selected: bool,
     /// `--buffer`: bytes of lines that may wait for the stream's reader before the state actor
     /// (and so the program) waits.
     pub buffer_bytes: u32,
@@ -116,10 +114,9 @@ pub struct StateActor {
     unseen: BTreeMap<SpaceId, UnseenTotals>,
     /// `--only`: the spaces of programs not selected.
     not_selected: BTreeSet<SpaceId>,
-    /// `--threads`: which `resident` lines are written.
-    threads: Option<ThreadFilter>,
-    /// Lines not written (`--threads`): every later line's `seq` is the sequencer's less this.
-    withheld: u64,
+    /// `--threads`: the `resident` lines of threads not selected, applied and not written;
+    /// every later line's `seq` is the sequencer's less their count.
+    withheld: Option<NotWritten>,
 }
 
 impl StateActor {
@@ -151,16 +148,14 @@ impl StateActor {
             inserted: 0,
             unseen: BTreeMap::new(),
             not_selected: BTreeSet::new(),
-            threads: None,
-            withheld: 0,
+            withheld: None,
         };
         (actor, StateHandle { tx })
     }
 
-    /// `--threads`: `resident` lines only for the threads whose name (as the lanes noted it)
-    /// one of `patterns` matches.
-    pub fn selecting_threads(mut self, names: Option<Arc<ThreadNames>>) -> Self {
-        self.threads = names.map(ThreadFilter::new);
+    /// `--threads`: the summary counts the `resident` lines not written (the lanes mark them).
+    pub fn selecting_threads(mut self, selecting: bool) -> Self {
+        self.withheld = selecting.then(NotWritten::default);
         self
     }
 
@@ -194,10 +189,9 @@ impl StateActor {
 
     /// A line from the sequencer, after the `site` line it is the first to name.
     async fn on_line(&mut self, mut line: Line, probe: Option<Probe>) {
-        line.seq = (line.seq + self.inserted).saturating_sub(self.withheld);
-        if let Some(threads) = &mut self.threads
-            && !threads.writes(&line.event)
-        {
+        let withheld = self.withheld.as_ref().map_or(0, |w| w.lines);
+        line.seq = (line.seq + self.inserted).saturating_sub(withheld);
+        if let Event::Resident { withheld: true, .. } = line.event {
             return self.withhold(line);
         }
         if let Some(sites) = &mut self.sites
@@ -261,9 +255,11 @@ impl StateActor {
     /// A `resident` line of a thread `--threads` does not select: the replayed state, the
     /// processes' counts and the page have it (so checks stay exact); the stream does not.
     fn withhold(&mut self, line: Line) {
-        self.withheld += 1;
         if let Event::Resident { faults, .. } = line.event {
             self.totals.faults += faults;
+            let withheld = self.withheld.get_or_insert_default();
+            withheld.lines += 1;
+            withheld.first_touches += faults;
         }
         if let Some(tap) = &mut self.report {
             tap.before(&self.model, &line);
@@ -496,15 +492,11 @@ impl StateActor {
                 .count() as u64;
         }
         self.totals.tracer_peak_rss_bytes = own_peak_rss_bytes();
+        self.totals.mappings_selected = self.options.mappings_selected;
         if self.options.only {
             self.totals.not_selected_spaces = Some(self.not_selected.len() as u64);
         }
-        if let Some(threads) = &self.threads {
-            self.totals.threads_not_selected = Some(NotWritten {
-                lines: threads.withheld_lines,
-                first_touches: threads.withheld_faults,
-            });
-        }
+        self.totals.threads_not_selected = self.withheld.clone();
         if self.options.scan {
             let mut all = UnseenTotals::default();
             for u in self.unseen.values() {

@@ -96,6 +96,9 @@ pub fn human_summary(processes: &[ProcessSummary], totals: &RunTotals, faults: b
         if v.unchecked_spaces > 0 {
             let _ = write!(also, ", {} space(s) never checked", v.unchecked_spaces);
         }
+        if totals.not_selected_spaces.is_some() || totals.mappings_selected {
+            also.push_str(", of what --only, --region and --min-size select");
+        }
         if v.inexact_warnings > 0 {
             let _ = write!(
                 also,

@@ -38,6 +38,7 @@ async fn report(messages: Vec<StateMessage>) -> RunReport {
         faults: true,
         scan: false,
         only: false,
+        mappings_selected: false,
         buffer_bytes: super::DEFAULT_BUFFER_BYTES,
     };
     let (actor, handle) = StateActor::new(16, Box::new(std::io::sink()), options, None, None);

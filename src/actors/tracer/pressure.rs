@@ -187,6 +187,26 @@ impl Pressure {
     }
 }
 
+/// A `resident` line `from` `swap`: pages found in memory again.
+fn back_from_swap(pid: i32, space: SpaceId, r: Range<u64>) -> Event {
+    Event::Resident {
+        pid,
+        tid: None,
+        space,
+        start: r.start,
+        end: r.end,
+        write: true,
+        faults: 0,
+        writer: None,
+        by: Some(FoundBy::Scan),
+        huge: false,
+        site: None,
+        sampled: 0,
+        from: Some(ResidentFrom::Swap),
+        withheld: false,
+    }
+}
+
 /// The parts of `set` within the moved part of `old`, where they are in `new`.
 fn shifted(set: &RangeSet<u64>, old: &Range<u64>, new: &Range<u64>) -> Vec<Range<u64>> {
     let moved_end = old.end.min(old.start + (new.end - new.start));
@@ -239,7 +259,18 @@ impl Tracer {
             p.freed_lazily(range.clone(), &populated);
             was_in_swap
         };
-        for dropped in was_in_swap {
+        // What the stream had in swap: dropped, or back in memory before the free (no look has
+        // said so yet), and now freed lazily.
+        let mut dropped_from_swap = Vec::new();
+        for was in was_in_swap {
+            for (run, present) in procfs::split_by_presence(was, &populated) {
+                match present {
+                    true => s.lane.observed(back_from_swap(pid, space, run)),
+                    false => dropped_from_swap.push(run),
+                }
+            }
+        }
+        for dropped in dropped_from_swap {
             // Gone: a scan finds a page made there again.
             s.scans.borrow_mut().dropped(dropped.clone());
             s.lane.send(LaneMessage::Discard {
@@ -433,21 +464,7 @@ impl Tracer {
                         end: r.end,
                         how: EvictedHow::Swap,
                     }),
-                    Found::Back => s.lane.observed(Event::Resident {
-                        pid,
-                        tid: None,
-                        space,
-                        start: r.start,
-                        end: r.end,
-                        write: true,
-                        faults: 0,
-                        writer: None,
-                        by: Some(FoundBy::Scan),
-                        huge: false,
-                        site: None,
-                        sampled: 0,
-                        from: Some(ResidentFrom::Swap),
-                    }),
+                    Found::Back => s.lane.observed(back_from_swap(pid, space, r)),
                     Found::Reclaimed => {
                         s.scans.borrow_mut().dropped(r.clone());
                         s.lane.send(dropped(Dropped::Reclaimed));
@@ -506,10 +523,18 @@ impl Pressure {
             found.extend(gone.into_iter().map(|g| (g, Found::Reclaimed)));
         }
         for (r, how) in &found {
-            self.lazy.remove(r.clone());
             match how {
-                Found::Swapped => self.swapped.insert(r.clone()),
-                Found::Back | Found::Reclaimed | Found::Gone => self.swapped.remove(r.clone()),
+                // A page written to swap was written since it was freed: no longer lazily.
+                Found::Swapped => {
+                    self.swapped.insert(r.clone());
+                    self.lazy.remove(r.clone());
+                }
+                // Back, it may have been freed lazily since (before this look).
+                Found::Back => self.swapped.remove(r.clone()),
+                Found::Reclaimed | Found::Gone => {
+                    self.swapped.remove(r.clone());
+                    self.lazy.remove(r.clone());
+                }
             }
         }
         found.sort_by_key(|(r, _)| r.start);

@@ -536,6 +536,7 @@ impl Tracer {
                         site: None,
                         sampled: 0,
                         from: None,
+                        withheld: false,
                     });
                 }
             }

@@ -163,6 +163,7 @@ fn touch(pid: i32, space: SpaceId, range: Range<u64>) -> Event {
         site: None,
         sampled: 0,
         from: None,
+        withheld: false,
     }
 }
 
