@@ -36,6 +36,13 @@ pub fn workload(name: &str) -> PathBuf {
     try_workload(name, &["-O1", "-pthread"]).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// Something a test needs is missing here: outside CI the test is skipped, with one `skipped:`
+/// line; under `CI=true` (as root, where .ci/install-deps installs everything) it fails.
+pub fn skip_unless_ci(why: &str) {
+    assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "{why}");
+    eprintln!("skipped: {why}");
+}
+
 /// A workload that needs more than a bare C compiler (`needs`: a sanitizer's runtime, 32-bit
 /// code): None, with one `skipped:` line, when it cannot be built outside CI; under `CI=true`
 /// (where .ci/install-deps installs everything) a failed build fails the test.
@@ -43,8 +50,7 @@ pub fn workload_needing(needs: &str, name: &str, flags: &[&str]) -> Option<PathB
     match try_workload(name, flags) {
         Ok(program) => Some(program),
         Err(e) => {
-            assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "{e}");
-            eprintln!("skipped: {needs} not available ({e})");
+            skip_unless_ci(&format!("{needs} not available ({e})"));
             None
         }
     }
@@ -492,12 +498,9 @@ pub fn installed(program: &str) -> bool {
             .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).exists()))
     };
     if !found {
-        assert_ne!(
-            std::env::var("CI").as_deref(),
-            Ok("true"),
+        skip_unless_ci(&format!(
             "{program} is not installed (.ci/install-deps installs it)"
-        );
-        eprintln!("skipped: {program} not installed");
+        ));
     }
     found
 }
@@ -531,12 +534,7 @@ impl Drop for WorldCopy {
 pub fn can_become_nobody() -> bool {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        assert_ne!(
-            std::env::var("CI").as_deref(),
-            Ok("true"),
-            "CI runs as root"
-        );
-        eprintln!("skipped: needs root to become an unprivileged user");
+        skip_unless_ci("needs root to become an unprivileged user (CI runs as root)");
         return false;
     }
     installed("setpriv")
