@@ -286,6 +286,29 @@ fn pages_swapped_out_come_back_and_freed_ones_are_reclaimed() {
             t.stdout
         );
         assert!(swapped >= 1 && back >= 1, "{how}: {swapped} {back}");
+        // `replay` says the same, under its table and in --json.
+        let file = crate::util::scratch("pressure.jsonl");
+        let text: String = t
+            .lines
+            .iter()
+            .map(|l| serde_json::to_string(l).unwrap() + "\n")
+            .collect();
+        std::fs::write(&file, text).unwrap();
+        let (status, table, _) =
+            crate::util::run_bounded(Command::new(crate::util::bin()).arg("replay").arg(&file));
+        assert_eq!(status, 0, "{how}");
+        assert!(
+            table.contains(&format!("{:>8} pressure: ", p.pid)),
+            "{how}: {table}"
+        );
+        let (_, json, _) = crate::util::run_bounded(
+            Command::new(crate::util::bin())
+                .args(["replay", "--json"])
+                .arg(&file),
+        );
+        let row: serde_json::Value = serde_json::from_str(json.lines().next().unwrap()).unwrap();
+        assert_eq!(row["swapped_in_bytes"], p.swapped_in_bytes, "{how}: {row}");
+        std::fs::remove_file(&file).ok();
         assert_eq!(reclaimed >= 1, s3[5] > 0, "{how}");
         assert!(t.stderr.contains("pressure: "), "{how}: {}", t.stderr);
     }

@@ -240,6 +240,41 @@ impl Processes {
     }
 }
 
+/// What a process's pages went through under memory pressure, and its OOM kill: the lines under
+/// the summary's table and `replay`'s ("   PID pressure: 8 MiB swapped out, 2 MiB back from
+/// swap", "   PID killed by the kernel's OOM killer in memory cgroup /box (limit 32 MiB)").
+pub fn pressure_lines(
+    pid: i32,
+    [swapped_out, swapped_in, reclaimed]: [u64; 3],
+    oom: Option<&OomKill>,
+) -> Vec<String> {
+    use humansize::{BINARY, format_size};
+    let mut lines = Vec::new();
+    let trips: Vec<String> = [
+        ("swapped out", swapped_out),
+        ("back from swap", swapped_in),
+        ("reclaimed after MADV_FREE", reclaimed),
+    ]
+    .into_iter()
+    .filter(|(_, bytes)| *bytes > 0)
+    .map(|(what, bytes)| format!("{} {what}", format_size(bytes, BINARY)))
+    .collect();
+    if !trips.is_empty() {
+        lines.push(format!("{pid:>8} pressure: {}", trips.join(", ")));
+    }
+    if let Some(oom) = oom {
+        let mut at = String::new();
+        if let Some(cgroup) = &oom.cgroup {
+            at += &format!(" in memory cgroup {cgroup}");
+        }
+        if let Some(limit) = oom.limit {
+            at += &format!(" (limit {})", format_size(limit, BINARY));
+        }
+        lines.push(format!("{pid:>8} killed by the kernel's OOM killer{at}"));
+    }
+    lines
+}
+
 /// `exit 0` or the signal, as an `exit` line's `status` and `signal` say; none if neither.
 pub fn how_it_ended(status: Option<i32>, signal: Option<&str>) -> Option<String> {
     match (status, signal) {

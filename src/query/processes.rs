@@ -4,7 +4,8 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use crate::event::Line;
+use crate::event::{Line, OomKill};
+use crate::model::processes::pressure_lines;
 pub(crate) use crate::model::processes::{Process, Processes};
 
 use super::format::{self, Clock};
@@ -49,6 +50,18 @@ struct ProcessJson<'a> {
     first_touches: u64,
     maps: u64,
     unmaps: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    swapped_out_bytes: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    swapped_in_bytes: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    reclaimed_bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    oom: Option<&'a OomKill>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl<'a> ProcessJson<'a> {
@@ -69,6 +82,10 @@ impl<'a> ProcessJson<'a> {
             first_touches: p.first_touches,
             maps: p.maps,
             unmaps: p.unmaps,
+            swapped_out_bytes: p.swapped_out_bytes,
+            swapped_in_bytes: p.swapped_in_bytes,
+            reclaimed_bytes: p.reclaimed_bytes,
+            oom: p.oom.as_ref(),
         }
     }
 }
@@ -122,6 +139,10 @@ impl Table {
             p.end(),
             format::argv_short(&p.argv),
         )?;
+        let trips = [p.swapped_out_bytes, p.swapped_in_bytes, p.reclaimed_bytes];
+        for line in pressure_lines(p.pid, trips, p.oom.as_ref()) {
+            writeln!(out, "{line}")?;
+        }
         out.flush()
     }
 }

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use humansize::{BINARY, format_size};
 
 use crate::event::{ProcessSummary, RunTotals};
-use crate::model::processes::argv_line;
+use crate::model::processes::{argv_line, pressure_lines};
 
 /// The argv column shows at most this many characters.
 const ARGV_CHARS: usize = 60;
@@ -142,27 +142,9 @@ pub fn human_summary(processes: &[ProcessSummary], totals: &RunTotals, faults: b
     // Under pressure: what of each process's pages left memory and came back, and who the OOM
     // killer took, below the table.
     for p in processes {
-        let trips = [
-            ("swapped out", p.swapped_out_bytes),
-            ("back from swap", p.swapped_in_bytes),
-            ("reclaimed after MADV_FREE", p.reclaimed_bytes),
-        ]
-        .into_iter()
-        .filter(|(_, bytes)| *bytes > 0)
-        .map(|(what, bytes)| format!("{} {what}", format_size(bytes, BINARY)))
-        .collect::<Vec<_>>();
-        if !trips.is_empty() {
-            let _ = writeln!(s, "{:>8} pressure: {}", p.pid, trips.join(", "));
-        }
-        if let Some(oom) = &p.oom {
-            let mut at = String::new();
-            if let Some(cgroup) = &oom.cgroup {
-                let _ = write!(at, " in memory cgroup {cgroup}");
-            }
-            if let Some(limit) = oom.limit {
-                let _ = write!(at, " (limit {})", format_size(limit, BINARY));
-            }
-            let _ = writeln!(s, "{:>8} killed by the kernel's OOM killer{at}", p.pid);
+        let trips = [p.swapped_out_bytes, p.swapped_in_bytes, p.reclaimed_bytes];
+        for line in pressure_lines(p.pid, trips, p.oom.as_ref()) {
+            let _ = writeln!(s, "{line}");
         }
     }
     s
