@@ -181,14 +181,7 @@ fn pages_swapped_out_come_back_and_freed_ones_are_reclaimed() {
             .collect();
         let a = regions[0]..regions[0] + 4096 * PAGE;
         let b = regions[1]..regions[1] + 2048 * PAGE;
-        let space = t
-            .lines
-            .iter()
-            .find_map(|l| match l.event {
-                Event::Exec { space, .. } => Some(space),
-                _ => None,
-            })
-            .unwrap();
+        let space = t.space_of(crate::util::exec_pid(&t.lines));
         for (n, step) in words.enumerate() {
             let n = n as u64 + 1;
             let truth: Vec<u64> = step
