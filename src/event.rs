@@ -303,6 +303,10 @@ pub struct VerifyTotals {
 pub enum WarningKind {
     /// The space got no userfaultfd: it is traced as mappings only.
     NoUserfaultfd,
+    /// The space got no userfaultfd (no descriptor free in it, a seccomp filter of the
+    /// program's that forbids a call the tracer injects, no capability): its pages are followed
+    /// by page-table scans instead, as under `--faults scan`. Exact, with scan mode's limits.
+    ScansInstead,
     /// The space's memory is not followed at all (a 32-bit program): the stream has its
     /// process lines only.
     NotFollowed,
@@ -335,6 +339,7 @@ impl WarningKind {
             self,
             WarningKind::SharingDisagrees
                 | WarningKind::NoUserfaultfd
+                | WarningKind::ScansInstead
                 | WarningKind::NotFollowed
                 | WarningKind::CheckpointSkipped
                 | WarningKind::NoTouchStacks

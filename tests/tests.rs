@@ -10,6 +10,7 @@ mod browser;
 mod doctor;
 mod failures;
 mod foreign;
+mod hostile;
 mod lifecycle;
 mod memory;
 mod page;

@@ -4,6 +4,11 @@
 //! of its memory is written), its registers carry our call, and one `PTRACE_SINGLESTEP` runs
 //! it; then registers and signal mask are put back as they were. All signals are blocked while
 //! it runs, so no handler can run on borrowed registers. Only the tracer thread calls this.
+//!
+//! Each call is first put to the tracee's seccomp filters (seccomp_filters.rs): one they would
+//! answer by killing, signalling or blocking the program is never made. A call that needs
+//! memory (a path) gets a page mapped for it and unmapped after: nothing of the program's is
+//! ever written.
 
 use std::io;
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
@@ -15,6 +20,7 @@ use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
 use super::procfs;
+use super::seccomp_filters::{Filters, Read, Verdict};
 
 /// Why an injection did not complete.
 #[derive(Debug)]
@@ -74,6 +80,8 @@ pub struct Injection {
     saved: libc::user_regs_struct,
     saved_mask: u64,
     site: u64,
+    /// The tracee's seccomp filters, which judge every call before it is made.
+    filters: Filters,
     /// A group stop (SIGSTOP, SIGTSTP...) began while it ran our calls: it must stay stopped.
     group_stop: bool,
     /// Registers and mask are back (or the tracee is gone): nothing left for `Drop`.
@@ -112,6 +120,23 @@ fn set_sigmask(tid: Pid, mask: u64) -> io::Result<()> {
 impl Injection {
     /// Borrows a tracee that is in a ptrace-stop (syscall-exit, event or attach stop).
     pub fn begin(tid: Pid, site: u64) -> Result<Self, InjectError> {
+        let filters = match Filters::read(tid.as_raw()) {
+            Read::Filters(filters) => filters,
+            // Without CAP_SYS_ADMIN the filters cannot be read; those we run under ourselves
+            // and our own allow what we inject (we are judged by them too), any other may not.
+            Read::Unreadable { count, why } => match count {
+                Some(n) if n <= trusted_filters() => Filters::default(),
+                _ => {
+                    return Err(InjectError::Io(io::Error::new(
+                        io::ErrorKind::PermissionDenied,
+                        format!(
+                            "the program has seccomp filters of its own, which may forbid the calls \
+                             injected, and they cannot be read ({why})"
+                        ),
+                    )));
+                }
+            },
+        };
         let saved = ptrace::getregs(tid)?;
         let saved_mask = sigmask(tid)?;
         // SIGKILL and SIGSTOP cannot be blocked; the kernel ignores those bits.
@@ -121,13 +146,30 @@ impl Injection {
             saved,
             saved_mask,
             site,
+            filters,
             group_stop: false,
             restored: false,
         })
     }
 
     /// Runs `nr(args)` in the tracee and returns its raw result (negative errno on failure).
+    /// A call the tracee's filters fail with an errno is not made: the errno is its result, as
+    /// the kernel would give it. One they would answer with a kill, a trap or a notification to
+    /// a supervisor is refused (`PermissionDenied`, naming the answer).
     pub fn syscall(&mut self, nr: i64, args: &[u64]) -> Result<i64, InjectError> {
+        match self.filters.verdict(nr, args, self.site) {
+            Verdict::Runs => {}
+            Verdict::Fails(errno) => return Ok(-i64::from(errno)),
+            Verdict::Forbidden(answer) => {
+                return Err(InjectError::Io(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!(
+                        "the program's seccomp filter answers {} with {answer}",
+                        syscall_name(nr)
+                    ),
+                )));
+            }
+        }
         let mut regs = self.saved;
         regs.rip = self.site;
         regs.rax = nr as u64;
@@ -162,6 +204,15 @@ impl Injection {
                 // else's can be delivered now; it is discarded by the next resume, which passes
                 // no signal.
                 WaitStatus::Stopped(_, Signal::SIGTRAP) => return Ok(()),
+                // A filter trapped our call after all (the judgement above is the kernel's
+                // own, so this should not happen): the SIGSYS is the program's never, and the
+                // next resume, passing no signal, discards it.
+                WaitStatus::Stopped(_, Signal::SIGSYS) if from_seccomp(self.tid) => {
+                    return Err(InjectError::Io(io::Error::new(
+                        io::ErrorKind::PermissionDenied,
+                        "the program's seccomp filter trapped an injected call",
+                    )));
+                }
                 // SIGSTOP (or another forced signal): deliver it now, so that the kernel settles
                 // it against a SIGCONT as it would untraced.
                 WaitStatus::Stopped(_, sig) => ptrace::step(self.tid, sig)?,
@@ -181,17 +232,38 @@ impl Injection {
         }
     }
 
-    /// Writes `bytes` into the tracee's stack, 1 KiB below its stack pointer (well past the 128-byte
-    /// red zone: memory a signal handler may clobber at any time, so nothing of the tracee's lives
-    /// there), and returns their address.
-    pub fn scratch(&self, bytes: &[u8]) -> io::Result<u64> {
+    /// Maps a page in the tracee for an injected call's memory, with `bytes` at its start, and
+    /// returns its address; `unmap` removes it. Never the program's own memory: what lies below
+    /// its stack pointer is not always free (a green thread's small stack sits above its data).
+    /// Shared anonymous memory has a file of its own, so the page merges with no mapping of the
+    /// program's and leaves its layout exactly as it was.
+    pub fn scratch_page(&mut self, bytes: &[u8]) -> Result<u64, InjectError> {
         use std::os::unix::fs::FileExt;
-        let addr = (self.saved.rsp - 1024 - bytes.len() as u64) & !15;
-        let mem = std::fs::OpenOptions::new()
+        let len = super::page_size();
+        let prot = (libc::PROT_READ | libc::PROT_WRITE) as u64;
+        let flags = (libc::MAP_SHARED | libc::MAP_ANONYMOUS) as u64;
+        let addr = self.syscall(libc::SYS_mmap, &[0, len, prot, flags, u64::MAX, 0])?;
+        if (-4095..0).contains(&addr) {
+            return Err(InjectError::Io(io::Error::from_raw_os_error(-addr as i32)));
+        }
+        let addr = addr as u64;
+        let written = std::fs::OpenOptions::new()
             .write(true)
-            .open(format!("/proc/{}/mem", self.tid))?;
-        mem.write_all_at(bytes, addr)?;
+            .open(format!("/proc/{}/mem", self.tid))
+            .and_then(|mem| mem.write_all_at(&bytes[..bytes.len().min(len as usize)], addr));
+        if let Err(e) = written {
+            self.unmap(addr)?;
+            return Err(InjectError::Io(e));
+        }
         Ok(addr)
+    }
+
+    /// Removes a page `scratch_page` mapped.
+    pub fn unmap(&mut self, addr: u64) -> Result<(), InjectError> {
+        match self.syscall(libc::SYS_munmap, &[addr, super::page_size()])? {
+            0 => Ok(()),
+            err => Err(InjectError::Io(io::Error::from_raw_os_error(-err as i32))),
+        }
     }
 
     /// Puts registers and signal mask back. Returns whether a group stop began meanwhile (the
@@ -237,14 +309,19 @@ pub fn create_userfaultfd(injection: &mut Injection) -> Result<i32, InjectError>
     }
     let refused = io::Error::from_raw_os_error(-fd as i32);
     if -fd != libc::EPERM as i64 {
-        return Err(InjectError::Io(refused));
+        return Err(InjectError::Io(io::Error::new(
+            refused.kind(),
+            format!("userfaultfd(): {refused}"),
+        )));
     }
-    let path = injection.scratch(b"/dev/userfaultfd\0")?;
+    let path = injection.scratch_page(b"/dev/userfaultfd\0")?;
     let open_flags = (libc::O_RDWR | libc::O_CLOEXEC) as u64;
     let dev = injection.syscall(
         libc::SYS_openat,
         &[libc::AT_FDCWD as i64 as u64, path, open_flags],
-    )?;
+    );
+    injection.unmap(path)?;
+    let dev = dev?;
     if dev < 0 {
         let why = io::Error::from_raw_os_error(-dev as i32);
         return Err(InjectError::Io(io::Error::new(
@@ -263,6 +340,35 @@ pub fn create_userfaultfd(injection: &mut Injection) -> Result<i32, InjectError>
                 io::Error::from_raw_os_error(-err as i32)
             ),
         ))),
+    }
+}
+
+/// How many seccomp filters an injected call may meet that are not the program's own: those
+/// mevi-actors runs under (a container's, inherited by the program) and the one it installs.
+fn trusted_filters() -> u64 {
+    static OWN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *OWN.get_or_init(|| {
+        let tid = nix::unistd::gettid().as_raw();
+        procfs::seccomp_filters(tid).unwrap_or(0) + 1
+    })
+}
+
+/// Whether the signal `tid` is stopped with was sent by a seccomp filter (`SYS_SECCOMP`).
+fn from_seccomp(tid: Pid) -> bool {
+    const SYS_SECCOMP: i32 = 1;
+    ptrace::getsiginfo(tid).is_ok_and(|info| info.si_code == SYS_SECCOMP)
+}
+
+/// The name of a syscall we inject, for messages.
+fn syscall_name(nr: i64) -> String {
+    match nr {
+        libc::SYS_userfaultfd => "userfaultfd".into(),
+        libc::SYS_openat => "openat".into(),
+        libc::SYS_ioctl => "ioctl".into(),
+        libc::SYS_close => "close".into(),
+        libc::SYS_mmap => "mmap".into(),
+        libc::SYS_munmap => "munmap".into(),
+        nr => format!("syscall {nr}"),
     }
 }
 

@@ -12,6 +12,7 @@ pub mod perf;
 pub mod procfs;
 pub mod ptrace;
 pub mod rehearsal;
+pub mod seccomp_filters;
 pub mod signals;
 pub mod spawn;
 pub mod stack;

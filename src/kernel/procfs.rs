@@ -163,6 +163,11 @@ pub fn parent(pid: i32) -> Option<i32> {
     status_number(pid, "PPid:")
 }
 
+/// How many seccomp filters a thread runs under (`Seccomp_filters`, Linux 5.9).
+pub fn seccomp_filters(tid: i32) -> Option<u64> {
+    status_number(tid, "Seccomp_filters:")
+}
+
 /// The number after `key` in `/proc/PID/status` (its first word: sizes are followed by `kB`).
 fn status_number<T: std::str::FromStr>(pid: i32, key: &str) -> Option<T> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;

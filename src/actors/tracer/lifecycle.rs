@@ -340,11 +340,17 @@ impl Tracer {
             }
         }
         let new_space = self.allocate_space();
-        // Under `--faults scan`, what the kernel counts of its faults: the old space's last,
-        // the new one's first (unseen.rs).
-        let faults_at_exec = (self.config.follow_by == FollowBy::Scans)
-            .then(|| procfs::minor_faults(pid))
-            .flatten();
+        // For a space followed by scans, what the kernel counts of its faults: the old space's
+        // last, the new one's first (unseen.rs).
+        let scanned = |tracer: &Self, space: Option<SpaceId>| {
+            space
+                .and_then(|s| tracer.spaces.get(&s))
+                .is_some_and(|s| s.scans_only)
+        };
+        let mut faults_at_exec = (self.config.follow_by == FollowBy::Scans
+            || scanned(self, old_space))
+        .then(|| procfs::minor_faults(pid))
+        .flatten();
         if let Some(old) = old_space {
             self.faults_leaving(pid, old, faults_at_exec);
         }
@@ -359,6 +365,10 @@ impl Tracer {
             }
         }
         let result = self.create_space(tid, new_space, Origin::Exec { former_tid });
+        // A space that got no userfaultfd is followed by scans: the same count, still stopped.
+        if faults_at_exec.is_none() && scanned(self, Some(new_space)) {
+            faults_at_exec = procfs::minor_faults(pid);
+        }
         self.tell_namespace(tid, new_space);
         if let Some(old) = old_space {
             self.leave_space(old);

@@ -128,8 +128,12 @@ impl Tracer {
             Ok(maps) => (maps, None),
             Err(e) => (Vec::new(), Some(e)),
         };
+        // Why a space meant to have a userfaultfd has none, when its pages can be followed by
+        // scans instead: no descriptor free in it, a seccomp filter of its own that forbids
+        // a call we inject, no capability.
+        let mut no_uffd = None;
         let uffd = if self.config.follow_by == FollowBy::Faults && followed {
-            let injected = match maps_error {
+            let injected = match &maps_error {
                 // The injection borrows a `syscall` instruction from the vDSO, found in the maps.
                 Some(e) => Err(InjectError::Io(std::io::Error::new(
                     e.kind(),
@@ -142,11 +146,15 @@ impl Tracer {
                 // It is dying (killed during the injection): nothing of it is left to follow,
                 // and its end is still to be reported.
                 Err(InjectError::Io(e)) if e.raw_os_error() == Some(libc::ESRCH) => None,
-                Err(InjectError::Io(e)) => {
+                Err(InjectError::Io(e)) if maps_error.is_some() => {
                     warnings.push((
                         WarningKind::NoUserfaultfd,
                         format!("no userfaultfd for this space ({e}): mappings only"),
                     ));
+                    None
+                }
+                Err(InjectError::Io(e)) => {
+                    no_uffd = Some(e);
                     None
                 }
                 Err(InjectError::Died(status)) => {
@@ -170,7 +178,26 @@ impl Tracer {
                 None
             }
         };
-        let scans_only = self.config.follow_by == FollowBy::Scans && followed;
+        let scans_only = followed
+            && (self.config.follow_by == FollowBy::Scans
+                || (no_uffd.is_some() && pagemap.is_some()));
+        if let Some(e) = no_uffd {
+            warnings.push(if scans_only {
+                (
+                    WarningKind::ScansInstead,
+                    format!(
+                        "no userfaultfd for this space ({e}): its pages are followed by \
+                         page-table scans instead (first touches without their thread, up to \
+                         --sample-ms late)"
+                    ),
+                )
+            } else {
+                (
+                    WarningKind::NoUserfaultfd,
+                    format!("no userfaultfd for this space ({e}): mappings only"),
+                )
+            });
+        }
         // Without it, a stack's growth is not seen: the stacks are then not followed.
         let vmas = match scans_only.then(|| Vmas::open(tid)) {
             Some(Ok(vmas)) => Some(vmas),

@@ -1,0 +1,107 @@
+//! What real users, hostile programs and the Linux Test Project met first (issue 25): a program
+//! runs under the tracer as it runs without it, whatever it does to itself, and the stream
+//! stays exact or says why not.
+
+use mevi_actors::event::{Event, WarningKind};
+
+use crate::util::{Traced, trace, workload};
+
+/// Both ways of following pages, each with `--verify`.
+const MODES: [&[&str]; 2] = [&["--verify"], &["--verify", "--faults", "scan"]];
+
+/// The messages of the run's warnings of one kind.
+fn warnings(t: &Traced, kind: WarningKind) -> Vec<String> {
+    t.lines
+        .iter()
+        .filter_map(|l| match &l.event {
+            Event::Warning { what, message, .. } if *what == kind => Some(message.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The run ended as the program does untraced, every check agreed with the kernel, and each
+/// named region has its 10 written pages in the stream.
+fn assert_exact(t: &Traced, regions: &[&str]) {
+    assert_eq!(t.status, 0, "{}", t.evidence());
+    t.assert_matches_kernel();
+    let v = t.verify_totals();
+    assert!(v.points > 0 && v.checked_pages > 0, "{v:?}");
+    assert_eq!(v.mismatched_pages, 0, "{}", t.evidence());
+    assert_eq!(v.unfollowed_spaces, 0, "{}", t.evidence());
+    for name in regions {
+        let truth = t.truth("region", name);
+        assert_eq!(truth.len(), 1, "region {name}: {}", t.stdout);
+        let r = &truth[0];
+        assert_eq!(t.resident_pages(r.pid, r.start, r.end), 10, "region {name}");
+    }
+}
+
+/// Nothing is written into a program's memory: a process forked onto a 256-byte stack just
+/// above its data, as uid 0 without `CAP_SYS_PTRACE` (so the tracer opens `/dev/userfaultfd`
+/// inside it, which needs the path in its memory), finds its data as it left it.
+#[test]
+fn an_injected_call_writes_nothing_the_program_can_see() {
+    let program = workload("u25_small_stack_fork");
+    for flags in MODES {
+        let t = trace(flags, &[&program]);
+        assert!(!t.stderr.contains("overwritten"), "{flags:?}: {}", t.stderr);
+        assert_exact(&t, &["child"]);
+        // Followed by its own userfaultfd, not by a fallback.
+        assert!(
+            warnings(&t, WarningKind::ScansInstead).is_empty(),
+            "{}",
+            t.stderr
+        );
+        if flags.len() == 1 {
+            let child = t.truth("region", "child")[0].pid;
+            let touched_by_child = t.lines.iter().any(
+                |l| matches!(&l.event, Event::Resident { pid, tid: Some(_), .. } if *pid == child),
+            );
+            assert!(touched_by_child, "the child's first touches are followed");
+        }
+    }
+}
+
+/// A program that forbids `userfaultfd(2)` for itself with a kill, a trap or a supervisor
+/// (`SECCOMP_RET_USER_NOTIF`, whose thread the tracer may hold) and then forks and execs: no
+/// call is injected that its filter would judge so. Its fork child and its exec'd program run
+/// as untraced (no SIGSYS, no kill, no hang) and are followed by page-table scans, which a
+/// warning says; the checks agree with the kernel.
+#[test]
+fn a_program_forbidding_userfaultfd_is_followed_by_scans_and_never_killed() {
+    let program = workload("u25_seccomp_uffd");
+    for action in ["kill", "trap", "notif"] {
+        for flags in MODES {
+            let t = trace(flags, &[program.as_os_str(), action.as_ref()]);
+            assert!(!t.stderr.contains("sigsys"), "{action}: {}", t.stderr);
+            assert_exact(&t, &["child", "exec"]);
+            let said = warnings(&t, WarningKind::ScansInstead);
+            if flags.len() == 1 {
+                // The child, the second child before its exec, and the exec'd program.
+                assert_eq!(said.len(), 3, "{action}: {said:?}");
+                let answer = match action {
+                    "kill" => "SECCOMP_RET_KILL_PROCESS",
+                    "trap" => "SECCOMP_RET_TRAP",
+                    _ => "SECCOMP_RET_USER_NOTIF",
+                };
+                assert!(said.iter().all(|m| m.contains(answer)), "{said:?}");
+            } else {
+                assert!(said.is_empty(), "scan mode injects nothing: {said:?}");
+            }
+        }
+    }
+}
+
+/// A process forked with every descriptor taken (LTP fork09) can be given no userfaultfd: it
+/// is followed by scans, which need nothing of it, and `--verify` passes.
+#[test]
+fn a_fork_child_with_no_free_descriptor_is_followed_by_scans() {
+    let program = workload("u25_fork_no_fd");
+    for flags in MODES {
+        let t = trace(flags, &[&program]);
+        assert_exact(&t, &["child"]);
+        let said = warnings(&t, WarningKind::ScansInstead);
+        assert_eq!(said.len(), usize::from(flags.len() == 1), "{said:?}");
+    }
+}

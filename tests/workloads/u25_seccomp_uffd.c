@@ -1,0 +1,132 @@
+/*
+ * u25_seccomp_uffd.c - issue 25: a program that forbids userfaultfd(2) for itself.
+ *
+ * `u25_seccomp_uffd ACTION` installs a filter answering ACTION to userfaultfd and ALLOW to
+ * everything else (ACTION: kill, trap, errno or notif), then forks a child that writes 10
+ * pages of a fresh mapping and reports region "child", and execs itself as `ACTION exec`,
+ * which writes 10 pages and reports region "exec". The program never calls userfaultfd
+ * itself: untraced, every step succeeds.
+ * trap: a SIGSYS handler counts signals; each process exits 1 ("sigsys N") if one came.
+ * notif: a supervisor thread holds the listener (SECCOMP_FILTER_FLAG_NEW_LISTENER) and would
+ * answer EPERM; it is started before the fork, as a sandbox's supervisor is.
+ * Exit 0 when the child and the exec'd program exited 0.
+ */
+#include "truth.h" /* first: defines _GNU_SOURCE */
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <signal.h>
+#include <stddef.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+static volatile sig_atomic_t sigsys;
+
+static void on_sigsys(int sig)
+{
+    (void)sig;
+    sigsys++;
+}
+
+static int listener = -1;
+
+static void *supervise(void *arg)
+{
+    (void)arg;
+    for (;;) { /* ends with the process */
+        struct seccomp_notif req;
+        struct seccomp_notif_resp resp;
+        memset(&req, 0, sizeof req);
+        if (ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, &req))
+            continue;
+        memset(&resp, 0, sizeof resp);
+        resp.id = req.id;
+        resp.error = -EPERM;
+        ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &resp);
+    }
+    return NULL;
+}
+
+static void write_and_finish(const char *name)
+{
+    char *a = truth_mmap_anon(16, PROT_READ | PROT_WRITE, 0);
+    truth_write_pages(a, 0, 9);
+    truth_region(name, a, 16);
+    truth_expect(name, 10);
+    if (sigsys) {
+        fprintf(stderr, "sigsys %d\n", (int)sigsys);
+        truth_finish(1);
+    }
+    truth_finish(0);
+}
+
+static int exited_0(pid_t pid)
+{
+    int status;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR)
+            truth_die("waitpid");
+    }
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        truth_die("usage: u25_seccomp_uffd kill|trap|errno|notif [exec]");
+    const char *action = argv[1];
+    signal(SIGSYS, on_sigsys);
+    if (argc > 2) /* the exec'd program, under the filter it inherited */
+        write_and_finish("exec");
+
+    unsigned ret = SECCOMP_RET_ALLOW;
+    if (!strcmp(action, "kill"))
+        ret = SECCOMP_RET_KILL_PROCESS;
+    else if (!strcmp(action, "trap"))
+        ret = SECCOMP_RET_TRAP;
+    else if (!strcmp(action, "errno"))
+        ret = SECCOMP_RET_ERRNO | EPERM;
+    else if (!strcmp(action, "notif"))
+        ret = SECCOMP_RET_USER_NOTIF;
+    else
+        truth_die("unknown action");
+    struct sock_filter code[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_userfaultfd, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, ret),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {.len = sizeof code / sizeof code[0], .filter = code};
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
+        truth_die("prctl");
+    unsigned flags = ret == SECCOMP_RET_USER_NOTIF ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0;
+    long fd = syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &prog);
+    if (fd < 0)
+        truth_die("seccomp");
+    if (flags) {
+        listener = fd;
+        pthread_t t;
+        if (pthread_create(&t, NULL, supervise, NULL))
+            truth_die("pthread_create");
+    }
+
+    pid_t child = fork();
+    if (child < 0)
+        truth_die("fork");
+    if (child == 0)
+        write_and_finish("child");
+    int ok = exited_0(child);
+
+    pid_t exec = fork();
+    if (exec < 0)
+        truth_die("fork");
+    if (exec == 0) {
+        execl("/proc/self/exe", argv[0], action, "exec", (char *)NULL);
+        truth_die("execl");
+    }
+    ok = exited_0(exec) && ok;
+    if (sigsys)
+        fprintf(stderr, "sigsys %d\n", (int)sigsys);
+    truth_finish(ok && !sigsys ? 0 : 1);
+}
