@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use crate::actors::lane::LaneConfig;
@@ -12,7 +12,9 @@ use crate::actors::sequencer::Sequencer;
 use crate::actors::state::{ReportTap, RunReport, StateActor, StateOptions, WaitsForRoom};
 use crate::actors::supervisor::{self, Supervisor};
 use crate::actors::symbolizer::SymbolizerActor;
-use crate::actors::tracer::{self, FollowBy, ProgramEnd, Target, TraceError, Tracer, TracerConfig};
+use crate::actors::tracer::{
+    self, FollowBy, ProgramEnd, ProgramSignals, Target, TraceError, Tracer, TracerConfig,
+};
 use crate::event::{Event, SCHEMA, VerifyTotals};
 use crate::kernel::thp::ThpPolicy;
 use crate::kernel::{spawn, uffd};
@@ -355,8 +357,8 @@ pub fn run(options: RunOptions) -> RunOutcome {
             format!("mevi-actors: starting the symbolizer thread: {e}"),
         );
     }
-    let root_pid = Arc::new(AtomicI32::new(0));
-    on_signals(&runtime, options.attach.is_none().then(|| root_pid.clone()));
+    let signals = Arc::new(ProgramSignals::default());
+    on_signals(&runtime, options.attach.is_none().then(|| signals.clone()));
 
     let config = TracerConfig {
         target,
@@ -383,7 +385,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
         runtime.handle().clone(),
         sequencer_handle,
         supervisor.clone(),
-        root_pid,
+        signals,
     );
     let traced = std::thread::Builder::new()
         .name("mevi-actors-tracer".into())
@@ -539,17 +541,24 @@ static STOP_ASKED: AtomicBool = AtomicBool::new(false);
 /// What SIGINT, SIGQUIT, SIGTERM and SIGHUP to mevi-actors do.
 ///
 /// `run`: Ctrl-C and Ctrl-\ reach the program from the terminal (it is in our process group), so
-/// we only survive them; SIGTERM and SIGHUP are sent to us alone, so we pass them on (to
-/// `root_pid`). Once the program has ended (descendants may live on), they end mevi-actors itself:
-/// the kernel then kills what is still traced (`PTRACE_O_EXITKILL`).
+/// we only survive them; SIGTERM and SIGHUP are sent to us alone, so we pass them on (to the
+/// program's pid). Once the program has ended (descendants may live on), they end mevi-actors
+/// itself: the kernel then kills what is still traced (`PTRACE_O_EXITKILL`).
 ///
-/// `attach` (no `root_pid`): the processes are not in our process group and never see them from
-/// us; all four end the trace by detaching.
+/// Untraced, a signal whose default action ends a process ends it at once, even a thread in a
+/// killable wait (a vfork parent, a fork waiting on its userfaultfd's reader); traced, it must
+/// first reach its signal stop, which such a thread never does. So `GRACE` after one of these
+/// signals, a process of ours for which it is still pending and would end it is ended with
+/// `SIGKILL`, as the kernel would have ended it, and its `exit` line names the signal.
+///
+/// `attach` (no `ProgramSignals`): the processes are not in our process group and never see them
+/// from us; all four end the trace by detaching.
 ///
 /// A signal we were started with ignored gets no handler: it stays ignored, in us and in the
 /// program, which inherits that across exec (`nohup`, `&`).
-fn on_signals(runtime: &tokio::runtime::Runtime, root_pid: Option<Arc<AtomicI32>>) {
+fn on_signals(runtime: &tokio::runtime::Runtime, program: Option<Arc<ProgramSignals>>) {
     use nix::sys::signal::Signal;
+    const GRACE: std::time::Duration = std::time::Duration::from_millis(500);
     for (signal, forwarded) in [
         (Signal::SIGINT, false),
         (Signal::SIGQUIT, false),
@@ -559,33 +568,46 @@ fn on_signals(runtime: &tokio::runtime::Runtime, root_pid: Option<Arc<AtomicI32>
         if crate::kernel::signals::is_ignored(signal) {
             continue;
         }
-        let root_pid = root_pid.clone();
+        let program = program.clone();
         runtime.spawn(async move {
             let kind = tokio::signal::unix::SignalKind::from_raw(signal as i32);
             let Ok(mut arrivals) = tokio::signal::unix::signal(kind) else {
                 return;
             };
             while arrivals.recv().await.is_some() {
-                let Some(root_pid) = &root_pid else {
+                let Some(program) = &program else {
                     STOP_ASKED.store(true, Ordering::SeqCst);
                     tracer::ask_to_detach();
                     continue;
                 };
-                if !forwarded {
-                    continue;
-                }
-                STOP_ASKED.store(true, Ordering::SeqCst);
-                match root_pid.load(Ordering::SeqCst) {
-                    pid if pid > 0 => {
+                let pid = program.root_pid();
+                // Those the terminal sent to our whole group: the program and its children.
+                let received = if forwarded {
+                    vec![pid]
+                } else {
+                    crate::kernel::procfs::process_group_members()
+                };
+                if forwarded {
+                    STOP_ASKED.store(true, Ordering::SeqCst);
+                    if pid > 0 {
                         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
-                    }
-                    _ => {
+                    } else {
                         crate::to_stderr!(
                             "mevi-actors: {signal} after the program ended; stopping the trace"
                         );
                         std::process::exit(128 + signal as i32);
                     }
                 }
+                let program = program.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(GRACE).await;
+                    for pid in received {
+                        if pid > 0 && crate::kernel::signals::would_end(pid, signal) {
+                            tracing::debug!(pid, %signal, "not taken: ended as untraced");
+                            program.end_for(pid, signal);
+                        }
+                    }
+                });
             }
         });
     }

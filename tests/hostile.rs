@@ -4,7 +4,14 @@
 
 use mevi_actors::event::{Event, WarningKind};
 
-use crate::util::{Traced, trace, workload};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use crate::util::{
+    Traced, exec_pid, run_in_background_with, scratch, trace, wait_for_line, workload,
+};
 
 /// Both ways of following pages, each with `--verify`.
 const MODES: [&[&str]; 2] = [&["--verify"], &["--verify", "--faults", "scan"]];
@@ -103,5 +110,63 @@ fn a_fork_child_with_no_free_descriptor_is_followed_by_scans() {
         assert_exact(&t, &["child"]);
         let said = warnings(&t, WarningKind::ScansInstead);
         assert_eq!(said.len(), usize::from(flags.len() == 1), "{said:?}");
+    }
+}
+
+/// A program in a killable wait (its fork waits for its own userfaultfd's fork event, which
+/// nobody reads) ends on SIGTERM to mevi-actors and on Ctrl-C to the group, as it does
+/// untraced, though a traced thread in such a wait never reaches its signal stop; its `exit`
+/// line names the signal, the summary is written, and the status is the signal's.
+#[test]
+fn a_fatal_signal_ends_a_program_in_a_killable_wait_as_untraced() {
+    let program = workload("u25_killable_wait");
+    let in_its_fork = |pid: i32| {
+        // The kernel says when it is in its fork (clone, syscall 56).
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !std::fs::read_to_string(format!("/proc/{pid}/syscall"))
+            .is_ok_and(|s| s.starts_with("56 "))
+        {
+            assert!(Instant::now() < deadline, "{pid} never forked");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    // Untraced, SIGTERM ends it in its fork.
+    let mut untraced = std::process::Command::new(&program)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    in_its_fork(untraced.id() as i32);
+    kill(Pid::from_raw(untraced.id() as i32), Signal::SIGTERM).unwrap();
+    let status = crate::util::exit_status_within(&mut untraced, Duration::from_secs(10), "it");
+    assert_eq!(status, 143);
+    let program = program.to_str().unwrap();
+    for flags in [&[][..], &["--faults", "scan"]] {
+        for signal in [Signal::SIGTERM, Signal::SIGINT] {
+            let file = scratch("killable");
+            let run = run_in_background_with(flags, &file, &[program], true);
+            let pid = exec_pid(&wait_for_line(&file, "exec"));
+            in_its_fork(pid);
+            let tracer = mevi_actors::kernel::procfs::parent(pid).unwrap();
+            match signal {
+                // Sent to mevi-actors alone, as `timeout` or a supervisor does.
+                Signal::SIGTERM => kill(Pid::from_raw(tracer), signal).unwrap(),
+                // The terminal's Ctrl-C: the whole foreground group.
+                _ => kill(Pid::from_raw(-tracer), signal).unwrap(),
+            }
+            let (status, _, stderr) = run.join().unwrap();
+            let t = Traced::read(&file, status, String::new(), stderr);
+            assert_eq!(
+                status,
+                128 + signal as i32,
+                "{flags:?} {signal}: {}",
+                t.stderr
+            );
+            let end = t.lines.iter().find_map(|l| match &l.event {
+                Event::Exit { pid: p, signal, .. } if *p == pid => Some(signal.clone()),
+                _ => None,
+            });
+            assert_eq!(end, Some(Some(signal.as_str().to_string())), "{}", t.stderr);
+            t.summary();
+        }
     }
 }

@@ -155,9 +155,24 @@ pub fn run_in_background(
     program: &[&str],
     own_group: bool,
 ) -> std::thread::JoinHandle<(i32, String, String)> {
+    run_in_background_with(&[], file, program, own_group)
+}
+
+/// `run_in_background`, with `flags` for `run`.
+pub fn run_in_background_with(
+    flags: &[&str],
+    file: &Path,
+    program: &[&str],
+    own_group: bool,
+) -> std::thread::JoinHandle<(i32, String, String)> {
     use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(bin());
-    cmd.args(["run", "-o"]).arg(file).arg("--").args(program);
+    cmd.arg("run")
+        .args(flags)
+        .arg("-o")
+        .arg(file)
+        .arg("--")
+        .args(program);
     if own_group {
         cmd.process_group(0);
         // A job control shell's foreground job gets SIGINT and SIGQUIT at their default action,

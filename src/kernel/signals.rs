@@ -20,3 +20,44 @@ pub fn is_ignored(signal: Signal) -> bool {
     // SAFETY: a zeroed sigaction is a valid value, and on success the kernel filled it in.
     asked == 0 && unsafe { current.assume_init() }.sa_sigaction == libc::SIG_IGN
 }
+
+/// Whether `signal` is pending for process `pid` and would end it by its default action: it has
+/// no handler and is not ignored, and some thread does not block it. A traced process gets no
+/// shortcut for such a signal (untraced, the kernel makes it a group exit at once, waking even
+/// killable waits), so a thread that cannot reach its signal stop keeps it pending for ever.
+/// Read from `/proc/PID/status` and each thread's; false when they cannot be read.
+pub fn would_end(pid: i32, signal: Signal) -> bool {
+    let bit = 1u64 << (signal as i32 - 1);
+    let mask = |status: &str, key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+    };
+    let Ok(process) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    let (Some(shared), Some(ignored), Some(caught)) = (
+        mask(&process, "ShdPnd:"),
+        mask(&process, "SigIgn:"),
+        mask(&process, "SigCgt:"),
+    ) else {
+        return false;
+    };
+    if (ignored | caught) & bit != 0 {
+        return false;
+    }
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    let mut pending = shared & bit != 0;
+    let mut unblocked = false;
+    for task in tasks.flatten() {
+        let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
+            continue;
+        };
+        pending |= mask(&status, "SigPnd:").is_some_and(|m| m & bit != 0);
+        unblocked |= mask(&status, "SigBlk:").is_some_and(|m| m & bit == 0);
+    }
+    pending && unblocked
+}

@@ -555,10 +555,11 @@ impl Tracer {
             }
             return;
         }
+        let end = self.signals.end_of(pid, end);
         if tid == self.root {
             self.root_end = Some(end);
             // Nothing to pass signals on to any more (and its pid may be reused).
-            self.root_pid.store(0, Ordering::SeqCst);
+            self.signals.root_pid.store(0, Ordering::SeqCst);
         }
         self.faults_of_the_dead(pid);
         let process = self.processes.remove(&pid);

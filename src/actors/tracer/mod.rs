@@ -252,12 +252,50 @@ const COST_FACTOR: u32 = 50;
 /// above it unless a program asks for 5-level addresses with a hint).
 const USER_SPACE_END: u64 = 0x7fff_ffff_f000;
 
+/// What `run`'s signal handling (run.rs) shares with the tracer: the program's pid, to pass
+/// signals on to (0 once it has ended), and the processes it ended with `SIGKILL` for a signal
+/// that would have ended them at once untraced, whose `exit` lines name that signal.
+#[derive(Default)]
+pub struct ProgramSignals {
+    root_pid: AtomicI32,
+    ended_for: std::sync::Mutex<HashMap<i32, nix::sys::signal::Signal>>,
+}
+
+impl ProgramSignals {
+    /// The program's pid while it lives, else 0.
+    pub fn root_pid(&self) -> i32 {
+        self.root_pid.load(Ordering::SeqCst)
+    }
+
+    /// Ends process `pid` as the kernel would have for `signal` (a group exit; its threads are
+    /// killed wherever they wait): by `SIGKILL`, its `exit` line naming `signal`.
+    pub fn end_for(&self, pid: i32, signal: nix::sys::signal::Signal) {
+        let mut ended = self.ended_for.lock().unwrap_or_else(|e| e.into_inner());
+        ended.insert(pid, signal);
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+
+    /// How a process that died ended: the signal it was ended for, if we killed it for one.
+    fn end_of(&self, pid: i32, end: ProgramEnd) -> ProgramEnd {
+        let mut ended = self.ended_for.lock().unwrap_or_else(|e| e.into_inner());
+        match (ended.remove(&pid), end) {
+            (Some(signal), ProgramEnd::Signaled(libc::SIGKILL)) => {
+                ProgramEnd::Signaled(signal as i32)
+            }
+            (_, end) => end,
+        }
+    }
+}
+
 pub struct Tracer {
     config: TracerConfig,
     runtime: tokio::runtime::Handle,
     sequencer: SequencerHandle,
     supervisor: Supervisor,
-    root_pid: Arc<AtomicI32>,
+    signals: Arc<ProgramSignals>,
     threads: HashMap<i32, Thread>,
     processes: HashMap<i32, Process>,
     spaces: HashMap<SpaceId, Space>,
@@ -304,14 +342,14 @@ impl Tracer {
         runtime: tokio::runtime::Handle,
         sequencer: SequencerHandle,
         supervisor: Supervisor,
-        root_pid: Arc<AtomicI32>,
+        signals: Arc<ProgramSignals>,
     ) -> Self {
         Self {
             config,
             runtime,
             sequencer,
             supervisor,
-            root_pid,
+            signals,
             threads: HashMap::new(),
             processes: HashMap::new(),
             spaces: HashMap::new(),
@@ -438,7 +476,7 @@ impl Tracer {
             }
         };
         self.root = child.as_raw();
-        self.root_pid.store(self.root, Ordering::SeqCst);
+        self.signals.root_pid.store(self.root, Ordering::SeqCst);
         // Before any lane exists, so it is the sequencer's first message from us.
         self.sequencer
             .send_blocking(SequencerMessage::Root { pid: self.root });
