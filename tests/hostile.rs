@@ -170,3 +170,28 @@ fn a_fatal_signal_ends_a_program_in_a_killable_wait_as_untraced() {
         }
     }
 }
+
+/// A program may unmount the file system it ran a program from as soon as that program has
+/// ended (LTP `execveat03`): the tracer, which reads the files code runs from for call
+/// stacks, holds none of them past that read, and still names the frames in them.
+#[test]
+fn a_program_unmounts_what_it_ran_a_program_from() {
+    let program = workload("u25_unmount");
+    for flags in [&[][..], &["--faults", "scan"]] {
+        let t = trace(flags, &[&program]);
+        assert_eq!(
+            (t.status, t.stdout.as_str()),
+            (0, "unmounted\n"),
+            "{}",
+            t.stderr
+        );
+        let named = t.lines.iter().any(|l| match &l.event {
+            Event::Site { frames, .. } => frames.iter().any(|f| {
+                f.module.as_deref().is_some_and(|m| m.ends_with("/prog"))
+                    && f.function.as_deref() == Some("main")
+            }),
+            _ => false,
+        });
+        assert!(named, "a site names main in the copy it ran");
+    }
+}

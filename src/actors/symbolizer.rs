@@ -1,6 +1,6 @@
 //! The symbolizer actor: names the frames of each new site (function, source file and line,
-//! inlined calls) with blazesym, from the files the tracer holds open, and hands the `site` line
-//! to the state actor, which writes it before the first line that names it.
+//! inlined calls) with blazesym, from the copies of their files' symbols the tracer made, and
+//! hands the `site` line to the state actor, which writes it before the first line that names it.
 //!
 //! Reading an object's symbols and DWARF takes milliseconds to seconds the first time: the actor
 //! is a thread of its own (blazesym's symbolizer stays on the thread that made it), never the

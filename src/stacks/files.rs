@@ -1,7 +1,8 @@
 //! The files code runs from: each read once while some space maps it (its build-id, its load
-//! segments and its unwind tables) and held open until the last space mapping it has ended and
-//! its frames are named, so that the symbolizer reads what was mapped even if the file was
-//! replaced or deleted since.
+//! segments and its unwind tables, and a copy of what naming its frames needs), then let go of
+//! at once. A program may unmount, delete or overwrite the files it ran, and the tracer must
+//! not keep them busy (LTP `execveat03` unmounts the overlay it ran a program from): the
+//! symbolizer reads the copy, which is also what was mapped, whatever happens to the file.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -68,8 +69,9 @@ pub struct CodeFile {
     pub name: String,
     /// The GNU build-id note, in lowercase hex.
     pub build_id: Option<String>,
-    /// The file itself, held open: the symbolizer reads it.
-    open: Option<File>,
+    /// What naming its frames needs (symbols and debug information, at their offsets in the
+    /// file), in memory of ours: the symbolizer reads it.
+    symbols: Option<File>,
     loads: Vec<Load>,
     /// The file offset of the entry point (`_start` of a program, or of the dynamic loader).
     entry_offset: Option<u64>,
@@ -106,16 +108,11 @@ impl CodeFile {
         })
     }
 
-    /// Where the symbolizer reads the file: by its name while that still names the file held
-    /// (separate debug files are then found beside it too), else through our descriptor.
+    /// Where the symbolizer reads the file: our copy of its symbols. A separate debug file is
+    /// then found by build-id in the debug directories (`/usr/lib/debug`), not beside the file.
     pub fn path_for_symbols(&self) -> Option<PathBuf> {
-        let open = self.open.as_ref()?;
-        let held = open.metadata().ok()?;
-        let named = std::fs::metadata(&self.name).ok();
-        Some(match named {
-            Some(n) if n.dev() == held.dev() && n.ino() == held.ino() => PathBuf::from(&self.name),
-            _ => PathBuf::from(format!("/proc/self/fd/{}", open.as_raw_fd())),
-        })
+        let copy = self.symbols.as_ref()?;
+        Some(PathBuf::from(format!("/proc/self/fd/{}", copy.as_raw_fd())))
     }
 }
 
@@ -174,7 +171,7 @@ impl CodeFiles {
             index,
             name: name.to_string(),
             build_id: None,
-            open: None,
+            symbols: None,
             loads: Vec::new(),
             entry_offset: None,
             unwind: None,
@@ -240,12 +237,13 @@ fn read_code_file(index: u32, name: String, open: File) -> CodeFile {
         index,
         name,
         build_id: None,
-        open: None,
+        symbols: None,
         loads: Vec::new(),
         entry_offset: None,
         unwind: None,
     };
     let cache = ReadCache::new(open);
+    let mut wanted = Vec::new();
     match object::File::parse(&cache) {
         Ok(elf) => {
             file.build_id = elf
@@ -260,11 +258,100 @@ fn read_code_file(index: u32, name: String, open: File) -> CodeFile {
                 l.offset.checked_add(inside)
             });
             file.unwind = Some(unwind_tables(&elf));
+            wanted = for_symbols(&elf);
         }
         Err(e) => tracing::debug!(name = file.name, "not an object file we can read: {e}"),
     }
-    file.open = Some(cache.into_inner());
+    // The file is closed on return: only the copy is kept.
+    let open = cache.into_inner();
+    if !wanted.is_empty() {
+        file.symbols = copy_of(&open, &wanted)
+            .inspect_err(|e| tracing::debug!(name = file.name, "copying its symbols: {e}"))
+            .ok();
+    }
     file
+}
+
+/// Debug information past this size is not copied: its frames are then named by the ELF
+/// symbols alone (functions, without files and lines).
+const MAX_DEBUG_INFO: u64 = 512 << 20;
+
+/// The byte ranges of an ELF file the symbolizer reads: the headers, the section table, and
+/// every section not loaded at run time (symbols, strings, debug information, the debug link)
+/// besides the dynamic symbols and notes (the build-id). Not the code or data.
+fn for_symbols<'a>(elf: &object::File<'a, &'a ReadCache<File>>) -> Vec<Range<u64>> {
+    use object::read::elf::FileHeader;
+    let object::File::Elf64(e) = elf else {
+        return Vec::new();
+    };
+    let (header, endian) = (e.elf_header(), e.endian());
+    let table = |offset: u64, count: u16, size: u16| {
+        offset..offset.saturating_add(u64::from(count) * u64::from(size))
+    };
+    let mut ranges = vec![
+        0..table(
+            header.e_phoff(endian),
+            header.e_phnum(endian),
+            header.e_phentsize(endian),
+        )
+        .end
+        .max(64),
+        table(
+            header.e_shoff(endian),
+            header.e_shnum(endian),
+            header.e_shentsize(endian),
+        ),
+    ];
+    let mut debug = Vec::new();
+    for section in elf.sections() {
+        let object::SectionFlags::Elf { sh_flags } = section.flags() else {
+            continue;
+        };
+        let name = section.name().unwrap_or_default();
+        let loaded = sh_flags & u64::from(object::elf::SHF_ALLOC) != 0;
+        if loaded && !matches!(name, ".dynsym" | ".dynstr") && !name.starts_with(".note") {
+            continue;
+        }
+        let Some((offset, size)) = section.file_range() else {
+            continue;
+        };
+        let range = offset..offset.saturating_add(size);
+        if name.starts_with(".debug_") || name.starts_with(".zdebug_") {
+            debug.push(range);
+        } else {
+            ranges.push(range);
+        }
+    }
+    if debug.iter().map(|r| r.end - r.start).sum::<u64>() <= MAX_DEBUG_INFO {
+        ranges.extend(debug);
+    }
+    ranges
+}
+
+/// A copy of `ranges` of `file` in memory of ours (a memfd, as large as the file, holes
+/// elsewhere, so that every offset is the file's).
+fn copy_of(file: &File, ranges: &[Range<u64>]) -> std::io::Result<File> {
+    use std::os::unix::fs::FileExt;
+    let len = file.metadata()?.len();
+    let copy = File::from(nix::sys::memfd::memfd_create(
+        c"mevi-actors symbols",
+        nix::sys::memfd::MFdFlags::MFD_CLOEXEC,
+    )?);
+    copy.set_len(len)?;
+    let mut buf = vec![0u8; 1 << 20];
+    for range in ranges {
+        let (mut at, end) = (range.start.min(len), range.end.min(len));
+        while at < end {
+            let n = buf.len().min((end - at) as usize);
+            let got = file.read_at(&mut buf[..n], at)?;
+            if got == 0 {
+                break;
+            }
+            copy.write_all_at(&buf[..got], at)?;
+            at += got as u64;
+        }
+    }
+    Ok(copy)
 }
 
 fn load_of<'a>(s: object::read::Segment<'a, 'a, &'a ReadCache<File>>) -> Load {
