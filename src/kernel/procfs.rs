@@ -403,6 +403,12 @@ const PM_PRESENT: u64 = 1 << 63;
 const PM_SWAPPED: u64 = 1 << 62;
 /// A guard region's marker (Linux 6.15), which also shows as swapped.
 const PM_GUARD_REGION: u64 = 1 << 58;
+/// A non-present entry's frame field: its swap type (5 bits) and offset, shown to
+/// `CAP_SYS_ADMIN` only (zero otherwise).
+const PM_FRAME: u64 = (1 << 55) - 1;
+/// Swap types from here up are the kernel's own entries, not swap areas (`MAX_SWAPFILES` is 32
+/// less the device-private, migration, hwpoison and marker types: 24 with them all).
+const FIRST_SPECIAL_SWAP_TYPE: u64 = 24;
 // `PAGEMAP_SCAN`, `_IOWR('f', 16, struct pm_scan_arg)`: linux-raw-sys has the structure, not the
 // request.
 nix::ioctl_readwrite!(pagemap_scan, b'f', 16, pm_scan_arg);
@@ -478,7 +484,7 @@ impl Pagemap {
         while self.scan.load(Relaxed) {
             let guards = self.scan_knows_guards.load(Relaxed);
             match self.scan_populated(range.clone(), guards) {
-                Ok(runs) => return Ok(runs),
+                Ok(runs) => return self.settled(runs),
                 // EINVAL for the guard category: a kernel before 6.14; without it then.
                 Err(e) if guards && e.raw_os_error() == Some(libc::EINVAL) => {
                     self.scan_knows_guards.store(false, Relaxed)
@@ -490,7 +496,75 @@ impl Pagemap {
                 Err(e) => return Err(e),
             }
         }
-        self.read_entries(range)
+        let runs = self.read_entries(range)?;
+        self.settled(runs)
+    }
+
+    /// `runs` with the pages that only look swapped out given as present: a page the kernel is
+    /// moving (compaction, NUMA balancing, `move_pages`) is a migration entry for an instant,
+    /// which pagemap and `PAGEMAP_SCAN` call swapped, though the page is in memory. Its swap
+    /// type tells (shown to `CAP_SYS_ADMIN`); without it, on a machine with no swap area, no
+    /// page can be in swap.
+    fn settled(&self, runs: Vec<PopulatedRun>) -> io::Result<Vec<PopulatedRun>> {
+        if !runs.iter().any(|r| r.swapped) {
+            return Ok(runs);
+        }
+        let areas = swap_areas();
+        let in_swap = |entry: u64| {
+            let frame = entry & PM_FRAME;
+            let (kind, offset) = (frame & 0x1f, frame >> 5);
+            match (kind, offset) {
+                // Not shown (offset 0 is a swap area's header, never a page's).
+                (0, 0) => areas > 0,
+                _ => kind < FIRST_SPECIAL_SWAP_TYPE || kind < areas,
+            }
+        };
+        let mut out: Vec<PopulatedRun> = Vec::with_capacity(runs.len());
+        let mut push = |run: PopulatedRun| match out.last_mut() {
+            Some(last)
+                if last.range.end == run.range.start
+                    && (last.zero, last.huge, last.swapped)
+                        == (run.zero, run.huge, run.swapped) =>
+            {
+                last.range.end = run.range.end
+            }
+            _ => out.push(run),
+        };
+        for run in runs {
+            if !run.swapped {
+                push(run);
+                continue;
+            }
+            let pages = (run.range.end - run.range.start) / self.page_size;
+            let mut buf = vec![0u8; 8 * pages.min(4096) as usize];
+            let mut done = 0u64;
+            while done < pages {
+                let chunk = (pages - done).min(4096) as usize;
+                let at = run.range.start + done * self.page_size;
+                let n = self
+                    .file
+                    .read_at(&mut buf[..chunk * 8], at / self.page_size * 8)?;
+                if n == 0 {
+                    break;
+                }
+                for (i, entry) in buf[..n].chunks_exact(8).enumerate() {
+                    let entry = u64::from_ne_bytes(entry.try_into().expect("8 bytes"));
+                    let page = at + i as u64 * self.page_size;
+                    if entry & (PM_PRESENT | PM_SWAPPED) == 0 || entry & PM_GUARD_REGION != 0 {
+                        continue;
+                    }
+                    push(PopulatedRun {
+                        range: page..page + self.page_size,
+                        zero: false,
+                        huge: false,
+                        // Swapped in since, or moved on: as it is now.
+                        swapped: entry & PM_PRESENT == 0 && in_swap(entry),
+                    });
+                }
+                done += (n / 8) as u64;
+            }
+        }
+        Ok(out)
     }
 
     fn scan_populated(&self, range: Range<u64>, guards: bool) -> io::Result<Vec<PopulatedRun>> {
@@ -584,6 +658,11 @@ impl Pagemap {
         }
         Ok(runs)
     }
+}
+
+/// How many swap areas are in use (`/proc/swaps`, a line each under its heading).
+fn swap_areas() -> u64 {
+    std::fs::read_to_string("/proc/swaps").map_or(0, |s| s.lines().skip(1).count() as u64)
 }
 
 /// Splits `range` into runs of one state each, given the present runs inside it.
