@@ -234,3 +234,20 @@ fn assert_exact_pages(t: &Traced) {
     t.assert_matches_kernel();
     assert_eq!(t.verify_totals().mismatched_pages, 0, "{}", t.evidence());
 }
+
+/// A fork child keeps the SIGTRAP handler it inherited, and a program started with SIGTRAP
+/// ignored keeps it ignored, though the tracer runs calls in both (a single-step's trap is a
+/// forced SIGTRAP, which resets a blocked or ignored signal's disposition).
+#[test]
+fn injected_calls_leave_the_programs_signal_dispositions_alone() {
+    let program = workload("u25_trap_handler");
+    for flags in MODES {
+        let t = trace(flags, &[&program]);
+        assert_eq!(
+            (t.status, t.stdout.as_str()),
+            (0, "handled\nignored\n"),
+            "{flags:?}: {}",
+            t.stderr
+        );
+    }
+}

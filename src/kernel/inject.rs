@@ -1,8 +1,8 @@
 //! Running a system call inside a stopped tracee, and fetching its file descriptors.
 //!
 //! The tracee's instruction pointer is moved to a `syscall` instruction inside its vDSO (so none
-//! of its memory is written), its registers carry our call, and one `PTRACE_SINGLESTEP` runs
-//! it; then registers and signal mask are put back as they were. All signals are blocked while
+//! of its memory is written), its registers carry our call, and `PTRACE_SYSCALL` runs it from
+//! its entry stop to its exit stop; then registers and signal mask are put back as they were. All signals are blocked while
 //! it runs, so no handler can run on borrowed registers. Only the tracer thread calls this.
 //!
 //! Each call is first put to the tracee's seccomp filters (seccomp_filters.rs): one they would
@@ -192,18 +192,22 @@ impl Injection {
         Ok(regs.rax as i64)
     }
 
-    /// Runs the one `syscall` instruction at `rip` with `PTRACE_SINGLESTEP`: the tracee stops
-    /// once, with a SIGTRAP, when the call has returned (`syscall_exit_work` reports the step).
-    /// Two `PTRACE_SYSCALL` stops (entry and exit) cost a round trip more.
+    /// Runs the one `syscall` instruction at `rip` from its entry stop to its exit stop
+    /// (`PTRACE_SYSCALL`; with `PTRACE_O_TRACESYSGOOD` both are ptrace stops, not signals).
+    /// Not `PTRACE_SINGLESTEP`, one stop fewer: its trap is a SIGTRAP forced on the tracee,
+    /// and forcing a blocked or ignored signal resets the tracee's disposition of it to the
+    /// default, so a fork child would lose its SIGTRAP handler, or a program SIGTRAP ignored.
     fn step_over_syscall(&mut self) -> Result<(), InjectError> {
-        ptrace::step(self.tid, None)?;
+        ptrace::syscall(self.tid, None)?;
+        let mut entered = false;
         loop {
             let status = wait_for(self.tid)?;
             match status {
-                // Our step's trap. Every blockable signal is blocked, so no SIGTRAP of anyone
-                // else's can be delivered now; it is discarded by the next resume, which passes
-                // no signal.
-                WaitStatus::Stopped(_, Signal::SIGTRAP) => return Ok(()),
+                WaitStatus::PtraceSyscall(_) if !entered => {
+                    entered = true;
+                    ptrace::syscall(self.tid, None)?
+                }
+                WaitStatus::PtraceSyscall(_) => return Ok(()),
                 // A filter trapped our call after all (the judgement above is the kernel's
                 // own, so this should not happen): the SIGSYS is the program's never, and the
                 // next resume, passing no signal, discards it.
@@ -214,18 +218,19 @@ impl Injection {
                     )));
                 }
                 // SIGSTOP (or another forced signal): deliver it now, so that the kernel settles
-                // it against a SIGCONT as it would untraced.
-                WaitStatus::Stopped(_, sig) => ptrace::step(self.tid, sig)?,
+                // it against a SIGCONT as it would untraced. Every blockable signal is blocked,
+                // so no handler runs.
+                WaitStatus::Stopped(_, sig) => ptrace::syscall(self.tid, sig)?,
                 // A group stop: our call must finish first; the caller then keeps it stopped.
                 // (A later stop, such as our PTRACE_INTERRUPT's trap, never clears an earlier
                 // group stop.)
                 WaitStatus::PtraceEvent(_, sig, libc::PTRACE_EVENT_STOP) => {
                     self.group_stop |= super::ptrace::is_group_stop_signal(sig);
-                    ptrace::step(self.tid, None)?;
+                    ptrace::syscall(self.tid, None)?;
                 }
-                // The tracee's own seccomp filter traces our call: let it run.
+                // Our filter, or the tracee's own, traces our call: let it run.
                 WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_SECCOMP) => {
-                    ptrace::step(self.tid, None)?
+                    ptrace::syscall(self.tid, None)?
                 }
                 other => return Err(InjectError::Died(other)),
             }

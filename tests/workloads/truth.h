@@ -207,7 +207,15 @@ TRUTH_FN void truth_expect(const char *name, long pages)
 /* measurement (no malloc, no stdio FILE, static buffers only)         */
 /* ------------------------------------------------------------------ */
 
-/* Number of pages in [start,end) whose pagemap entry has bit 63 set. */
+/* Whether a pagemap entry is a page in memory: present (bit 63), or being moved by the kernel
+ * (compaction, NUMA balancing): a migration entry for an instant, which pagemap calls swapped
+ * (bit 62) with a swap type of the kernel's own (bits 0-4, 24 and up; shown to root). */
+TRUTH_FN int truth_in_memory(uint64_t entry)
+{
+    return (entry >> 63) || ((entry >> 62 & 1) && (entry & 0x1f) >= 24);
+}
+
+/* Number of pages in [start,end) in memory (truth_in_memory). */
 TRUTH_FN long truth_count_present(int pm_fd, uintptr_t start, uintptr_t end)
 {
     long n = 0;
@@ -224,7 +232,7 @@ TRUTH_FN long truth_count_present(int pm_fd, uintptr_t start, uintptr_t end)
         }
         size_t got = (size_t)r / 8;
         for (size_t i = 0; i < got; i++)
-            if (truth_pm[i] >> 63)
+            if (truth_in_memory(truth_pm[i]))
                 n++;
         vpn += got;
     }
