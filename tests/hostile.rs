@@ -251,3 +251,25 @@ fn injected_calls_leave_the_programs_signal_dispositions_alone() {
         );
     }
 }
+
+/// `MADV_GUARD_INSTALL` over pages just faulted back in is a `discard` of all of them (LTP
+/// `madvise12`, checks every 5 ms): the lane resolves a fault, the thread it wakes runs into
+/// the madvise before the lane reads the clock again, and that resolution is not one made
+/// after the syscall's exit read (it used to be, and was left out of the discard).
+#[test]
+fn a_guard_region_over_pages_just_faulted_in_is_discarded_whole() {
+    let program = workload("u25_guard_rounds");
+    for flags in [
+        &["--verify-every", "5"][..],
+        &["--verify-every", "5"],
+        &["--verify-every", "5", "--faults", "scan"],
+    ] {
+        let t = trace(flags, &[program.as_os_str(), "1500".as_ref()]);
+        if t.stdout.starts_with("no guard regions") {
+            eprintln!("skipped: this kernel has no guard regions");
+            return;
+        }
+        assert_exact_pages(&t);
+        assert!(t.verify_totals().points > 10, "{:?}", t.verify_totals());
+    }
+}

@@ -407,8 +407,12 @@ const PM_GUARD_REGION: u64 = 1 << 58;
 /// `CAP_SYS_ADMIN` only (zero otherwise).
 const PM_FRAME: u64 = (1 << 55) - 1;
 /// Swap types from here up are the kernel's own entries, not swap areas (`MAX_SWAPFILES` is 32
-/// less the device-private, migration, hwpoison and marker types: 24 with them all).
+/// less the hwpoison, migration, device-private and marker types: 24 with them all): pages in
+/// memory being moved (or on a device), but for the last.
 const FIRST_SPECIAL_SWAP_TYPE: u64 = 24;
+/// The type of a PTE marker (a guard region's, or userfaultfd's write-protect marker of a page
+/// never made): no page at all.
+const PTE_MARKER_SWAP_TYPE: u64 = 31;
 // `PAGEMAP_SCAN`, `_IOWR('f', 16, struct pm_scan_arg)`: linux-raw-sys has the structure, not the
 // request.
 nix::ioctl_readwrite!(pagemap_scan, b'f', 16, pm_scan_arg);
@@ -510,14 +514,15 @@ impl Pagemap {
             return Ok(runs);
         }
         let areas = swap_areas();
-        let in_swap = |entry: u64| {
-            let frame = entry & PM_FRAME;
-            let (kind, offset) = (frame & 0x1f, frame >> 5);
-            match (kind, offset) {
-                // Not shown (offset 0 is a swap area's header, never a page's).
-                (0, 0) => areas > 0,
-                _ => kind < FIRST_SPECIAL_SWAP_TYPE || kind < areas,
-            }
+        let swap_type = |entry: u64| (entry & PM_FRAME & 0x1f, (entry & PM_FRAME) >> 5);
+        let in_swap = |entry: u64| match swap_type(entry) {
+            // Not shown (offset 0 is a swap area's header, never a page's).
+            (0, 0) => areas > 0,
+            (kind, _) => kind < FIRST_SPECIAL_SWAP_TYPE || kind < areas,
+        };
+        let marker = |entry: u64| {
+            entry & PM_GUARD_REGION != 0
+                || (entry & PM_PRESENT == 0 && swap_type(entry).0 == PTE_MARKER_SWAP_TYPE)
         };
         let mut out: Vec<PopulatedRun> = Vec::with_capacity(runs.len());
         let mut push = |run: PopulatedRun| match out.last_mut() {
@@ -550,7 +555,7 @@ impl Pagemap {
                 for (i, entry) in buf[..n].chunks_exact(8).enumerate() {
                     let entry = u64::from_ne_bytes(entry.try_into().expect("8 bytes"));
                     let page = at + i as u64 * self.page_size;
-                    if entry & (PM_PRESENT | PM_SWAPPED) == 0 || entry & PM_GUARD_REGION != 0 {
+                    if entry & (PM_PRESENT | PM_SWAPPED) == 0 || marker(entry) {
                         continue;
                     }
                     push(PopulatedRun {

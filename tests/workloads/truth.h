@@ -209,10 +209,12 @@ TRUTH_FN void truth_expect(const char *name, long pages)
 
 /* Whether a pagemap entry is a page in memory: present (bit 63), or being moved by the kernel
  * (compaction, NUMA balancing): a migration entry for an instant, which pagemap calls swapped
- * (bit 62) with a swap type of the kernel's own (bits 0-4, 24 and up; shown to root). */
+ * (bit 62) with a swap type of the kernel's own (bits 0-4, 24 to 30; shown to root). Type 31
+ * is a marker (a guard region's): no page. */
 TRUTH_FN int truth_in_memory(uint64_t entry)
 {
-    return (entry >> 63) || ((entry >> 62 & 1) && (entry & 0x1f) >= 24);
+    unsigned type = entry & 0x1f;
+    return (entry >> 63) || ((entry >> 62 & 1) && type >= 24 && type < 31);
 }
 
 /* Number of pages in [start,end) in memory (truth_in_memory). */

@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use super::Lane;
 use super::attribution::Toucher;
+use super::pages::Resolved;
 use super::touches::TouchRun;
 use crate::actors::sequencer::Stamped;
 use crate::event::{Event, Follow, MapKind, PageState};
@@ -79,6 +80,8 @@ impl Lane {
             .thread_names
             .as_ref()
             .is_none_or(|names| names.selects_now(tid));
+        // The thread runs again from inside the resolution: the clock is read before it too.
+        let began = Instant::now();
         match uffd.resolve(addr, write) {
             Resolution::Resolved => {
                 if test_hooks::fails(Fault::LanePanic, Some(self.space)) {
@@ -92,7 +95,12 @@ impl Lane {
                 if self.spin_cpus.is_some() {
                     self.faulted_at.insert(tid, at);
                 }
-                self.recent.resolved(at, addr);
+                self.recent.resolved(Resolved {
+                    began,
+                    done: at,
+                    tid,
+                    page: addr,
+                });
                 self.counters.resolved += 1;
                 let who = self.toucher(tid).await;
                 self.grow_stack(addr, who.tid, at).await;

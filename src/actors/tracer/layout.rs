@@ -518,7 +518,8 @@ impl Tracer {
         };
         // Another thread can touch the new heap before it was registered above: the lane reads
         // which pages are already there.
-        let at_exit = follow.and_then(|f| self.present_in_followed(f, by.pid, by.space, old..new));
+        let at_exit =
+            follow.and_then(|f| self.present_in_followed(f, by.pid, by.tid, by.space, old..new));
         if new > old {
             let present = at_exit.as_ref().map_or(&[][..], |a| &a.present[..]);
             space
@@ -564,8 +565,9 @@ impl Tracer {
             None => PagesAtExit {
                 read_at: at,
                 present: Vec::new(),
+                stopped: Some(by.tid),
             },
-            Some(_) => match self.present_at(by.pid, by.space, range.clone()) {
+            Some(_) => match self.present_at(by.pid, by.tid, by.space, range.clone()) {
                 Some(pages) => {
                     space
                         .scans

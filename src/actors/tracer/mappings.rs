@@ -203,7 +203,7 @@ impl Tracer {
         };
         let at_exit = mapping
             .follow
-            .and_then(|f| self.present_in_followed(f, pid, space_id, range.clone()));
+            .and_then(|f| self.present_in_followed(f, pid, tid, space_id, range.clone()));
         let tracked = at_exit.is_some();
         let present = at_exit.as_ref().map_or(&[][..], |a| &a.present[..]);
         space
@@ -247,13 +247,14 @@ impl Tracer {
         &self,
         follow: Follow,
         pid: i32,
+        tid: i32,
         space: SpaceId,
         range: Range<u64>,
     ) -> Option<PagesAtExit> {
         match follow {
-            Follow::Faults => self.present_or_unregister(pid, space, range),
+            Follow::Faults => self.present_or_unregister(pid, tid, space, range),
             Follow::Scans => {
-                let pages = self.present_at(pid, space, range.clone());
+                let pages = self.present_at(pid, tid, space, range.clone());
                 if let Some(s) = self.spaces.get(&space) {
                     let mut scans = s.scans.borrow_mut();
                     match &pages {
@@ -271,10 +272,11 @@ impl Tracer {
     pub(super) fn present_or_unregister(
         &self,
         pid: i32,
+        tid: i32,
         space: SpaceId,
         range: Range<u64>,
     ) -> Option<PagesAtExit> {
-        let pages = self.present_at(pid, space, range.clone());
+        let pages = self.present_at(pid, tid, space, range.clone());
         if pages.is_none()
             && let Some(uffd) = self.spaces.get(&space).and_then(|s| s.uffd.as_ref())
             && let Err(e) = uffd.unregister(range.start, range.end)
@@ -288,13 +290,14 @@ impl Tracer {
         pages
     }
 
-    /// The pages of a range present now, read while the thread that changed the range is
-    /// stopped. A read that fails is tried once more; then the range's pages are unknown, which
-    /// a `warning` line says (never "none present"). None without a word for a space whose
-    /// pagemap could not be opened (its creation's warning said so), or that is gone.
+    /// The pages of a range present now, read while `tid`, the thread that changed the range,
+    /// is stopped. A read that fails is tried once more; then the range's pages are unknown,
+    /// which a `warning` line says (never "none present"). None without a word for a space
+    /// whose pagemap could not be opened (its creation's warning said so), or that is gone.
     pub(super) fn present_at(
         &self,
         pid: i32,
+        tid: i32,
         space: SpaceId,
         range: Range<u64>,
     ) -> Option<PagesAtExit> {
@@ -305,7 +308,11 @@ impl Tracer {
                 return Err(std::io::Error::other("injected by MEVI_TEST_FAULT"));
             }
             let present = pagemap.populated_runs(range.clone())?;
-            Ok(PagesAtExit { read_at, present })
+            Ok(PagesAtExit {
+                read_at,
+                present,
+                stopped: Some(tid),
+            })
         };
         match read().or_else(|_| read()) {
             Ok(pages) => Some(pages),

@@ -283,6 +283,7 @@ impl Tracer {
                 at_exit: PagesAtExit {
                     read_at,
                     present: populated.clone(),
+                    stopped: Some(tid),
                 },
             });
         }
@@ -454,6 +455,7 @@ impl Tracer {
                     at_exit: PagesAtExit {
                         read_at,
                         present: Vec::new(),
+                        stopped: None,
                     },
                 };
                 match found {
