@@ -98,6 +98,7 @@ fn main() {
     }
 
     serve_cost(&mevi, &touch4);
+    seek_cost(&mevi, &dir);
 
     println!("\nreport sizes");
     size_of(
@@ -217,6 +218,103 @@ fn serve_cost(mevi: &Path, touch4: &Path) {
         },
         median(watched)
     );
+}
+
+/// How long a seek takes in the address-space view of one space of 20,000 mappings
+/// (tests/workloads/many_maps.c): from `mevi.seek` to the frame it drew, laid out, between half
+/// of them mapped and all of them; the median of 10 and the slowest.
+fn seek_cost(mevi: &Path, dir: &Path) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workloads/many_maps.c");
+    let program = dir.join("many_maps");
+    let built = Command::new("cc")
+        .args(["-O2", "-Wall", "-o"])
+        .arg(&program)
+        .arg(&src)
+        .status()
+        .expect("running cc");
+    assert!(built.success(), "cc failed for {}", src.display());
+    let trace = dir.join("many_maps.jsonl");
+    let page = dir.join("many_maps.html");
+    let status = Command::new(mevi)
+        .args(["run", "--no-stacks", "--no-summary", "-o"])
+        .arg(&trace)
+        .arg("--report")
+        .arg(&page)
+        .arg("--")
+        .arg(&program)
+        .arg("20000")
+        .stdout(Stdio::null())
+        .status()
+        .expect("running mevi-actors");
+    assert!(status.success(), "tracing many_maps failed: {status}");
+    // The times of the map lines of its 8-page mappings: the 10,000th and the last.
+    let text = std::fs::read_to_string(&trace).expect("reading the trace");
+    let maps: Vec<u64> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|l| {
+            l["ev"] == "map"
+                && l["end"]
+                    .as_u64()
+                    .zip(l["start"].as_u64())
+                    .map(|(e, s)| e - s)
+                    == Some(8 << 12)
+        })
+        .filter_map(|l| l["t_ns"].as_u64())
+        .collect();
+    drop(text);
+    if maps.len() < 20000 {
+        println!(
+            "\nseek: not measured ({} mappings in the trace)",
+            maps.len()
+        );
+        return;
+    }
+    let seeks: Vec<String> = (0..10)
+        .map(|k| maps[if k % 2 == 0 { 10000 } else { 19999 }].to_string())
+        .collect();
+    let measured = browser::Browser::launch()
+        .map_err(|e| e.to_string())
+        .and_then(|b| {
+            let tab = b
+                .open(&format!("file://{}", page.display()))
+                .map_err(|e| e.to_string())?;
+            tab.eval(&format!(
+                "mevi.ready.then(async () => {{ const out = []; \
+               for (const t of [{}]) {{ \
+                 const t0 = performance.now(); mevi.seek(t); \
+                 await new Promise(done => requestAnimationFrame(() => {{ \
+                   void document.body.offsetHeight; done(); }})); \
+                 out.push(performance.now() - t0); \
+               }} return out; }})",
+                seeks.join(", ")
+            ))
+            .map_err(|e| e.to_string())
+        });
+    match measured {
+        Ok(v) => {
+            let mut ms: Vec<f64> = v
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(serde_json::Value::as_f64)
+                .collect();
+            ms.sort_by(f64::total_cmp);
+            let median = ms.get(ms.len() / 2).copied().unwrap_or(f64::NAN);
+            let slowest = ms.last().copied().unwrap_or(f64::NAN);
+            println!("\nthe address-space view, one space of 20,000 mappings");
+            println!(
+                "  {} (slowest {slowest:.0} ms; to the frame drawn, at most ~16 ms of it the wait for the frame)",
+                target(
+                    "seek",
+                    format!("{median:.0} ms median"),
+                    median <= 500.0,
+                    "500 ms"
+                )
+            );
+        }
+        Err(e) => println!("\nseek: not measured ({e})"),
+    }
 }
 
 /// The stream and report sizes of one traced program.

@@ -86,6 +86,18 @@
     figures() {
       return M.data.figures();
     },
+    /** Where the address-space view draws mapping `start` of space `id` (space.js). */
+    mapCells(id, start) {
+      return M.space.cells(id, start);
+    },
+    /** Each space's label and colour, as every view shows them (data.js). */
+    spaces() {
+      return [...M.data.spaceInfo.values()].map((s) => ({ space: s.id, label: s.label, colour: s.colour, pids: s.pids }));
+    },
+    /** The process rows: pid, label, depth in the tree (processes.js). */
+    processes() {
+      return M.processes.rows();
+    },
     /** The kernel's count per space (rss.js). */
     rss() {
       return M.rss.figures();
@@ -96,6 +108,10 @@
     /** The flame graph's nodes at the cursor (flame.js). */
     flame() {
       return M.flame.nodes();
+    },
+    /** The flame graph as drawn: rows and boxes (flame.js). */
+    flameDrawn() {
+      return M.flame.drawn();
     },
     setSystemFrames(on) {
       M.flame.setSystem(!!on);

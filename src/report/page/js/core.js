@@ -141,8 +141,11 @@ const MEVI = {};
     rss: { anon: "#8fb3e8", file: "#7dbb78", shmem: "#f0a04b", swap: "#c8423d" },
   };
 
-  /** A palette for processes and spaces, stable by index. */
-  const PALETTE = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948",
-    "#b07aa1", "#ff9da7", "#9c755f", "#86bcb6"];
-  M.paletteColour = (i) => PALETTE[i % PALETTE.length];
+  /** A colour for space `i`, stable by index and distinct for any count: hues a golden angle
+   * apart (each new one falls in the widest gap left), lightness in three steps, so that
+   * neighbours in a stack differ in both. */
+  M.paletteColour = (i) => {
+    const hue = (210 + i * 137.50776) % 360;
+    return "hsl(" + hue.toFixed(2) + ", " + [62, 55, 70][i % 3] + "%, " + [52, 40, 64][i % 3] + "%)";
+  };
 })(MEVI);

@@ -85,16 +85,47 @@
       for (const c of (children.get(p.pid) || []).sort(byBirth)) walk(c, depth + 1);
     };
     roots.sort(byBirth).forEach((p) => walk(p, 0));
+    label(procs);
     D.threadsByTid = new Map((meta.threads || []).map((t) => [t.tid, t]));
     D.spaceInfo = new Map();
     (meta.spaces || []).forEach((s, i) => {
       const pids = s.pids || [];
       const first = D.byPid.get(pids[0]);
       // A shell's space holds each child it forks until the child's exec: name a few.
-      const few = pids.slice(0, 4).join(", ") + (pids.length > 4 ? " and " + (pids.length - 4) + " more" : "");
-      const who = pids.length ? "pid " + few + (first ? " " + first.name : "") : "no process";
+      const rest = pids.slice(1, 4).join(", ") + (pids.length > 4 ? " and " + (pids.length - 4) + " more" : "");
+      const who = !pids.length ? "no process" : (first ? first.label : "pid " + pids[0]) + (rest ? " (and pid " + rest + ")" : "");
       D.spaceInfo.set(s.id, { id: s.id, pids, label: "space " + s.id + " · " + who, colour: M.paletteColour(i), life: s });
     });
+  }
+
+  const base = (path) => String(path || "").split("/").pop();
+
+  /** Each process's `label`: its pid, its program, and the argument that tells it from the
+   * others of the same program (two cc1 runs by their source files): the first argument not
+   * all of them have, preferring one that names a file (not an option, not `-o`'s output);
+   * a process alone gets the first file it names. */
+  function label(procs) {
+    const byName = new Map();
+    for (const p of procs) {
+      p.short = base(p.name || (p.argv && p.argv[0])) || "?";
+      if (!byName.has(p.short)) byName.set(p.short, []);
+      byName.get(p.short).push(p);
+    }
+    const fileLike = (a, prev) => !a.startsWith("-") && prev !== "-o" && /[./]/.test(a) && a.length > 1;
+    for (const group of byName.values()) {
+      const counts = new Map();
+      for (const p of group) for (const a of new Set((p.argv || []).slice(1))) counts.set(a, (counts.get(a) || 0) + 1);
+      for (const p of group) {
+        const args = (p.argv || []).slice(1);
+        const apart = args.map((a, i) => [a, args[i - 1]]).filter(([a]) => group.length === 1 || counts.get(a) < group.length);
+        let pick = apart.find(([a, prev]) => fileLike(a, prev));
+        if (!pick && group.length > 1) pick = apart.find(([a, prev]) => !a.startsWith("-") && prev !== "-o") || apart[0];
+        let arg = pick ? pick[0] : "";
+        if (fileLike(arg, null) && !/\s/.test(arg)) arg = base(arg) || arg;
+        if (arg.length > 40) arg = arg.slice(0, 39) + "…";
+        p.label = "pid " + p.pid + " " + p.short + (arg ? " " + arg : "");
+      }
+    }
   }
 
   /** A space's label and colour (one the meta does not name gets a plain one). */

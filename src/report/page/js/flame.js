@@ -5,7 +5,9 @@
 // asked for, so a stack ends at the program's own code that asked for the memory. A click
 // zooms into a node (and the ancestors above it zoom out); the view follows the cursor.
 (function (M) {
-  const ROW = 18, MIN_PX = 0.5, FONT = "11px system-ui, sans-serif";
+  const ROW = 18, MIN_PX = 0.5, FONT = "11px system-ui, sans-serif", FOLDED = "#e6d8bd";
+  const FOLD = 3; // a chain of more frames than this is folded into one box
+  const unfolded = new Set(); // the chains (by their first node's path) clicked open
   let root, canvas, info, note, systemBox, resetButton;
   let showSystem = false;
   let zoom = []; // the names from the root's child down to the node zoomed into
@@ -74,10 +76,16 @@
     return names;
   }
 
-  function depthBelow(n) {
-    let d = 0;
-    for (const c of n.children.values()) d = Math.max(d, 1 + depthBelow(c));
-    return d;
+  /** The nodes of a chain below `n`: while a node has one child and no bytes of its own,
+   * that child (the last one listed has more than one child, or bytes of its own). */
+  function chainBelow(n) {
+    const chain = [];
+    let c = n;
+    while (c.children.size === 1 && c.self === 0) {
+      c = c.children.values().next().value;
+      chain.push(c);
+    }
+    return chain;
   }
 
   /** A stable warm colour for the program's frames, a cool grey for the system's and grey
@@ -105,50 +113,73 @@
     canvas.hidden = false;
     const width = root.clientWidth || 900;
     const stamps = [...M.now.dec.spaces.values()].map((s) => s.id + ":" + s.stamp).join(",");
-    const key = [stamps, showSystem, zoom.join("\u0000"), width, M.data.meta.stacks.sites.length].join(" ");
+    const key = [stamps, showSystem, zoom.join("\u0000"), [...unfolded].join("\u0001"), width, M.data.meta.stacks.sites.length].join(" ");
     if (key === drawnKey) return;
     drawnKey = key;
     tree = build(weights(), showSystem);
     const focus = focusOf(tree);
     const ancestors = [];
     for (let n = focus; n; n = n.parent) ancestors.unshift(n);
-    const rows = ancestors.length + depthBelow(focus);
-    const { g, w } = M.fitCanvas(canvas, Math.max(1, rows) * ROW + 2, width);
-    g.font = FONT;
-    g.textBaseline = "middle";
-    rects = [];
-    const box = (n, x, y, wpx) => {
-      g.fillStyle = colour(n);
-      g.fillRect(x, y, Math.max(wpx - 1, 0.5), ROW - 1);
-      rects.push({ x, y, w: wpx, n });
-      if (wpx > 24) {
-        const label = fit(g, n.name + (n.parent ? " " + M.size(n.bytes) : ""), wpx - 6);
-        g.fillStyle = "#1d2530";
-        g.fillText(label, x + 3, y + ROW / 2);
-      }
-    };
-    // Above the focus, its ancestors across the whole width (a click there zooms out).
-    ancestors.forEach((n, i) => box(n, 0, i * ROW, w));
+    // Laid out first, drawn after: the canvas is as high as the deepest box drawn, not the
+    // deepest stack (one too narrow to draw would leave the rest of the canvas empty), and a
+    // chain of frames that each only call the next (a deep stack, a recursion) is one box
+    // until clicked, so that what it leads to stays in view.
+    const w = width, boxes = [];
+    // Above the focus, its ancestors across the whole width (a click there zooms out); a long
+    // line of them keeps the first two and the last two, the rest one box.
+    let arow = 0;
+    ancestors.forEach((n, i) => {
+      const inner = ancestors.length > FOLD + 4 && i >= 2 && i < ancestors.length - 2;
+      if (!inner) boxes.push({ x: 0, row: arow++, w, n });
+      else if (i === 2) boxes.push({ x: 0, row: arow++, w, n, folded: ancestors.slice(2, -2), up: true });
+    });
     const scale = focus.bytes > 0 ? w / focus.bytes : 0;
-    const below = (n, x, y) => {
+    // (`open`: how many levels below are still a chain clicked open, drawn unfolded.)
+    const below = (n, x, row, open) => {
       let at = x;
       for (const c of kids(n)) {
         const wpx = c.bytes * scale;
         if (wpx >= MIN_PX) {
-          box(c, at, y, wpx);
-          below(c, at, y + ROW);
+          boxes.push({ x: at, row, w: wpx, n: c });
+          const chain = open > 0 ? [] : chainBelow(c);
+          const key = pathOf(c).join("\u0000");
+          if (chain.length > FOLD && !unfolded.has(key)) {
+            // The chain's middle as one box, then its last node (where it branches or ends).
+            const last = chain[chain.length - 1];
+            boxes.push({ x: at, row: row + 1, w: wpx, n: chain[chain.length - 2], folded: chain.slice(0, -1), key });
+            boxes.push({ x: at, row: row + 2, w: wpx, n: last });
+            below(last, at, row + 3, 0);
+          } else below(c, at, row + 1, open > 0 ? open - 1 : chain.length > FOLD ? chain.length : 0);
         }
         at += wpx;
       }
     };
-    below(focus, 0, ancestors.length * ROW);
+    below(focus, 0, arow, 0);
+    const rows = boxes.reduce((most, b) => Math.max(most, b.row + 1), 1);
+    const { g } = M.fitCanvas(canvas, rows * ROW + 2, width);
+    g.font = FONT;
+    g.textBaseline = "middle";
+    rects = [];
+    for (const b of boxes) {
+      const y = b.row * ROW;
+      g.fillStyle = b.folded ? FOLDED : colour(b.n);
+      g.fillRect(b.x, y, Math.max(b.w - 1, 0.5), ROW - 1);
+      rects.push({ x: b.x, y, w: b.w, n: b.n, folded: b.folded, key: b.key, up: b.up });
+      if (b.w > 24) {
+        const f = b.folded;
+        const text = f ? "⋯ " + f.length + " frames folded: " + f[0].name + " … " + f[f.length - 1].name + (b.up ? " (click to zoom out)" : " (click to show)")
+          : b.n.name + (b.n.parent ? " " + M.size(b.n.bytes) : "");
+        g.fillStyle = "#1d2530";
+        g.fillText(fit(g, text, b.w - 6), b.x + 3, y + ROW / 2);
+      }
+    }
     resetButton.hidden = focus === tree;
     const total = tree.bytes;
     info.textContent = "resident at the cursor: " + M.size(total) + " (" + M.exact(total) + " B)" +
       (focus !== tree ? " · zoomed into " + focus.name + ": " + M.size(focus.bytes) + ", " + percent(focus.bytes, total) : "");
     note.textContent = "Each range's resident bytes under the call stack of the line that mapped it (as replay --by-site); " +
       (showSystem ? "all frames shown." : "frames of libc, the loader, allocators and runtimes folded away.") +
-      " Click a frame to zoom into it, one above to zoom out.";
+      " Click a frame to zoom into it, one above to zoom out; a chain of frames that each only call the next is folded into one box (⋯), which a click opens.";
   }
 
   /** `text` cut (with …) to fit `px`. */
@@ -183,6 +214,16 @@
     return lines;
   }
 
+  /** The tooltip's lines for a folded chain: its frames, outermost first. */
+  function describeFolded(chain, up) {
+    const lines = [up ? chain.length + " callers of the frame zoomed into, folded (click to zoom out to the first)"
+      : chain.length + " frames folded, each calling only the next (click to show them)"];
+    const names = chain.map((n) => n.name);
+    for (const name of names.length > 12 ? names.slice(0, 6).concat(["…"], names.slice(-5)) : names) lines.push("  " + name);
+    lines.push(M.size(chain[0].bytes) + " (" + M.exact(chain[0].bytes) + " B) resident, " + percent(chain[0].bytes, tree.bytes) + " of all");
+    return lines;
+  }
+
   function init(el) {
     root = el;
     systemBox = M.el("input", { type: "checkbox", id: "flame-system" });
@@ -194,12 +235,19 @@
     canvas.addEventListener("pointermove", (ev) => {
       const b = at(ev);
       canvas.style.cursor = b ? "pointer" : "default";
-      if (b) M.tip.show(ev, describe(b.n)); else M.tip.hide();
+      if (b && b.folded) M.tip.show(ev, describeFolded(b.folded, b.up));
+      else if (b) M.tip.show(ev, describe(b.n));
+      else M.tip.hide();
     });
     canvas.addEventListener("pointerleave", () => M.tip.hide());
     canvas.addEventListener("click", (ev) => {
       const b = at(ev);
-      if (b) setZoom(pathOf(b.n));
+      if (b && b.up) setZoom(pathOf(b.n));
+      else if (b && b.folded) {
+        unfolded.add(b.key);
+        M.tip.hide();
+        draw();
+      } else if (b) setZoom(pathOf(b.n));
     });
     root.append(
       M.el("div", { class: "flame-bar" },
@@ -241,10 +289,20 @@
     return out;
   }
 
+  /** What is drawn: the canvas's rows, and per box its node's path, the frames it folds
+   * (0 for a node's own box) and its place in CSS px. */
+  function drawn() {
+    return {
+      rows: Math.round((canvas.getBoundingClientRect().height - 2) / ROW),
+      boxes: rects.map((r) => ({ path: pathOf(r.n), name: r.n.name, folded: r.folded ? r.folded.length : 0, x: r.x, y: r.y, w: r.w, h: ROW - 1 })),
+    };
+  }
+
   M.flame = {
     init,
     draw,
     nodes,
+    drawn,
     setSystem,
     setZoom,
     system: () => showSystem,

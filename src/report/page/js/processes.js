@@ -26,7 +26,7 @@
     g.beginPath();
     g.rect(0, y, A.left - 6, ROW);
     g.clip();
-    g.fillText(p.pid + " " + shortName(p), 6 + 10 * Math.min(p.depth || 0, 6), mid);
+    g.fillText(p.label.replace(/^pid /, ""), 6 + 10 * Math.min(p.depth || 0, 6), mid);
     g.restore();
     const end = p.ended_ns == null ? M.data.end : p.ended_ns;
     const x0 = Math.max(A.left, A.x(p.born_ns, w));
@@ -41,11 +41,6 @@
       const x = A.x(t, w);
       if (x >= A.left && x <= w - A.right) g.fillRect(Math.round(x) - 1, y + 2, 2, ROW - 4);
     }
-  }
-
-  function shortName(p) {
-    const n = p.name || (p.argv && p.argv[0]) || "?";
-    return n.split("/").pop();
   }
 
   function hover(ev, t, x, y) {
@@ -73,5 +68,7 @@
       A.bind(plot.canvas, { hover, labels: true });
     },
     draw: () => plot.draw(),
+    /** Each row's process and label, in tree order (what the rows say). */
+    rows: () => M.data.processes.map((p) => ({ pid: p.pid, label: p.label, depth: p.depth })),
   };
 })(MEVI);

@@ -84,7 +84,7 @@
     const pids = r.life.pids || [];
     const first = M.data.byPid.get(pids[0]);
     g.fillText("space " + r.life.id + (pids.length ? " · pid " + pids[0] + (pids.length > 1 ? " +" + (pids.length - 1) : "") : ""), 6, y + 12);
-    g.fillText(first ? (first.name || "").split("/").pop() : "", 6, y + 28);
+    g.fillText(first ? first.label.replace(/^pid \d+ /, "") : "", 6, y + 28);
     g.font = "11px system-ui, sans-serif";
     g.fillStyle = "#6b7480";
     g.fillText("scale " + M.size(Math.round(vmax)), 6, y + 44);
