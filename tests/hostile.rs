@@ -273,3 +273,25 @@ fn a_guard_region_over_pages_just_faulted_in_is_discarded_whole() {
         assert!(t.verify_totals().points > 10, "{:?}", t.verify_totals());
     }
 }
+
+/// `--min-size` keeps the big buffers it exists for, in both modes: one the kernel merged into
+/// a small mapping beside it (left out) is followed by scans under uffd, which split nothing.
+/// The main stack, left out too, grows (256 KiB touched): its growth is in the stream, untracked.
+#[test]
+fn min_size_follows_a_big_buffer_merged_beside_a_small_one() {
+    let program = workload("u25_min_size_merge");
+    for flags in MODES {
+        let t = trace(&[flags, &["--min-size", "1MiB"]].concat(), &[&program]);
+        // Every followed page agrees with the kernel (the small mappings are not followed, so
+        // the space's total is not compared), the main stack's growth left out included.
+        assert_eq!(t.status, 0, "{}", t.evidence());
+        assert_eq!(t.verify_totals().mismatched_pages, 0, "{}", t.evidence());
+        let big = &t.truth("region", "big")[0];
+        assert!(big.present > 12000, "{}", t.stdout);
+        assert_eq!(
+            t.resident_pages(big.pid, big.start, big.end),
+            big.present,
+            "{flags:?}"
+        );
+    }
+}

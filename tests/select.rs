@@ -230,10 +230,11 @@ fn region_and_min_size_follow_the_mappings_selected_only() {
 }
 
 /// A mapping made beside one `--min-size` leaves out is merged into it by the kernel: under
-/// `--faults uffd` it is left out too, since registering it alone would split the program's one
-/// mapping in two (its `mremap` over the whole would then fail). The program runs as untraced.
+/// `--faults uffd` it is followed by scans, since registering it alone would split the
+/// program's one mapping in two (its `mremap` over the whole would then fail). The program
+/// runs as untraced.
 #[test]
-fn a_mapping_merged_into_one_left_out_is_left_out_too() {
+fn a_mapping_merged_into_one_left_out_is_followed_by_scans() {
     let program = workload("select_merge");
     let (status, untraced, _) = run_bounded(&mut std::process::Command::new(&program));
     assert_eq!(
@@ -257,8 +258,9 @@ fn a_mapping_merged_into_one_left_out_is_left_out_too() {
         let tracked_there = t.lines.iter().any(
             |l| matches!(&l.event, Event::Map { tracked: true, start, .. } if *start >> 44 == 2),
         );
-        // Scans register nothing, so split nothing: there the 4 MiB are followed as made.
-        assert_eq!(tracked_there, how == "scan", "{how}");
+        // Followed by scans even under uffd, which register nothing, so split nothing: the
+        // 4 MiB are followed as made.
+        assert!(tracked_there, "{how}");
     }
 }
 

@@ -86,6 +86,10 @@ impl Tracer {
         // `--region`, `--min-size`: a mapping not selected is not followed at all. One the
         // stream has already, in part or whole (described again, grown in place, a fork child's
         // copy), is followed as it was: the choice is made once, as it is made.
+        // A stack left out is still one: its growth is looked for (stack_growth.rs).
+        if grows_down && let Some(s) = self.spaces.get(&space) {
+            s.scans.borrow_mut().stacks.insert(mapping.clone());
+        }
         if self.config.selection.selects_ranges() {
             let s = self.spaces.get(&space)?;
             let chosen = s.pressure.borrow().chosen_for(&mapping);
@@ -94,31 +98,25 @@ impl Tracer {
                 return None;
             }
         }
-        if grows_down && let Some(s) = self.spaces.get(&space) {
-            s.scans.borrow_mut().stacks.insert(mapping.clone());
-        }
         if self.scans_follow(space, &mapping, grows_down)
             || self.merged_into_scanned(space, pid, &mapping)
+            || self.merged_into_unselected(space, pid, &mapping)
         {
             let s = self.spaces.get(&space)?;
             s.scans.borrow_mut().followed.insert(described);
             tick::hasten(self.config.sample);
             Some(Follow::Scans)
-        } else if self.merged_into_unselected(space, pid, &mapping) {
-            if let Some(s) = self.spaces.get(&space) {
-                s.pressure.borrow_mut().leave_out(described);
-            }
-            None
         } else {
             self.register(space, mapping).then_some(Follow::Faults)
         }
     }
 
     /// Under `--region` or `--min-size`: whether the kernel merged a new range into a mapping
-    /// beside it that is not followed (left out by the selection). Registering the new part
-    /// would split what the program sees as one mapping (and an `mremap` over both would then
-    /// fail), so the merged part is left out too. The mappings are read only when one beside
-    /// it was left out.
+    /// beside it that is not followed (left out by the selection: `malloc(200000)` then
+    /// `malloc(50000000)`). Registering the new part would split what the program sees as one
+    /// mapping (and an `mremap` over both would then fail), so it is followed by scans, which
+    /// split nothing: the buffers the option exists for are kept. The mappings are read only
+    /// when one beside it was left out.
     fn merged_into_unselected(&self, space: SpaceId, pid: i32, range: &Range<u64>) -> bool {
         if !self.config.selection.selects_ranges() {
             return false;

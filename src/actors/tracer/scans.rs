@@ -407,8 +407,9 @@ impl Tracer {
     /// memory or came back (pressure.rs), at a point where its threads are all stopped (a
     /// check, its last exit stop): the stream is then exact there.
     pub(super) fn scan_whole(&self, pid: i32, space: SpaceId) {
+        // Before a check, also the growth of stacks the selection left out.
+        self.find_stack_growth(pid, space);
         if self.has_scanned(space) {
-            self.find_stack_growth(pid, space);
             self.scan(pid, space, &everywhere(), Running::AllStopped);
         }
         self.look_for_evictions_whole(pid, space);

@@ -198,8 +198,10 @@ impl Tracer {
                 )
             });
         }
-        // Without it, a stack's growth is not seen: the stacks are then not followed.
-        let vmas = match scans_only.then(|| Vmas::open(tid)) {
+        // Without it, a stack's growth is not seen: the stacks are then not followed. Under
+        // faults, only the growth of a stack `--region` or `--min-size` leaves out needs it.
+        let asks_for_growth = scans_only || (followed && self.config.selection.selects_ranges());
+        let vmas = match asks_for_growth.then(|| Vmas::open(tid)) {
             Some(Ok(vmas)) => Some(vmas),
             Some(Err(e)) => {
                 if died.is_none() {

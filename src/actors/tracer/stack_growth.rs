@@ -1,5 +1,6 @@
-//! Under `--faults scan`, where no fault goes through us: how far each stack of a space has
-//! grown, found by asking the kernel for the mapping just below it (kernel/vmas.rs).
+//! Where no fault goes through us (`--faults scan`, or a stack `--region` or `--min-size` left
+//! out): how far each stack of a space has grown, found by asking the kernel for the mapping
+//! just below it (kernel/vmas.rs).
 
 use std::ops::Range;
 
@@ -24,6 +25,11 @@ impl Tracer {
         };
         let stacks: Vec<Range<u64>> = s.scans.borrow().stacks.iter().cloned().collect();
         for (i, stack) in stacks.iter().enumerate() {
+            // Under faults, a stack followed grows through the lane; one left out, here.
+            let left_out = s.pressure.borrow().leaves_out(stack.start);
+            if !s.scans_only && !left_out {
+                continue;
+            }
             let Some(below) = stack.start.checked_sub(1) else {
                 continue;
             };
@@ -44,9 +50,14 @@ impl Tracer {
             {
                 let mut scans = s.scans.borrow_mut();
                 scans.stacks.insert(grown.clone());
-                scans.followed.insert(grown.clone());
+                if !left_out {
+                    scans.followed.insert(grown.clone());
+                }
             }
-            s.pressure.borrow_mut().described(grown.clone(), true, &[]);
+            match left_out {
+                true => s.pressure.borrow_mut().leave_out(grown.clone()),
+                false => s.pressure.borrow_mut().described(grown.clone(), true, &[]),
+            }
             s.lane.observed(Event::Map {
                 pid,
                 tid: pid,
@@ -56,9 +67,13 @@ impl Tracer {
                 prot: vma.prot,
                 kind: MapKind::Stack,
                 path: None,
-                tracked: true,
-                state: Some(PageState::NotResident),
-                follow: Follow::Scans,
+                tracked: !left_out,
+                state: (!left_out).then_some(PageState::NotResident),
+                follow: if left_out {
+                    Follow::default()
+                } else {
+                    Follow::Scans
+                },
                 site: None,
                 cause: None,
             });
