@@ -690,3 +690,51 @@ fn attach_usage_errors() {
         assert!(stderr.contains("-p"), "{args:?}: {stderr}");
     }
 }
+
+/// The pages a process makes while attached are found, by scans or by the samples that describe
+/// its new mappings: `unseen` bounds only what came and went (it used to take every page of a
+/// new mapping for one that might have: "scans found 0 faults' pages; at most 2240").
+#[test]
+fn pages_made_while_attached_are_found_not_unseen() {
+    let mut target = Target::start();
+    let mut attached = Attached::start(&target.pid.to_string(), &[]);
+    attached.wait_for_snapshot();
+    target.ask(&["map 512", "touch 0 0 512"]);
+    assert_eq!(target.exit(0), 0);
+    let (t, _) = attached.end(None, &[]);
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    let unseen = t
+        .events("unseen")
+        .find_map(|e| match e {
+            Event::Unseen { found, at_most, .. } => Some((*found, *at_most)),
+            _ => None,
+        })
+        .expect("an unseen line");
+    assert!(unseen.0 >= 512, "{unseen:?}: {}", t.stderr);
+    // A few faults of the program's own (its stack, libc) are not pages of a mapping it made.
+    assert!(unseen.1 < 64, "{unseen:?}: {}", t.stderr);
+}
+
+/// Root with CAP_SYS_PTRACE whose ptrace calls are refused all the same (a seccomp filter, as a
+/// container's profile may have) is told so, in one line, with no summary table: not "run as
+/// root".
+#[test]
+fn attach_refused_though_privileged_says_why_in_one_line() {
+    let mut target = Target::start();
+    let wrapper = crate::util::workload("u25_no_ptrace");
+    let (status, _, stderr) = crate::util::run_bounded(Command::new(&wrapper).arg(bin()).args([
+        "attach",
+        "-p",
+        &target.pid.to_string(),
+        "-o",
+        "/dev/null",
+    ]));
+    assert_eq!(status, 1, "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("ptrace refused") && stderr.contains("seccomp"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("run as root"), "{stderr}");
+    assert_eq!(target.exit(0), 0);
+}

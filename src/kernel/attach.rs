@@ -224,9 +224,23 @@ impl AttachError {
                          kernel.yama.ptrace_scope=0 allows same-user attach)"
                     ),
                 };
+                if own_capabilities() & CAP_SYS_PTRACE == 0 {
+                    return format!(
+                        "mevi-actors: attach: not permitted to trace process {pid}{owner}: run \
+                         as root or with CAP_SYS_PTRACE{yama}"
+                    );
+                }
+                // Privileged, and refused all the same: by something above the permissions.
+                let filters = super::procfs::seccomp_filters(nix::unistd::gettid().as_raw())
+                    .filter(|&n| n > 0)
+                    .map_or(String::new(), |n| {
+                        format!(" (mevi-actors runs under {n} seccomp filter(s) itself)")
+                    });
                 format!(
-                    "mevi-actors: attach: not permitted to trace process {pid}{owner}: run as \
-                     root or with CAP_SYS_PTRACE{yama}"
+                    "mevi-actors: attach: ptrace refused process {pid}{owner} though mevi-actors \
+                     has CAP_SYS_PTRACE: a seccomp filter{filters}, as a container's profile \
+                     has, a security module (AppArmor, SELinux) or the kernel's lockdown \
+                     forbids it{yama}"
                 )
             }
             AttachError::Io(e) => format!("mevi-actors: attach: process {pid}: {e}"),

@@ -525,7 +525,9 @@ impl StateActor {
             tap.finish(&self.model, &self.lives).await;
         }
         self.output.finish().await;
-        if self.options.human_summary {
+        // A trace that followed no process (an attach refused, a program that never ran) has
+        // nothing to tell a person: its one line of error says it all.
+        if self.options.human_summary && self.totals.processes > 0 {
             // Never a panic on a stderr that has gone (to_stderr!).
             use std::io::Write as _;
             let summary = human_summary(&processes, &self.totals, self.options.faults);

@@ -118,11 +118,47 @@ impl Tracer {
         };
         let changed = changed_ranges(&last.maps, &maps);
         if !changed.is_empty() {
-            self.describe_from(pid, space, changed, &maps);
+            let seen_before = s.scans.borrow().seen_within(&changed);
+            self.describe_from(pid, space, changed.clone(), &maps);
+            self.found_in_redescribed(space, &changed, &seen_before);
         }
         if let Some(s) = self.spaces.get_mut(&space) {
             s.sampled = Some(Sampled::new(maps));
         }
+    }
+
+    /// The pages a sample's description found present in `changed` that no scan had seen
+    /// (`seen_before`) were made by faults since the attach, as those a scan finds: counted as
+    /// found, or `unseen` would take each for one that came and went.
+    fn found_in_redescribed(
+        &self,
+        space: SpaceId,
+        changed: &RangeSet<u64>,
+        seen_before: &RangeSet<u64>,
+    ) {
+        let Some(s) = self.spaces.get(&space) else {
+            return;
+        };
+        let Some(pagemap) = s.pagemap.as_ref() else {
+            return;
+        };
+        let page = self.config.lane.page_size;
+        let mut found = 0;
+        for range in changed.iter() {
+            let Ok(runs) = pagemap.populated(range.clone()) else {
+                continue;
+            };
+            for run in runs {
+                let mut new: RangeSet<u64> = std::iter::once(run.range.clone()).collect();
+                for r in seen_before.overlapping(&run.range) {
+                    new.remove(r.clone());
+                }
+                // Only what the description wrote as resident (seen now).
+                let written = s.scans.borrow().seen_within(&new);
+                found += super::scans::faults_found(&written, seen_before, run.huge, page);
+            }
+        }
+        s.scans.borrow_mut().found += found;
     }
 
     /// In an attached space, whose releases are not stopped at: the pages of `range` written

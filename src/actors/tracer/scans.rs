@@ -81,6 +81,17 @@ impl Scans {
         }
     }
 
+    /// What of `within` the stream has seen present.
+    pub(super) fn seen_within(&self, within: &RangeSet<u64>) -> RangeSet<u64> {
+        let mut seen = RangeSet::new();
+        for w in within.iter() {
+            for r in self.seen.overlapping(w) {
+                seen.insert(r.start.max(w.start)..r.end.min(w.end));
+            }
+        }
+        seen
+    }
+
     /// `range` is no longer mapped (or no longer followed).
     pub(super) fn forget(&mut self, range: Range<u64>) {
         if !range.is_empty() {
@@ -548,7 +559,12 @@ impl Tracer {
 /// The faults that made `new` present (pages no scan had seen; `seen` as it was before): a
 /// page each, or for huge pages one per 2 MiB frame of which no page was seen before (a fault
 /// maps a huge page whole; a frame partly seen was filled by a collapse, not a fault).
-fn faults_found(new: &RangeSet<u64>, seen: &RangeSet<u64>, huge: bool, page: u64) -> u64 {
+pub(super) fn faults_found(
+    new: &RangeSet<u64>,
+    seen: &RangeSet<u64>,
+    huge: bool,
+    page: u64,
+) -> u64 {
     if !huge {
         return new.iter().map(|r| (r.end - r.start) / page).sum();
     }
