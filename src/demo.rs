@@ -39,7 +39,7 @@ fn child_work() {
 /// MADV_DONTNEED and unmap the rest; the main thread grows a Vec and forks a child that touches
 /// memory of its own. Returns the exit status.
 pub fn workload() -> i32 {
-    // Named, as a program's workers often are: the `thread_exit` lines carry the names.
+    // Named, as a program's workers often are: each names itself (a `thread_name` line).
     let threads: Vec<_> = (0..4)
         .map(|i| {
             std::thread::Builder::new()

@@ -477,6 +477,15 @@ pub enum Event {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         name: Option<String>,
     },
+    /// A thread named itself: `prctl(PR_SET_NAME)` (what `pthread_setname_np` does on the
+    /// calling thread) returned 0. Written at the call's exit stop, in its space's order.
+    ThreadName {
+        pid: i32,
+        tid: i32,
+        space: SpaceId,
+        /// Its name now (`comm`, as the kernel keeps it: at most 15 bytes).
+        name: String,
+    },
     ThreadExit {
         pid: i32,
         tid: i32,
@@ -695,6 +704,7 @@ impl Event {
             Event::Exec { space, .. }
             | Event::Fork { space, .. }
             | Event::Thread { space, .. }
+            | Event::ThreadName { space, .. }
             | Event::ThreadExit { space, .. }
             | Event::Map { space, .. }
             | Event::Unmap { space, .. }
@@ -721,6 +731,7 @@ impl Event {
             Event::Exec { pid, .. }
             | Event::Fork { pid, .. }
             | Event::Thread { pid, .. }
+            | Event::ThreadName { pid, .. }
             | Event::ThreadExit { pid, .. }
             | Event::Map { pid, .. }
             | Event::Unmap { pid, .. }

@@ -31,6 +31,7 @@ const EVENT_KINDS: &[&str] = &[
     "exec",
     "fork",
     "thread",
+    "thread_name",
     "thread_exit",
     "exit",
     "warning",

@@ -26,4 +26,5 @@ mod serve_page;
 mod sites;
 mod stream;
 mod stress;
+mod thread_names;
 mod verify;

@@ -428,4 +428,74 @@ mod tests {
         }]]);
         assert!(matches!(broken.verdict(0, &[], 0), Verdict::Forbidden(_)));
     }
+
+    /// mevi-actors' own filter, run as the kernel runs it: it stops exactly what
+    /// `spawn::filter_stops` says (the tracer's reading of a stop), and `prctl` only for
+    /// `PR_SET_NAME`, whatever the option's upper 32 bits (the kernel reads an `int`).
+    #[test]
+    fn our_filter_stops_what_the_tracer_expects_and_prctl_only_to_set_a_name() {
+        use crate::kernel::spawn;
+        let ours: Vec<Instruction> = spawn::seccomp_filter(true)
+            .unwrap()
+            .iter()
+            .map(|i| Instruction {
+                code: i.code,
+                jt: i.jt,
+                jf: i.jf,
+                k: i.k,
+            })
+            .collect();
+        let answer = |nr: i64, args: [u64; 6]| {
+            let mut data = [0u8; SECCOMP_DATA_LEN as usize];
+            data[0..4].copy_from_slice(&(nr as i32).to_ne_bytes());
+            data[4..8].copy_from_slice(&AUDIT_ARCH_X86_64.to_ne_bytes());
+            for (i, arg) in args.iter().enumerate() {
+                data[16 + 8 * i..24 + 8 * i].copy_from_slice(&arg.to_ne_bytes());
+            }
+            run(&ours, &data)
+        };
+        let stop = libc::SECCOMP_RET_TRACE | u32::from(spawn::OUR_TRACE_DATA);
+        let prctl = |option: u64| [option, 0x7000, 0, 0, 0, 0];
+        let set_name = libc::PR_SET_NAME as u64;
+        assert_eq!(answer(libc::SYS_prctl, prctl(set_name)), stop);
+        assert_eq!(answer(libc::SYS_prctl, prctl(set_name | 1 << 32)), stop);
+        for other in [
+            libc::PR_GET_NAME,
+            libc::PR_SET_DUMPABLE,
+            libc::PR_SET_VMA,
+            libc::PR_SET_NO_NEW_PRIVS,
+        ] {
+            assert_eq!(
+                answer(libc::SYS_prctl, prctl(other as u64)),
+                libc::SECCOMP_RET_ALLOW,
+                "prctl option {other}"
+            );
+        }
+        // Every syscall, with arguments that meet and miss each condition: the filter and the
+        // tracer's reading of it agree.
+        let patterns = [
+            [0; 6],
+            [u64::MAX; 6],
+            prctl(set_name),
+            [
+                3,
+                u64::from(crate::kernel::uffd::UFFDIO_REGISTER),
+                0,
+                0,
+                0,
+                0,
+            ],
+            [libc::CLONE_UNTRACED as u64, 0, 0, 0, 0, 0],
+        ];
+        for nr in 0..460 {
+            for args in patterns {
+                let stops = answer(nr, args) == stop;
+                assert_eq!(
+                    stops,
+                    spawn::filter_stops(nr, args),
+                    "syscall {nr} {args:x?}"
+                );
+            }
+        }
+    }
 }

@@ -59,6 +59,8 @@ enum StopWhen {
 /// no event); `ptrace` (a thread of its own space may have to be
 /// lent); a program's own filter installed with a listener (`seccomp` with
 /// `SECCOMP_FILTER_FLAG_NEW_LISTENER`), whose `SECCOMP_RET_USER_NOTIF` outranks our stops.
+/// Also `prctl(PR_SET_NAME)`, a thread naming itself (its `thread_name` line), and no other
+/// `prctl`: the option is an `int`, so its low 32 bits are compared, as the kernel reads it.
 /// And, when pages may be followed by scans, `execve`/`execveat` (`EXECS`).
 const ESCAPES: &[(i64, StopWhen)] = &[
     (
@@ -78,6 +80,10 @@ const ESCAPES: &[(i64, StopWhen)] = &[
     (
         libc::SYS_seccomp,
         StopWhen::BitsSet(1, libc::SECCOMP_FILTER_FLAG_NEW_LISTENER),
+    ),
+    (
+        libc::SYS_prctl,
+        StopWhen::Equals32(0, libc::PR_SET_NAME as u32),
     ),
 ];
 
@@ -439,6 +445,11 @@ mod tests {
             ioctl(super::super::uffd::UFFDIO_MOVE)
         ));
         assert!(!filter_stops(libc::SYS_ioctl, ioctl(libc::TCGETS as u32)));
+        let prctl = |option: i32| [option as u64, 0x7000, 0, 0, 0, 0];
+        assert!(filter_stops(libc::SYS_prctl, prctl(libc::PR_SET_NAME)));
+        for other in [libc::PR_GET_NAME, libc::PR_SET_DUMPABLE, libc::PR_SET_VMA] {
+            assert!(!filter_stops(libc::SYS_prctl, prctl(other)));
+        }
         assert!(filter_stops(libc::SYS_mmap, [0; 6]));
         assert!(!filter_stops(libc::SYS_read, [0; 6]));
     }

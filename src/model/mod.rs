@@ -695,6 +695,7 @@ impl Replay {
             | Event::Unseen { .. }
             | Event::Rss { .. }
             | Event::Thread { .. }
+            | Event::ThreadName { .. }
             | Event::ThreadExit { .. }
             | Event::Warning { .. } => {}
         }

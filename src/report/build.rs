@@ -113,6 +113,7 @@ impl Builder {
             born_ns: t,
             ended_ns: None,
             name,
+            renamed: Vec::new(),
             name_at_exit: None,
             first_touches: 0,
         });
@@ -252,6 +253,11 @@ impl Builder {
                 frames,
                 truncated,
             } => self.meta.stacks.add(*id, frames, *truncated),
+            Event::ThreadName { tid, name, .. } => {
+                if let Some(&i) = self.thread_at.get(tid) {
+                    self.meta.threads[i].renamed.push((t, name.clone()));
+                }
+            }
             Event::ThreadExit { tid, name, .. } => self.thread_ended(*tid, t, name.clone()),
             Event::Rss {
                 space,

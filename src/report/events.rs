@@ -187,6 +187,19 @@ pub fn row(line: &Line) -> Option<EventRow> {
             None,
             format!("child {child} {}", name.as_deref().unwrap_or("")),
         ),
+        Event::ThreadName {
+            pid,
+            tid,
+            space,
+            name,
+        } => row(
+            "thread_name",
+            Some(*pid),
+            Some(*tid),
+            Some(*space),
+            None,
+            name.clone(),
+        ),
         Event::ThreadExit {
             pid,
             tid,

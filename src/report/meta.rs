@@ -89,6 +89,8 @@ pub struct ThreadLife {
     pub born_ns: u64,
     pub ended_ns: Option<u64>,
     pub name: Option<String>,
+    /// `[t_ns, name]` of each of its `thread_name` lines: the names it gave itself.
+    pub renamed: Vec<(u64, String)>,
     pub name_at_exit: Option<String>,
     pub first_touches: u64,
 }

@@ -11,6 +11,9 @@
  * "fork": then forks a child, which inherits the filter and maps and writes
  * 8 pages too (its parent's supervisor answers it); prints "child ok 8" after
  * it exits 0.
+ * "name": the filter sends prctl to the supervisor too, and the main thread names itself
+ * "notified" with prctl(PR_SET_NAME) after its mapping (no seccomp stop of the tracer's comes
+ * for it); prints "named" after "ok 8".
  */
 #define _GNU_SOURCE
 #include <linux/filter.h>
@@ -62,11 +65,13 @@ static int map_and_write(void)
 int main(int argc, char **argv)
 {
     int fork_too = argc > 1 && !strcmp(argv[1], "fork");
+    int name_too = argc > 1 && !strcmp(argv[1], "name");
     pthread_t t;
     if (pthread_create(&t, NULL, supervise, NULL)) { perror("pthread_create"); return 1; }
     struct sock_filter code[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mmap, 0, 1),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_mmap, 1, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, name_too ? SYS_prctl : SYS_mmap, 0, 1),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
@@ -81,6 +86,10 @@ int main(int argc, char **argv)
     int n = map_and_write();
     if (n < 0) return 1;
     printf("ok %d\n", n);
+    if (name_too) {
+        if (prctl(PR_SET_NAME, "notified")) { perror("prctl(PR_SET_NAME)"); return 1; }
+        printf("named\n");
+    }
     if (fork_too) {
         fflush(stdout);
         pid_t child = fork();

@@ -1,7 +1,7 @@
 //! Seccomp stops that are not a program's layout change, and registrations given up for one:
 //! the program's own filter (answered `ENOSYS`, as with no tracer), `clone`/`clone3` with
 //! `CLONE_UNTRACED` (the flag cleared), `ptrace` (lending.rs), a program's filter with a
-//! listener (notif.rs), a program's own userfaultfd (its `UFFDIO_REGISTER`: our range given up;
+//! listener (notif.rs), a thread naming itself (names.rs), a program's own userfaultfd (its `UFFDIO_REGISTER`: our range given up;
 //! its `UFFDIO_MOVE`, decoded here and described again at its exit by layout.rs), and `mremap`
 //! sources the kernel would refuse or never finish while registered (several mappings moved at
 //! once, locked memory filled).
@@ -49,6 +49,10 @@ impl Tracer {
         if matches!(stopped.nr, libc::SYS_execve | libc::SYS_execveat) {
             self.scan_before_exec(tid);
             self.go(tid, Resume::Cont(None));
+            return true;
+        }
+        if stopped.nr == libc::SYS_prctl {
+            self.on_set_name(tid);
             return true;
         }
         if stopped.nr == libc::SYS_seccomp {

@@ -49,6 +49,7 @@ impl Tracer {
         if let Some(t) = self.threads.get_mut(&tid) {
             t.clone_args = None;
             t.reclaim = None;
+            t.naming = false;
         }
         let stopped = match syscall::seccomp_entry(tid) {
             Ok(stopped) => stopped,
@@ -120,6 +121,9 @@ impl Tracer {
                 tracing::debug!(tid, "putting clone3's flags back: {e}");
             }
             return self.go(tid, Resume::Cont(None));
+        }
+        if self.on_set_name_exit(tid) {
+            return;
         }
         if let Some(releaser) = self.must_wait_for(tid) {
             self.defer(tid, releaser);

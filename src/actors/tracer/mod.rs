@@ -12,8 +12,8 @@
 //!
 //! The rooms: this file has the loop and the one place every [`Stop`] is matched;
 //! `lifecycle.rs` follows threads and processes (clone, fork, exec, exit, job control);
-//! `layout.rs` reports layout syscalls; `notif.rs` sees those a program's own filter hides from
-//! ours; `races.rs` holds and describes again what raced;
+//! `layout.rs` reports layout syscalls; `names.rs` threads naming themselves; `notif.rs` sees
+//! those a program's own filter hides from ours; `races.rs` holds and describes again what raced;
 //! `spaces.rs` makes address spaces (injection, registration, snapshots); `scans.rs`,
 //! `stack_growth.rs` and `unseen.rs` follow pages by page-table scans; `attach.rs` is `attach`;
 //! `rss.rs` the `rss` lines; `checkpoints.rs` is `--verify`; `namespaces.rs` tells lanes the ids
@@ -26,6 +26,7 @@ mod layout;
 mod lending;
 mod lifecycle;
 mod mappings;
+mod names;
 mod namespaces;
 mod notif;
 mod pressure;
@@ -200,6 +201,8 @@ struct Thread {
     begun_at_entry: bool,
     /// Its name (`comm`) as read at its exit stop, for its `thread_exit` or `exit` line.
     name_at_exit: Option<String>,
+    /// Inside a `prctl(PR_SET_NAME)`: its exit stop writes the new name (names.rs).
+    naming: bool,
 }
 
 impl Thread {
@@ -225,6 +228,7 @@ impl Thread {
             every_syscall: false,
             begun_at_entry: false,
             name_at_exit: None,
+            naming: false,
         }
     }
 }

@@ -73,6 +73,13 @@ impl Tracer {
     /// A syscall about to run: a layout syscall our filter stops (escapes that are not layout
     /// changes excepted: their seccomp stop handles them) is begun now.
     fn on_entry_stop(&mut self, tid: i32, stop: EntryStop) {
+        if stop.native && stop.nr == libc::SYS_prctl && spawn::filter_stops(stop.nr, stop.args) {
+            // A thread naming itself, which its supervisor may let run with no stop of ours.
+            if let Some(t) = self.threads.get_mut(&tid) {
+                t.begun_at_entry = true;
+            }
+            return self.on_set_name(tid);
+        }
         let layout = stop.native
             && spawn::filter_stops(stop.nr, stop.args)
             && !matches!(

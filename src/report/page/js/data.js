@@ -138,10 +138,11 @@
     return s;
   };
 
-  /** The name a thread is known by (its last, then first), or null. */
+  /** The name a thread is known by (at its exit, the last it gave itself, at its start), or null. */
   D.threadName = function (tid) {
     const t = D.threadsByTid.get(tid);
-    if (t && (t.name_at_exit || t.name)) return t.name_at_exit || t.name;
+    const last = t && t.renamed && t.renamed.length ? t.renamed[t.renamed.length - 1][1] : null;
+    if (t && (t.name_at_exit || last || t.name)) return t.name_at_exit || last || t.name;
     // A main thread without a name of its own goes by its program's.
     const p = D.byPid.get(tid);
     return p ? (p.name || "").split("/").pop() || null : null;

@@ -91,6 +91,7 @@
     const lines = [
       "thread " + th.tid + " of pid " + th.pid + (th.name ? ": " + th.name : "") +
         (th.name_at_exit && th.name_at_exit !== th.name ? " (at exit " + th.name_at_exit + ")" : ""),
+      ...(th.renamed || []).map(([t, name]) => "named itself " + name + " at " + M.ms(t)),
       "born " + M.ms(th.born_ns) + (th.ended_ns == null ? "" : ", ended " + M.ms(th.ended_ns)) + ", " + M.exact(th.first_touches) + " first touches",
     ];
     if (r.touches && x >= A.left) {
