@@ -1,10 +1,10 @@
-//! Threads naming themselves (`thread_name` lines), on the real kernel:
+//! Threads naming themselves (`thread_name` lines) and `replay --by-thread`, on the real kernel:
 //! `tests/workloads/thread_names.c`'s three threads each name themselves by `prctl` and by
 //! `pthread_setname_np(pthread_self())`, touch known pages, and are named again by the main
 //! thread through `/proc` (no line: not a syscall the filter stops).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use mevi_actors::event::{Event, Line};
@@ -79,6 +79,18 @@ fn run(faults: &str) -> Run {
     }
 }
 
+/// `replay --by-thread [--json] FILE`: its stdout and stderr.
+fn by_thread(file: &Path, json: bool) -> (String, String) {
+    let mut cmd = Command::new(bin());
+    cmd.args(["replay", "--by-thread"]);
+    if json {
+        cmd.arg("--json");
+    }
+    let (status, stdout, stderr) = run_bounded(cmd.arg(file));
+    assert_eq!(status, 0, "{stderr}");
+    (stdout, stderr)
+}
+
 /// The `thread_name` lines, per thread, in the stream's order, with their `seq`; checked to be
 /// exactly the names the threads gave themselves: none for a `prctl` of another option, one
 /// that failed, or a name written through `/proc` by another thread.
@@ -141,6 +153,25 @@ fn check_thread_lines(r: &Run) {
             _ => {}
         }
     }
+}
+
+/// The by-thread rows of the program's process, by tid.
+fn thread_rows(r: &Run, json: &str) -> HashMap<i64, Value> {
+    json.lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["pid"] == r.pid && v.get("tid").is_some())
+        .map(|v| (v["tid"].as_i64().unwrap(), v))
+        .collect()
+}
+
+fn expected_names(w: &Worker) -> Value {
+    let i = w.index;
+    serde_json::json!([
+        format!("other-{i}"),
+        format!("self-{i}"),
+        format!("prctl-{i}"),
+        "boss"
+    ])
 }
 
 /// Each name a thread gives itself is a line, in its space's order: the thread's touches before
@@ -281,4 +312,107 @@ fn a_name_a_user_notif_supervisor_lets_through_has_its_line() {
         })
         .collect();
     assert_eq!(names, [(pid, "notified")]);
+}
+
+/// `replay --by-thread` gives each thread the pages of its own first touches (its region's, the
+/// workload's truth, and the few of its stack it touched), its names the last first, largest
+/// first; the table writes `last (was: ...)`.
+#[test]
+fn by_thread_counts_each_threads_pages_under_its_names() {
+    let r = run("uffd");
+    let mut touched: HashMap<i32, u64> = HashMap::new();
+    for line in &r.lines {
+        if let Event::Resident {
+            tid: Some(tid),
+            faults,
+            ..
+        } = &line.event
+        {
+            *touched.entry(*tid).or_default() += faults;
+        }
+    }
+    let (json, _) = by_thread(&r.file, true);
+    let rows = thread_rows(&r, &json);
+    let program = r
+        .lines
+        .iter()
+        .find_map(|l| match &l.event {
+            Event::Exec { argv, .. } => Some(Value::from(argv[0].clone())),
+            _ => None,
+        })
+        .unwrap();
+    for (tid, w) in &r.workers {
+        let row = &rows[&i64::from(*tid)];
+        assert_eq!(row["names"], expected_names(w), "{row}");
+        let pages = row["pages"].as_u64().unwrap();
+        assert_eq!(pages, touched[tid], "{row}");
+        assert!(
+            (w.pages..w.pages + 8).contains(&pages),
+            "thread {tid}: {pages} pages, {} in its region",
+            w.pages
+        );
+        assert_eq!(row["bytes"].as_u64(), Some(pages * PAGE));
+        assert_eq!(row["program"], program);
+    }
+    let main = &rows[&i64::from(r.pid)];
+    assert_eq!(main["names"], serde_json::json!(["boss", "thread_names"]));
+    assert_eq!(main["pages"].as_u64(), Some(touched[&r.pid]));
+    assert_eq!(rows.len(), 4, "{json}");
+    // Largest first: the threads wrote 64, 128 and 192 pages.
+    let order: Vec<i64> = json
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["pid"] == r.pid)
+        .filter_map(|v| v["tid"].as_i64())
+        .collect();
+    let mut by_size = order.clone();
+    by_size.sort_by_key(|tid| std::cmp::Reverse(rows[tid]["pages"].as_u64().unwrap()));
+    assert_eq!(order, by_size);
+
+    let (table, _) = by_thread(&r.file, false);
+    for (tid, w) in &r.workers {
+        let row = table
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(&tid.to_string()))
+            .unwrap_or_else(|| panic!("no row for {tid}:\n{table}"));
+        let i = w.index;
+        assert!(
+            row.ends_with(&format!("other-{i} (was: self-{i}, prctl-{i}, boss)")),
+            "{row}"
+        );
+        let pages: u64 = row.split_whitespace().nth(1).unwrap().parse().unwrap();
+        assert_eq!(pages, touched[tid], "{row}");
+    }
+}
+
+/// Under `--faults scan` no first touch has a thread: each thread has its names and `-`, and
+/// the process's pages are on its row of pages found by scans, with a line on stderr saying so.
+#[test]
+fn by_thread_under_scans_has_the_names_and_no_threads_pages() {
+    let r = run("scan");
+    let (json, stderr) = by_thread(&r.file, true);
+    assert!(stderr.contains("--faults scan"), "{stderr}");
+    let rows = thread_rows(&r, &json);
+    for (tid, w) in &r.workers {
+        let row = &rows[&i64::from(*tid)];
+        assert_eq!(row["names"], expected_names(w), "{row}");
+        assert!(row.get("pages").is_none(), "{row}");
+    }
+    let scanned: Vec<Value> = json
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["pid"] == r.pid && v["by"] == "scan")
+        .collect();
+    assert_eq!(scanned.len(), 1, "{json}");
+    let regions: u64 = r.workers.values().map(|w| w.pages).sum();
+    let found = scanned[0]["pages"].as_u64().unwrap();
+    assert!(found >= regions, "{found} pages found, {regions} written");
+    let (table, _) = by_thread(&r.file, false);
+    for tid in r.workers.keys() {
+        let row = table
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(&tid.to_string()))
+            .unwrap();
+        assert_eq!(row.split_whitespace().nth(1), Some("-"), "{row}");
+    }
 }

@@ -223,7 +223,8 @@ enum Command {
         report: Option<PathBuf>,
     },
     /// Answer questions from a written stream: its processes, the state at an instant, what
-    /// was still mapped at each exit, resident memory over time, bytes by call site.
+    /// was still mapped at each exit, resident memory over time, bytes by call site, pages
+    /// by thread.
     ///
     /// Without a mode option: one row per process (pid, peak and final resident memory, first
     /// touches, start and end, how it ended, argv), written as each process exits. The stream is
@@ -255,6 +256,10 @@ enum Command {
         /// bottom-up (by innermost user frame) and top-down.
         #[arg(long, group = "mode")]
         by_site: bool,
+        /// Pages first touched per thread (the thread that faulted them in), with each
+        /// thread's names (the last first), per process, largest first.
+        #[arg(long, group = "mode")]
+        by_thread: bool,
         /// A stream written by `run` (`-` for stdin).
         file: PathBuf,
     },
@@ -496,15 +501,17 @@ fn main() -> ExitCode {
             maps_at_exit,
             timeline,
             by_site,
+            by_thread,
             file,
         } => {
-            let mode = match (at, maps_at_exit, timeline, by_site) {
+            let mode = match (at, maps_at_exit, timeline, by_site, by_thread) {
                 (Some(at), ..) => Mode::At(at),
                 (_, true, ..) => Mode::MapsAtExit,
-                (_, _, Some(ms), _) => Mode::Timeline {
+                (_, _, Some(ms), ..) => Mode::Timeline {
                     every_ns: ms.saturating_mul(1_000_000),
                 },
-                (.., true) => Mode::BySite,
+                (_, _, _, true, _) => Mode::BySite,
+                (.., true) => Mode::ByThread,
                 _ => Mode::Processes,
             };
             query::run(&query::Options {

@@ -4,6 +4,7 @@
 
 mod at;
 mod by_site;
+mod by_thread;
 mod format;
 mod maps_at_exit;
 mod processes;
@@ -35,6 +36,8 @@ pub enum Mode {
     /// Bytes by call site (`run --stacks`): mapped, resident at the tree's peak, resident and
     /// still mapped as each space ended; bottom-up and top-down.
     BySite,
+    /// Pages first touched per thread, with the thread's names, per process.
+    ByThread,
 }
 
 /// The instant of `--at`.
@@ -187,6 +190,10 @@ fn run_to(options: &Options, out: &mut dyn Write) -> Result<i32, Failure> {
         Mode::BySite => {
             let mut by_site = by_site::BySite::new(json, source.name());
             source.read(&mut by_site, out)?
+        }
+        Mode::ByThread => {
+            let mut by_thread = by_thread::ByThread::new(json, source.name());
+            source.read(&mut by_thread, out)?
         }
         Mode::At(At::Ns(t_ns)) => source.read(&mut at::StateAt::at_time(*t_ns, json), out)?,
         Mode::At(At::Peak) => {
