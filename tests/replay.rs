@@ -761,3 +761,149 @@ fn maps_at_exit_lists_a_space_left_by_exec() {
     assert_eq!(ended["exited"], true);
     assert!(ended.get("exec").is_none());
 }
+
+/// Runs `cmd` (stderr piped) with `feed` writing its stdin, failing the test after `timeout`:
+/// its status, stderr and peak resident set (`VmHWM`, read while it runs, as
+/// `replay_peak_rss` does).
+fn peak_rss_fed(
+    cmd: &mut Command,
+    feed: impl FnOnce(std::process::ChildStdin) + Send + 'static,
+    timeout: Duration,
+) -> (i32, String, u64) {
+    use std::io::Read;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take().unwrap();
+    std::thread::spawn(move || feed(stdin));
+    let mut stderr = child.stderr.take().unwrap();
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        stderr.read_to_string(&mut s).ok();
+        s
+    });
+    let status_file = format!("/proc/{}/status", child.id());
+    let deadline = Instant::now() + timeout;
+    let mut peak = 0;
+    let status = loop {
+        let hwm = std::fs::read_to_string(&status_file)
+            .ok()
+            .and_then(|s| {
+                let line = s.lines().find(|l| l.starts_with("VmHWM:"))?.to_string();
+                line.split_whitespace().nth(1)?.parse::<u64>().ok()
+            })
+            .map_or(0, |kib| kib * 1024);
+        peak = peak.max(hwm);
+        if let Some(status) = child.try_wait().unwrap() {
+            break status.code().unwrap_or(-1);
+        }
+        if Instant::now() > deadline {
+            child.kill().ok();
+            panic!("{cmd:?} did not finish within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    (status, err.join().unwrap(), peak)
+}
+
+/// A line with no newline (`/dev/zero`, a binary file given by mistake) is refused once it
+/// passes 64 MiB, in bounded memory: one line naming the file and the line, exit 2 as for any
+/// line that is not a stream line, from stdin and from a file, for `replay` and for `report`;
+/// `--lenient` skips it and reads on.
+#[test]
+fn a_line_without_a_newline_is_refused_at_64_mib_in_bounded_memory() {
+    use std::io::Write;
+    const FED: usize = 256 << 20;
+    const BOUND: u64 = 100 << 20;
+    // Zeros through a pipe until the reader goes (it must go long before the end).
+    let zeros = |mut stdin: std::process::ChildStdin| {
+        let chunk = vec![0u8; 1 << 20];
+        for _ in 0..FED >> 20 {
+            if stdin.write_all(&chunk).is_err() {
+                return;
+            }
+        }
+    };
+    let started = Instant::now();
+    let (status, stderr, peak) = peak_rss_fed(
+        Command::new(bin()).args(["replay", "-"]),
+        zeros,
+        Duration::from_secs(60),
+    );
+    assert_eq!(status, 2, "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one line: {stderr}");
+    assert!(
+        lines[0].starts_with("mevi-actors: -: line 1 is longer than 64 MiB"),
+        "{stderr}"
+    );
+    assert!(peak > 0, "VmHWM was never read");
+    assert!(
+        peak < BOUND,
+        "reading a line of {} MiB of zeros peaked at {} MiB after {:?}",
+        FED >> 20,
+        peak >> 20,
+        started.elapsed()
+    );
+
+    // A file: a blank first line, then 100 MiB of zeros (a sparse file: nothing on disk), then
+    // a real stream after a newline.
+    let trace = scratch("long-line-trace");
+    let (status, _, stderr) = run_bounded(
+        Command::new(bin())
+            .args(["run", "--no-summary", "-o"])
+            .arg(&trace)
+            .arg("/bin/true"),
+    );
+    assert_eq!(status, 0, "{stderr}");
+    let stream = std::fs::read(&trace).unwrap();
+    std::fs::remove_file(&trace).ok();
+    let path = scratch("long-line");
+    {
+        let mut f = std::fs::File::create(&path).unwrap();
+        f.write_all(b"\n").unwrap();
+        f.set_len(1 + (100 << 20)).unwrap();
+        use std::io::Seek;
+        f.seek(std::io::SeekFrom::End(0)).unwrap();
+        f.write_all(b"\n").unwrap();
+        f.write_all(&stream).unwrap();
+    }
+    let file = path.to_str().unwrap();
+    let html = scratch("long-line-page");
+    for args in [
+        vec!["replay", file],
+        vec!["report", "-o", html.to_str().unwrap(), file],
+    ] {
+        let (status, stderr, peak) = peak_rss_fed(
+            Command::new(bin()).args(&args),
+            drop,
+            Duration::from_secs(60),
+        );
+        assert_eq!(status, 2, "{args:?}: {stderr}");
+        assert_eq!(
+            stderr.trim_end(),
+            format!(
+                "mevi-actors: {file}: line 2 is longer than 64 MiB: not a stream line (none is \
+                 that long); --lenient skips such lines"
+            ),
+            "{args:?}"
+        );
+        assert!(peak < BOUND, "{args:?}: peaked at {} MiB", peak >> 20);
+    }
+    assert!(!html.exists(), "no page of a stream that could not be read");
+    let (status, stdout, stderr) = replay_file(&["--lenient"], file);
+    assert_eq!(status, 0, "{stderr}");
+    assert!(
+        stderr.contains(&format!("{file}: line 2 skipped: longer than 64 MiB")),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("/bin/true"),
+        "the stream after it: {stdout}"
+    );
+    std::fs::remove_file(&path).ok();
+}

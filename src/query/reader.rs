@@ -117,19 +117,51 @@ impl Source {
         };
         let mut state = State::default();
         let mut stopped = false;
-        for (i, raw) in BufReader::new(input).split(b'\n').enumerate() {
-            let raw = raw.map_err(|e| input_failure(&self.path, e))?;
+        let mut lines = Lines::new(input);
+        let mut i = 0usize;
+        loop {
+            let raw = match lines.next() {
+                Ok(Some(raw)) => raw,
+                Ok(None) => break,
+                Err(Next::Io(e)) => return Err(input_failure(&self.path, e)),
+                Err(Next::TooLong) if self.lenient => {
+                    i += 1;
+                    if !quiet {
+                        crate::to_stderr!(
+                            "mevi-actors: {}: line {i} skipped: longer than {}, not a \
+                             stream line",
+                            self.path.display(),
+                            LINE_LIMIT_TEXT
+                        );
+                        self.skipped += 1;
+                    }
+                    match lines.skip_line() {
+                        Ok(()) => continue,
+                        Err(e) => return Err(input_failure(&self.path, e)),
+                    }
+                }
+                Err(Next::TooLong) => {
+                    crate::to_stderr!(
+                        "mevi-actors: {}: line {} is longer than {}: not a stream line (none \
+                         is that long); --lenient skips such lines",
+                        self.path.display(),
+                        i + 1,
+                        LINE_LIMIT_TEXT
+                    );
+                    return Err(Failure(2));
+                }
+            };
+            i += 1;
             if raw.iter().all(u8::is_ascii_whitespace) {
                 continue;
             }
-            let line: Line = match serde_json::from_slice(&raw) {
+            let line: Line = match serde_json::from_slice(raw) {
                 Ok(line) => line,
                 Err(e) if self.lenient => {
                     if !quiet {
                         crate::to_stderr!(
-                            "mevi-actors: {}: line {} skipped: {e}",
+                            "mevi-actors: {}: line {i} skipped: {e}",
                             self.path.display(),
-                            i + 1
                         );
                         self.skipped += 1;
                     }
@@ -137,10 +169,9 @@ impl Source {
                 }
                 Err(e) => {
                     crate::to_stderr!(
-                        "mevi-actors: {}: line {} is not a stream line ({e}); --lenient skips \
+                        "mevi-actors: {}: line {i} is not a stream line ({e}); --lenient skips \
                          such lines",
                         self.path.display(),
-                        i + 1
                     );
                     return Err(Failure(2));
                 }
@@ -157,6 +188,81 @@ impl Source {
         }
         query.end(&state, out).map_err(output_failure)?;
         Ok((state, stopped))
+    }
+}
+
+/// The longest line read: far above any stream line (an `exec` line's argv is at most the
+/// kernel's 2 MiB of arguments, a `site` line's 1024 frames well under that), so that a file
+/// with no newline (`/dev/zero`, a binary file) is refused at 64 MiB instead of held whole.
+const LINE_LIMIT: usize = 64 << 20;
+const LINE_LIMIT_TEXT: &str = "64 MiB";
+
+/// Why no line came.
+enum Next {
+    Io(io::Error),
+    /// The line has more than [`LINE_LIMIT`] bytes before its newline (it is not read further).
+    TooLong,
+}
+
+/// The lines of a reader, each at most [`LINE_LIMIT`] bytes, without their newline.
+struct Lines<R> {
+    input: BufReader<R>,
+    line: Vec<u8>,
+}
+
+impl<R: Read> Lines<R> {
+    fn new(input: R) -> Self {
+        Lines {
+            input: BufReader::with_capacity(1 << 16, input),
+            line: Vec::new(),
+        }
+    }
+
+    fn next(&mut self) -> Result<Option<&[u8]>, Next> {
+        // A long line leaves a large buffer behind: give it back before the next.
+        if self.line.capacity() > 1 << 20 {
+            self.line = Vec::new();
+        }
+        self.line.clear();
+        let limit = LINE_LIMIT as u64 + 1;
+        let n = (&mut self.input)
+            .take(limit)
+            .read_until(b'\n', &mut self.line)
+            .map_err(Next::Io)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        if self.line.last() == Some(&b'\n') {
+            self.line.pop();
+        } else if self.line.len() > LINE_LIMIT {
+            self.line = Vec::new();
+            return Err(Next::TooLong);
+        }
+        Ok(Some(&self.line))
+    }
+
+    /// Reads past the rest of the current line without keeping it.
+    fn skip_line(&mut self) -> io::Result<()> {
+        loop {
+            let buf = match self.input.fill_buf() {
+                Ok(buf) => buf,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if buf.is_empty() {
+                return Ok(());
+            }
+            match buf.iter().position(|&b| b == b'\n') {
+                Some(at) => {
+                    self.input.consume(at + 1);
+                    return Ok(());
+                }
+                None => {
+                    let len = buf.len();
+                    self.input.consume(len);
+                }
+            }
+        }
     }
 }
 
