@@ -88,6 +88,39 @@ pub struct RunOptions {
     pub selection: Selection,
 }
 
+/// `--serve=ADDR`'s address: a port alone (`8089`, on 127.0.0.1 as with no address),
+/// `IP:PORT` (`0.0.0.0:8089`, `[::1]:8089`) or `localhost:PORT`. Other host names are refused
+/// rather than looked up: the page answers requests naming its address only.
+pub fn serve_address(text: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::{Ipv4Addr, SocketAddr};
+    let port = |p: &str| {
+        (!p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+            .then(|| p.parse::<u16>().ok())
+            .flatten()
+    };
+    if let Some(p) = port(text) {
+        return Ok(SocketAddr::from((Ipv4Addr::LOCALHOST, p)));
+    }
+    if let Ok(addr) = text.parse::<SocketAddr>() {
+        return Ok(addr);
+    }
+    if let Some(p) = text.strip_prefix("localhost:").and_then(port) {
+        return Ok(SocketAddr::from((Ipv4Addr::LOCALHOST, p)));
+    }
+    Err("not an address: give a port (8089), IP:PORT (127.0.0.1:8089) or localhost:PORT".into())
+}
+
+/// A word that is a port (all digits) or `HOST:PORT`: given as a program that is not found, it
+/// was meant for `--serve`.
+fn looks_like_address(word: &str) -> bool {
+    let digits = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+    serve_address(word).is_ok()
+        || digits(word)
+        || word
+            .rsplit_once(':')
+            .is_some_and(|(host, port)| !host.is_empty() && !host.contains('/') && digits(port))
+}
+
 /// Shell patterns as the start line lists them; None for none.
 fn patterns(patterns: &[glob::Pattern]) -> Option<Vec<String>> {
     (!patterns.is_empty()).then(|| patterns.iter().map(|p| p.as_str().to_string()).collect())
@@ -151,6 +184,17 @@ pub fn run(options: RunOptions) -> RunOutcome {
                     argv: options.argv.clone(),
                     stdout_to_stderr: options.output.is_none(),
                 },
+                Err(e) if e.status == 127 && looks_like_address(&program.to_string_lossy()) => {
+                    // `--serve 8089`: the word after `--serve` is the program, by rule.
+                    return fail(
+                        e.status,
+                        format!(
+                            "{}; did you mean --serve={}? (--serve takes its address after =)",
+                            e.message,
+                            program.to_string_lossy()
+                        ),
+                    );
+                }
                 Err(e) => return fail(e.status, e.message),
             }
         }

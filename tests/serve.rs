@@ -416,3 +416,59 @@ fn the_report_is_never_the_streams_file() {
     assert_eq!(status, 2, "{stderr}");
     assert!(stderr.contains("is the stream's file"), "{stderr}");
 }
+
+/// `--serve 8089` runs a program named `8089` (the word after `--serve` is the program): when
+/// no such program is found and the word is a port or `HOST:PORT`, the 127 line says what was
+/// meant. And `--serve=PORT` is an address (127.0.0.1), as `--serve=localhost:PORT` is.
+#[test]
+fn serve_followed_by_a_port_not_found_as_a_program_says_what_was_meant() {
+    for word in [
+        "8089",
+        "localhost:8089",
+        "0.0.0.0:8089",
+        "myhost:80",
+        "99999",
+    ] {
+        let (status, stdout, stderr) =
+            run_bounded(Command::new(bin()).args(["run", "--serve", word]));
+        assert_eq!(status, 127, "{word}: {stderr}");
+        assert!(stdout.is_empty(), "{word}: {stdout}");
+        assert_eq!(
+            stderr.trim_end(),
+            format!(
+                "mevi-actors: {word}: command not found; did you mean --serve={word}? (--serve \
+                 takes its address after =)"
+            ),
+            "{word}"
+        );
+    }
+    // A program that is not found and is no address gets the shell's line alone.
+    let (status, _, stderr) =
+        run_bounded(Command::new(bin()).args(["run", "--serve", "no-such-program-xyz"]));
+    assert_eq!(status, 127);
+    assert_eq!(
+        stderr.trim_end(),
+        "mevi-actors: no-such-program-xyz: command not found"
+    );
+    // What the hint says works: a port alone is 127.0.0.1's.
+    let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = free.local_addr().unwrap().port();
+    drop(free);
+    for addr in [port.to_string(), format!("localhost:{port}")] {
+        let (status, _, stderr) = run_bounded(Command::new(bin()).args([
+            "run",
+            &format!("--serve={addr}"),
+            "--serve-linger",
+            "0",
+            "-o",
+            "/dev/null",
+            "--",
+            "true",
+        ]));
+        assert_eq!(status, 0, "--serve={addr}: {stderr}");
+        assert!(
+            stderr.contains(&format!("serving http://127.0.0.1:{port}/")),
+            "--serve={addr}: {stderr}"
+        );
+    }
+}

@@ -127,9 +127,10 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         report: Option<PathBuf>,
         /// Serve the report's page live while the program runs, at ADDR (by default
-        /// 127.0.0.1 on a free port; the URL is printed on stderr). After the program ends the
+        /// 127.0.0.1 on a free port; the URL is printed on stderr): a port (127.0.0.1),
+        /// IP:PORT or localhost:PORT, after `=` only (`--serve 8089` runs a program `8089`). After the program ends the
         /// page stays up until Ctrl-C (or --serve-linger); the exit status is the program's.
-        #[arg(long, value_name = "ADDR", num_args = 0..=1, require_equals = true, default_missing_value = "127.0.0.1:0")]
+        #[arg(long, value_name = "ADDR", num_args = 0..=1, require_equals = true, default_missing_value = "127.0.0.1:0", value_parser = mevi_actors::run::serve_address)]
         serve: Option<SocketAddr>,
         /// How often the live page is sent what is new, in milliseconds.
         #[arg(long, value_name = "MS", default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..))]
