@@ -56,6 +56,8 @@ pub struct RunOptions {
     pub scan: bool,
     /// Print the human summary on stderr at the end.
     pub summary: bool,
+    /// `--summary all`: every process in its table, not only the largest.
+    pub summary_all: bool,
     /// Check the stream against the kernel's page tables at every process's last exit stop.
     pub verify: bool,
     /// With `verify`: also stop every thread this often and check every space.
@@ -306,6 +308,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
     let wall = std::time::SystemTime::now();
     let state_options = StateOptions {
         human_summary: options.summary,
+        summary_rows: (!options.summary_all).then_some(crate::actors::state::SUMMARY_ROWS),
         verify: options.verify,
         corrupt_first_touch: options.corrupt_state,
         page_size,

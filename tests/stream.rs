@@ -447,3 +447,89 @@ fn a_stderr_that_cannot_be_written_leaves_the_status_the_programs() {
     let lines = parse_stream(&std::fs::read_to_string(&file).unwrap());
     assert!(ends_with_summary(&lines));
 }
+
+/// The summary's table rows of a run's stderr, by pid, and the line after them, if any.
+fn summary_rows(stderr: &str) -> (Vec<(i32, String)>, Option<String>) {
+    let mut lines = stderr
+        .lines()
+        .skip_while(|l| !l.starts_with("     pid "))
+        .skip(1);
+    let mut rows = Vec::new();
+    for line in lines.by_ref() {
+        match line.split_whitespace().next().map(str::parse::<i32>) {
+            Some(Ok(pid)) if !line.contains(" pressure: ") => rows.push((pid, line.to_string())),
+            _ => return (rows, Some(line.to_string())),
+        }
+    }
+    (rows, None)
+}
+
+/// A shell running many short programs: the table shows the 10 largest processes, largest
+/// first, and one line for the rest; `--summary all` shows every one, a long argv cut in the
+/// middle so that its program and last arguments stay; `--no-summary` still shows none.
+#[test]
+fn the_summary_shows_the_largest_processes_and_cuts_argv_in_the_middle() {
+    let long = "/bin/true -quiet -imultiarch x86_64-linux-gnu src/some/deeply/nested/parse.c \
+                -dumpdir build/ -dumpbase parse.c -mtune=generic -march=x86-64 -O2 -o \
+                /tmp/ccXYZ123.s";
+    let script = format!(
+        "for i in 1 2 3 4 5 6 7 8 9 10 11 12 13 14; do /bin/true; done; {long}; exec {}",
+        workload("one_thread").display()
+    );
+    let program = ["sh", "-c", script.as_str()];
+    let t = trace(&[], &program);
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    let (processes, _) = t.summary();
+    assert!(processes.len() >= 16, "{} processes", processes.len());
+    let mut largest: Vec<_> = processes.iter().collect();
+    largest.sort_by_key(|p| std::cmp::Reverse(p.peak_resident_bytes));
+    let (rows, after) = summary_rows(&t.stderr);
+    let pids: Vec<i32> = rows.iter().map(|(pid, _)| *pid).collect();
+    let expected: Vec<i32> = largest.iter().take(10).map(|p| p.pid).collect();
+    assert_eq!(pids, expected, "{}", t.stderr);
+    // The workload, the largest, comes first.
+    assert!(rows[0].1.contains("one_thread"), "{}", t.stderr);
+    let after = after.unwrap_or_else(|| panic!("no line for the rest: {}", t.stderr));
+    assert!(
+        after.trim_start().starts_with(&format!(
+            "… and {} more process(es), ",
+            processes.len() - 10
+        )),
+        "{after}"
+    );
+    assert!(
+        after.ends_with("`--summary all` lists every one"),
+        "{after}"
+    );
+
+    let t = trace(&["--summary", "all"], &program);
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    let (processes, _) = t.summary();
+    let (rows, after) = summary_rows(&t.stderr);
+    assert_eq!(rows.len(), processes.len(), "{}", t.stderr);
+    assert!(
+        after.is_none_or(|l| !l.contains("more process")),
+        "{}",
+        t.stderr
+    );
+    let cut = rows
+        .iter()
+        .find(|(_, row)| row.contains("/bin/true -quiet"))
+        .unwrap_or_else(|| panic!("no row of the long argv: {}", t.stderr));
+    let argv = &cut.1[cut.1.find("/bin/true").unwrap()..];
+    assert!(argv.contains(" … "), "{argv}");
+    assert!(argv.ends_with(" -O2 -o /tmp/ccXYZ123.s"), "{argv}");
+    assert!(argv.chars().count() <= 80, "{argv}");
+
+    let t = trace(&["--no-summary"], &program);
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    assert!(!t.stderr.contains("     pid "), "{}", t.stderr);
+    let (status, _, stderr) = run_bounded(Command::new(bin()).args([
+        "run",
+        "--no-summary",
+        "--summary",
+        "all",
+        "/bin/true",
+    ]));
+    assert_eq!(status, 2, "{stderr}");
+}

@@ -42,6 +42,13 @@ enum FaultsBy {
     Scan,
 }
 
+/// `--summary`: the rows of the summary's table.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum SummaryRows {
+    Top,
+    All,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Run PROGRAM under the tracer.
@@ -98,6 +105,10 @@ enum Command {
         /// Do not print the human summary on stderr.
         #[arg(long)]
         no_summary: bool,
+        /// Which processes the summary's table lists: `top`, the 10 largest by peak resident
+        /// memory and one line for the rest (the default), or `all`.
+        #[arg(long, value_enum, value_name = "WHICH", default_value_t = SummaryRows::Top, conflicts_with = "no_summary")]
+        summary: SummaryRows,
         /// Check the stream against the kernel's page tables (/proc/PID/pagemap) whenever a
         /// process's last thread reaches its exit, and write a `verify` line each time. Exits 3
         /// if any page differs.
@@ -189,6 +200,10 @@ enum Command {
         /// Do not print the human summary on stderr.
         #[arg(long)]
         no_summary: bool,
+        /// Which processes the summary's table lists: `top`, the 10 largest by peak resident
+        /// memory and one line for the rest (the default), or `all`.
+        #[arg(long, value_enum, value_name = "WHICH", default_value_t = SummaryRows::Top, conflicts_with = "no_summary")]
+        summary: SummaryRows,
         /// Check the stream against the kernel's page tables at every exit, at detach, and
         /// with --verify-every at checkpoints (which stop every thread: a thread blocked in a
         /// syscall then sees EINTR, as under a debugger).
@@ -329,6 +344,7 @@ fn main() -> ExitCode {
             no_faults,
             faults,
             no_summary,
+            summary,
             verify,
             verify_every,
             coalesce_ms,
@@ -389,6 +405,7 @@ fn main() -> ExitCode {
                 faults: !no_faults,
                 scan: faults == FaultsBy::Scan,
                 summary: !no_summary,
+                summary_all: summary == SummaryRows::All,
                 verify: verify || verify_every.is_some(),
                 verify_every: verify_every.map(std::time::Duration::from_millis),
                 coalesce: std::time::Duration::from_millis(coalesce_ms),
@@ -417,6 +434,7 @@ fn main() -> ExitCode {
             output,
             sample_ms,
             no_summary,
+            summary,
             verify,
             verify_every,
             buffer,
@@ -440,6 +458,7 @@ fn main() -> ExitCode {
                 faults: true,
                 scan: true,
                 summary: !no_summary,
+                summary_all: summary == SummaryRows::All,
                 verify: verify || verify_every.is_some(),
                 verify_every: verify_every.map(std::time::Duration::from_millis),
                 coalesce: Duration::ZERO,
@@ -478,6 +497,7 @@ fn main() -> ExitCode {
                 faults: !no_faults,
                 scan: false,
                 summary: true,
+                summary_all: false,
                 verify,
                 verify_every: None,
                 coalesce: std::time::Duration::from_millis(coalesce_ms),

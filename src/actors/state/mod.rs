@@ -23,7 +23,7 @@ use self::output::Output;
 pub use self::output::{DEFAULT_BUFFER, DEFAULT_BUFFER_BYTES, WaitsForRoom, stream_lost};
 pub use self::report::ReportTap;
 use self::sites::SiteLines;
-pub use self::summary::human_summary;
+pub use self::summary::{SUMMARY_ROWS, human_summary};
 use crate::event::{
     Event, ForkKind, Line, NotWritten, ProcessSummary, RunTotals, SpaceId, UnseenTotals,
     VerifyTotals, WarningKind,
@@ -70,6 +70,8 @@ pub struct RunReport {
 #[derive(Clone, Copy, Debug)]
 pub struct StateOptions {
     pub human_summary: bool,
+    /// The summary table's rows: the largest processes, at most this many (None: every one).
+    pub summary_rows: Option<usize>,
     /// `--verify`: the summary carries the verify totals.
     pub verify: bool,
     /// Test hook (`--test-corrupt-state`): the first page made resident is dropped from the
@@ -530,7 +532,12 @@ impl StateActor {
         if self.options.human_summary && self.totals.processes > 0 {
             // Never a panic on a stderr that has gone (to_stderr!).
             use std::io::Write as _;
-            let summary = human_summary(&processes, &self.totals, self.options.faults);
+            let summary = human_summary(
+                &processes,
+                &self.totals,
+                self.options.faults,
+                self.options.summary_rows,
+            );
             let _ = std::io::stderr().write_all(summary.as_bytes());
         }
         RunReport {

@@ -7,14 +7,25 @@ use humansize::{BINARY, format_size};
 use crate::event::{ProcessSummary, RunTotals};
 use crate::model::processes::{argv_line, pressure_lines};
 
-/// The argv column shows at most this many characters.
-const ARGV_CHARS: usize = 60;
+/// The argv column shows at most this many characters: longer ones lose their middle.
+const ARGV_CHARS: usize = 80;
+
+/// The table's rows unless `--summary all`: the largest processes. A run through a shell shim or
+/// a build makes tens or thousands of short processes that would bury them.
+pub const SUMMARY_ROWS: usize = 10;
 
 /// The closing table. Without first touches followed (`--no-faults`), the figures they give are
 /// "not measured", never 0.
 /// Under `--faults scan` (`totals.unseen` set), first touches are not counted one by one: the
 /// pages the scans found and the most they can have missed are said instead.
-pub fn human_summary(processes: &[ProcessSummary], totals: &RunTotals, faults: bool) -> String {
+/// The rows are the processes largest first (by peak resident memory, in exit order among
+/// equals), at most `rows` of them (None: every one), and a line for the rest.
+pub fn human_summary(
+    processes: &[ProcessSummary],
+    totals: &RunTotals,
+    faults: bool,
+    rows: Option<usize>,
+) -> String {
     let mut s = String::new();
     let measured = |figure: String| if faults { figure } else { "-".to_string() };
     let touches_measured = |figure: String| {
@@ -112,14 +123,18 @@ pub fn human_summary(processes: &[ProcessSummary], totals: &RunTotals, faults: b
             v.points, v.checked_pages, v.mismatched_pages,
         );
     }
-    let ends: Vec<String> = processes.iter().map(end).collect();
+    let mut largest: Vec<&ProcessSummary> = processes.iter().collect();
+    // Stable: without resident figures (--no-faults) the rows stay in exit order.
+    largest.sort_by_key(|p| std::cmp::Reverse(p.peak_resident_bytes));
+    let rest = largest.split_off(rows.unwrap_or(usize::MAX).min(largest.len()));
+    let ends: Vec<String> = largest.iter().map(|p| end(p)).collect();
     let end_width = ends.iter().map(|e| e.len()).max().unwrap_or(0).max(3);
     let _ = writeln!(
         s,
         "{:>8} {:>11} {:>11} {:>9} {:>6} {:>6} {:>9}  {:<end_width$}  argv",
         "pid", "peak", "final", "faults", "maps", "unmaps", "lifetime", "end"
     );
-    for (p, end) in processes.iter().zip(ends) {
+    for (p, end) in largest.iter().zip(ends) {
         let _ = writeln!(
             s,
             "{:>8} {:>11} {:>11} {:>9} {:>6} {:>6} {:>8.3}s  {:<end_width$}  {}",
@@ -139,8 +154,26 @@ pub fn human_summary(processes: &[ProcessSummary], totals: &RunTotals, faults: b
             }
         );
     }
+    if !rest.is_empty() {
+        let peaks = if faults {
+            let added: u64 = rest.iter().map(|p| p.peak_resident_bytes).sum();
+            format!(
+                ", {} at most each, {} their peaks added up",
+                format_size(rest[0].peak_resident_bytes, BINARY),
+                format_size(added, BINARY)
+            )
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            s,
+            "{:>8} … and {} more process(es){peaks}; `--summary all` lists every one",
+            "",
+            rest.len()
+        );
+    }
     // Under pressure: what of each process's pages left memory and came back, and who the OOM
-    // killer took, below the table.
+    // killer took, below the table: for every process, in the table or not.
     for p in processes {
         let trips = [p.swapped_out_bytes, p.swapped_in_bytes, p.reclaimed_bytes];
         for line in pressure_lines(p.pid, trips, p.oom.as_ref()) {
@@ -159,15 +192,56 @@ fn end(p: &ProcessSummary) -> String {
     }
 }
 
-/// [`argv_line`], shortened on a character boundary.
+/// [`argv_line`] in at most [`ARGV_CHARS`] characters. A longer one loses its middle, as whole
+/// words: the program and its last arguments are what tell one process from another (`cc1 …
+/// -o /tmp/ccX.s`, the script a shim runs), then its first arguments as room allows. When not
+/// even the program and the last word fit, the line's own start and end are kept.
 fn argv_column(argv: &[String]) -> String {
+    const GAP: &str = " … ";
     let text = argv_line(argv);
-    if text.chars().count() > ARGV_CHARS {
-        let mut short: String = text.chars().take(ARGV_CHARS - 3).collect();
-        short.push_str("...");
-        return short;
+    let len = |s: &str| s.chars().count();
+    if len(&text) <= ARGV_CHARS {
+        return text;
     }
-    text
+    let words: Vec<String> = argv
+        .iter()
+        .map(|a| argv_line(std::slice::from_ref(a)))
+        .collect();
+    let mut used = len(&words[0]) + len(GAP);
+    // The last word, then more of the end up to half the room left, then words after the
+    // program, then the end again with what room is left.
+    let (mut head, mut tail) = (1, words.len());
+    let half = used + ARGV_CHARS.saturating_sub(used) / 2;
+    let take_tail = |used: &mut usize, tail: &mut usize, head: usize, upto: usize| {
+        while *tail > head {
+            let more = len(&words[*tail - 1]) + usize::from(*tail < words.len());
+            if *used + more > upto && (*tail < words.len() || *used + more > ARGV_CHARS) {
+                break;
+            }
+            *used += more;
+            *tail -= 1;
+        }
+    };
+    take_tail(&mut used, &mut tail, head, half);
+    if tail < words.len() {
+        while head < tail && used + len(&words[head]) < ARGV_CHARS {
+            used += len(&words[head]) + 1;
+            head += 1;
+        }
+        take_tail(&mut used, &mut tail, head, ARGV_CHARS);
+        return format!(
+            "{}{GAP}{}",
+            words[..head].join(" "),
+            words[tail..].join(" ")
+        );
+    }
+    let chars: Vec<char> = text.chars().collect();
+    let end = (ARGV_CHARS - 1) / 2;
+    let start = ARGV_CHARS - 1 - end;
+    let mut short: String = chars[..start].iter().collect();
+    short.push('…');
+    short.extend(&chars[chars.len() - end..]);
+    short
 }
 
 #[cfg(test)]
@@ -205,7 +279,7 @@ mod tests {
             limit: Some(32 << 20),
             log: None,
         });
-        let text = human_summary(&[p], &RunTotals::default(), true);
+        let text = human_summary(&[p], &RunTotals::default(), true, None);
         assert!(
             text.contains("       7 pressure: 8 MiB swapped out, 4 KiB reclaimed after MADV_FREE"),
             "{text}"
@@ -219,7 +293,7 @@ mod tests {
     }
 
     fn table(processes: &[ProcessSummary]) -> Vec<String> {
-        human_summary(processes, &RunTotals::default(), true)
+        human_summary(processes, &RunTotals::default(), true, None)
             .lines()
             .skip(1)
             .map(str::to_string)
@@ -228,13 +302,77 @@ mod tests {
 
     #[test]
     fn a_long_utf8_argv_is_cut_on_a_character_boundary() {
-        // Multibyte characters straddle byte 57: cutting by bytes would panic.
-        let arg = format!("{}{}", "a".repeat(45), "é".repeat(40));
+        // One word too long for the column, of multibyte characters: cutting by bytes would
+        // panic.
+        let arg = format!("{}{}", "a".repeat(45), "é".repeat(80));
         let lines = table(&[row(1, &["/bin/prog", &arg], Some(0), None)]);
         let argv = lines[1].split("  ").last().unwrap();
-        assert!(argv.ends_with("..."), "{argv}");
-        assert_eq!(argv.chars().count(), ARGV_CHARS);
-        assert!(argv.starts_with("/bin/prog aaaa"));
+        assert_eq!(argv.chars().count(), ARGV_CHARS, "{argv}");
+        assert!(argv.starts_with("/bin/prog aaaa"), "{argv}");
+        assert!(argv.ends_with("éé"), "{argv}");
+        assert!(argv.contains('…'), "{argv}");
+    }
+
+    #[test]
+    fn a_long_argv_keeps_its_program_and_last_arguments() {
+        let cc1 = [
+            "/usr/lib/gcc/x86_64-linux-gnu/12/cc1",
+            "-quiet",
+            "-imultiarch",
+            "x86_64-linux-gnu",
+            "src/parse.c",
+            "-quiet",
+            "-dumpdir",
+            "build/",
+            "-dumpbase",
+            "parse.c",
+            "-dumpbase-ext",
+            ".c",
+            "-mtune=generic",
+            "-march=x86-64",
+            "-O2",
+            "-o",
+            "/tmp/ccXYZ123.s",
+        ];
+        let text = argv_column(&cc1.map(String::from));
+        assert!(text.chars().count() <= ARGV_CHARS, "{text}");
+        assert!(
+            text.starts_with("/usr/lib/gcc/x86_64-linux-gnu/12/cc1 -quiet"),
+            "{text}"
+        );
+        assert!(text.ends_with(" -O2 -o /tmp/ccXYZ123.s"), "{text}");
+        assert!(text.contains(" … "), "{text}");
+        // Whole words only on each side of the cut.
+        let (head, tail) = text.split_once(" … ").unwrap();
+        assert!(cc1.join(" ").starts_with(head), "{text}");
+        assert!(cc1.join(" ").ends_with(tail), "{text}");
+    }
+
+    #[test]
+    fn the_largest_processes_come_first_and_the_rest_in_one_line() {
+        let mut processes: Vec<ProcessSummary> = (1..=14)
+            .map(|pid| row(pid, &["/bin/sh"], Some(0), None))
+            .collect();
+        for (i, p) in processes.iter_mut().enumerate() {
+            p.peak_resident_bytes = (i as u64 % 5 + 1) << 20;
+        }
+        let text = human_summary(&processes, &RunTotals::default(), true, Some(SUMMARY_ROWS));
+        let lines: Vec<&str> = text.lines().skip(2).collect();
+        assert_eq!(lines.len(), SUMMARY_ROWS + 1, "{text}");
+        let pids: Vec<i32> = lines[..SUMMARY_ROWS]
+            .iter()
+            .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
+            .collect();
+        // Peaks 5 MiB (pids 5 and 10), 4 MiB (4, 9, 14), 3 MiB (3, 8, 13), 2 MiB (2, 7, …).
+        assert_eq!(pids, [5, 10, 4, 9, 14, 3, 8, 13, 2, 7]);
+        assert_eq!(
+            lines[SUMMARY_ROWS].trim_start(),
+            "… and 4 more process(es), 2 MiB at most each, 5 MiB their peaks added up; \
+             `--summary all` lists every one"
+        );
+        let all = human_summary(&processes, &RunTotals::default(), true, None);
+        assert_eq!(all.lines().skip(2).count(), 14, "{all}");
+        assert!(!all.contains("more process"), "{all}");
     }
 
     #[test]
@@ -282,7 +420,7 @@ mod tests {
             }),
             ..RunTotals::default()
         };
-        let text = human_summary(&[], &totals, true);
+        let text = human_summary(&[], &totals, true, None);
         assert!(text.contains("2 warning(s)"), "{text}");
         assert!(text.contains("1 skipped (process gone"), "{text}");
         assert!(text.contains("2 could not be run"), "{text}");

@@ -32,6 +32,7 @@ fn check(pid: i32) -> Event {
 async fn report(messages: Vec<StateMessage>) -> RunReport {
     let options = StateOptions {
         human_summary: false,
+        summary_rows: None,
         verify: true,
         corrupt_first_touch: false,
         page_size: 4096,
