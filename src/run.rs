@@ -1,7 +1,7 @@
 //! `mevi-actors run`: wires the actors together for one traced program and returns its status.
 
 use std::ffi::OsString;
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,6 +49,11 @@ pub struct RunOptions {
     pub attach: Option<AttachTo>,
     /// Write the stream here instead of stdout (the program then keeps its stdout).
     pub output: Option<PathBuf>,
+    /// No `-o` given: if stdout is a terminal, the stream goes to a new file named after this
+    /// program, `mevi-actors.NAME.PID.jsonl` in the current directory, as `perf record` or
+    /// `heaptrack` write theirs (40,000 lines of JSON are no use on a screen); the program
+    /// keeps its stdout. None: the stream goes to stdout whatever it is (`-o -`).
+    pub terminal_stream_name: Option<String>,
     /// Follow first touches through userfaultfd (false: mappings only).
     pub faults: bool,
     /// `--faults scan`: follow every private anonymous range by page-table scans, with no
@@ -162,6 +167,11 @@ pub fn run(options: RunOptions) -> RunOutcome {
             report: None,
         }
     };
+    // A stream for a terminal goes to a file of its own instead (created below, once the
+    // program is known to exist).
+    let stream_to_file = options.output.is_none()
+        && options.terminal_stream_name.is_some()
+        && std::io::stdout().is_terminal();
     let target = match &options.attach {
         Some(AttachTo { pids, follow_forks }) => {
             // Before anything is written: a process that is not there, or not ours to trace,
@@ -184,7 +194,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
                 Ok(path) => Target::Spawn {
                     program: path,
                     argv: options.argv.clone(),
-                    stdout_to_stderr: options.output.is_none(),
+                    stdout_to_stderr: options.output.is_none() && !stream_to_file,
                 },
                 Err(e) if e.status == 127 && looks_like_address(&program.to_string_lossy()) => {
                     // `--serve 8089`: the word after `--serve` is the program, by rule.
@@ -220,11 +230,35 @@ pub fn run(options: RunOptions) -> RunOutcome {
             ),
         );
     }
+    let mut named = None;
     let writer: Box<dyn Write + Send> = match &options.output {
         Some(file) => match std::fs::File::create(file) {
             Ok(f) => Box::new(WaitsForRoom(f)),
             Err(e) => return fail(1, format!("mevi-actors: {}: {e}", file.display())),
         },
+        None if stream_to_file => {
+            let name = options.terminal_stream_name.as_deref().unwrap_or_default();
+            match NamedStream::create(name) {
+                Ok((stream, f)) => {
+                    crate::to_stderr!(
+                        "mevi-actors: stdout is a terminal: the stream goes to {} (-o - writes \
+                         it here)",
+                        stream.0.display()
+                    );
+                    named = Some(stream);
+                    Box::new(WaitsForRoom(f))
+                }
+                Err(e) => {
+                    return fail(
+                        1,
+                        format!(
+                            "mevi-actors: stdout is a terminal, and the stream cannot go to a \
+                             file in this directory ({e}): give -o FILE, or -o - for the terminal"
+                        ),
+                    );
+                }
+            }
+        }
         // Our own copy of stdout: the program's stdout goes to stderr, and the stream is ours.
         None => match nix::unistd::dup(std::io::stdout()) {
             Ok(fd) => Box::new(WaitsForRoom(std::fs::File::from(fd))),
@@ -234,7 +268,11 @@ pub fn run(options: RunOptions) -> RunOutcome {
     // Created now, as the stream's file is: a path that cannot be written fails before the
     // program runs, not after.
     let mut report = None;
-    if let (Some(path), Some(stream)) = (&options.report, &options.output)
+    let stream_file = options
+        .output
+        .as_deref()
+        .or(named.as_ref().map(|n| n.0.as_path()));
+    if let (Some(path), Some(stream)) = (&options.report, stream_file)
         && crate::report::same_file(path, stream)
     {
         return fail(
@@ -454,10 +492,89 @@ pub fn run(options: RunOptions) -> RunOutcome {
     if options.attach.is_some() && outcome.status == 0 && crate::actors::state::stream_lost() {
         outcome.status = 1;
     }
+    if let Some(named) = &named {
+        named.say_how_to_read();
+    }
     if let Some(server) = server {
         linger(server, outcome.status, options.serve_linger);
     }
     outcome
+}
+
+/// The stream's file when stdout is a terminal: a new file, never one that was there. Removed
+/// when dropped if nothing was written to it (the run failed before it began).
+struct NamedStream(PathBuf);
+
+impl NamedStream {
+    /// `mevi-actors.NAME.PID.jsonl` in the current directory (PID: ours, the run's), or with
+    /// `.1`, `.2`, … before `.jsonl` if a file of that name is there already.
+    fn create(program: &str) -> std::io::Result<(NamedStream, std::fs::File)> {
+        let name = file_name_part(program);
+        let pid = std::process::id();
+        let mut last = None;
+        for n in 0..100 {
+            let path = PathBuf::from(match n {
+                0 => format!("mevi-actors.{name}.{pid}.jsonl"),
+                n => format!("mevi-actors.{name}.{pid}.{n}.jsonl"),
+            });
+            match std::fs::File::options()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
+                Ok(f) => return Ok((NamedStream(path), f)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| std::io::Error::other("no free name")))
+    }
+
+    /// After the summary: where the stream is and what reads it.
+    fn say_how_to_read(&self) {
+        if self.is_empty() {
+            return;
+        }
+        let file = self.0.display();
+        crate::to_stderr!(
+            "mevi-actors: the stream is in {file}: `mevi-actors report {file}` draws it as a \
+             page, `mevi-actors replay {file}` answers questions about it"
+        );
+    }
+
+    fn is_empty(&self) -> bool {
+        std::fs::metadata(&self.0).is_ok_and(|m| m.len() == 0)
+    }
+}
+
+impl Drop for NamedStream {
+    fn drop(&mut self) {
+        if self.is_empty() {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+}
+
+/// A program's name as part of a file name that a shell takes as it is: its last path
+/// component, characters other than letters, digits, `.`, `_`, `+` and `-` as `_`, at most 64.
+fn file_name_part(program: &str) -> String {
+    let base = program.rsplit('/').next().unwrap_or(program);
+    let name: String = base
+        .chars()
+        .take(64)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '+' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if name.is_empty() || name.chars().all(|c| c == '.') {
+        "trace".to_string()
+    } else {
+        name
+    }
 }
 
 /// After the program ended, the live page stays up until Ctrl-C (or `--serve-linger`).

@@ -533,3 +533,145 @@ fn the_summary_shows_the_largest_processes_and_cuts_argv_in_the_middle() {
     ]));
     assert_eq!(status, 2, "{stderr}");
 }
+
+/// Runs `cmd` in `dir` with its stdout a pseudo-terminal, as at a shell's prompt (stderr piped,
+/// stdin empty): its status, what reached the terminal, and stderr.
+fn on_a_terminal(cmd: Command, dir: &std::path::Path) -> (i32, String, String) {
+    use std::io::Read;
+    use std::process::Stdio;
+    let pty = nix::pty::openpty(None, None).expect("a pseudo-terminal");
+    let mut cmd = cmd;
+    cmd.current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(pty.slave))
+        .stderr(Stdio::piped());
+    let what = format!("{cmd:?}");
+    let child = cmd.spawn().expect("spawning mevi-actors");
+    // Our copy of the terminal's other end goes, so that reading ends when theirs do.
+    drop(cmd);
+    let mut master = std::fs::File::from(pty.master);
+    let screen = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        // EIO once every holder of the terminal's end has closed it.
+        while let Ok(n @ 1..) = master.read(&mut buf) {
+            seen.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&seen).into_owned()
+    });
+    let (status, _, stderr) = crate::util::finish_within(child, crate::util::TIMEOUT, &what);
+    (status, screen.join().unwrap(), stderr)
+}
+
+fn streams_in(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("mevi-actors."))
+        .collect();
+    names.sort();
+    names
+}
+
+/// With stdout a terminal and no -o, the stream goes to a new file named after the program
+/// (`mevi-actors.PROG.PID.jsonl`, here), stderr says which and how to read it, and the program
+/// keeps the terminal for its own stdout; `-o -` puts the stream on the terminal all the same.
+/// A file of that name already there is never overwritten.
+#[test]
+fn on_a_terminal_the_stream_goes_to_a_file_named_after_the_program() {
+    let dir = scratch("terminal");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut cmd = Command::new(bin());
+    cmd.args(["run", "--", "sh", "-c", "echo from-the-program"]);
+    let (status, screen, stderr) = on_a_terminal(cmd, &dir);
+    assert_eq!(status, 0, "{stderr}");
+    assert!(screen.contains("from-the-program"), "{screen:?}");
+    let start: String = screen.chars().take(300).collect();
+    assert!(
+        !screen.contains("\"seq\""),
+        "no stream on the terminal: {start:?}…"
+    );
+    assert!(
+        !stderr.lines().any(|l| l == "from-the-program"),
+        "the program kept its stdout: {stderr}"
+    );
+    let names = streams_in(&dir);
+    assert_eq!(names.len(), 1, "{names:?}");
+    let name = &names[0];
+    let pid: u32 = name
+        .strip_prefix("mevi-actors.sh.")
+        .and_then(|rest| rest.strip_suffix(".jsonl"))
+        .and_then(|pid| pid.parse().ok())
+        .unwrap_or_else(|| panic!("{name} is not mevi-actors.sh.PID.jsonl"));
+    assert!(pid > 1, "{name}");
+    assert!(
+        stderr.lines().next().unwrap_or_default().contains(&format!(
+            "stdout is a terminal: the stream goes to {name} (-o - writes it here)"
+        )),
+        "{stderr}"
+    );
+    assert!(
+        stderr.lines().last().unwrap_or_default().contains(&format!(
+            "the stream is in {name}: `mevi-actors report {name}` draws it as a page, \
+             `mevi-actors replay {name}` answers questions about it"
+        )),
+        "{stderr}"
+    );
+    let lines = parse_stream(&std::fs::read_to_string(dir.join(name)).unwrap());
+    assert!(matches!(lines[0].event, Event::Start { .. }));
+    assert!(matches!(lines.last().unwrap().event, Event::Summary { .. }));
+    let (status, table, stderr) =
+        run_bounded(Command::new(bin()).arg("replay").arg(dir.join(name)));
+    assert_eq!(status, 0, "{stderr}");
+    assert!(table.contains("sh -c echo from-the-program"), "{table}");
+
+    // -o - is the terminal's: the stream on it, the program's stdout on stderr, no file.
+    let mut cmd = Command::new(bin());
+    cmd.args(["run", "--no-summary", "-o", "-", "/bin/echo", "hi"]);
+    let (status, screen, stderr) = on_a_terminal(cmd, &dir);
+    assert_eq!(status, 0, "{stderr}");
+    assert!(screen.contains("{\"seq\":0"), "{screen:?}");
+    assert!(stderr.lines().any(|l| l == "hi"), "{stderr}");
+    assert_eq!(streams_in(&dir), names);
+
+    // A program that is not there leaves no empty file behind.
+    let mut cmd = Command::new(bin());
+    cmd.args(["run", "no-such-program-xyz"]);
+    let (status, _, stderr) = on_a_terminal(cmd, &dir);
+    assert_eq!(status, 127, "{stderr}");
+    assert_eq!(streams_in(&dir), names);
+    std::fs::remove_dir_all(&dir).ok();
+
+    // Never over a file that is there: mevi-actors as pid 1 of a namespace of its own knows
+    // the name it will pick.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        crate::util::skip_unless_ci("a pid namespace of our own needs root (CI runs as root)");
+        return;
+    }
+    if !crate::util::installed("unshare") {
+        return;
+    }
+    let dir = scratch("terminal-taken");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("mevi-actors.true.1.jsonl"), "keep me\n").unwrap();
+    let mut cmd = Command::new("unshare");
+    cmd.args(["--pid", "--fork", "--mount-proc"])
+        .arg(bin())
+        .args(["run", "--no-summary", "/bin/true"]);
+    let (status, _, stderr) = on_a_terminal(cmd, &dir);
+    assert_eq!(status, 0, "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("mevi-actors.true.1.jsonl")).unwrap(),
+        "keep me\n"
+    );
+    assert_eq!(
+        streams_in(&dir),
+        ["mevi-actors.true.1.1.jsonl", "mevi-actors.true.1.jsonl"]
+    );
+    assert!(
+        stderr.contains("the stream goes to mevi-actors.true.1.1.jsonl"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

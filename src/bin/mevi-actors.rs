@@ -55,10 +55,12 @@ enum Command {
     ///
     /// The event stream goes to stdout, and the program's own stdout is sent to stderr so that
     /// nothing it prints can mix into the stream. With -o FILE the stream goes to FILE and the
-    /// program keeps its stdout.
+    /// program keeps its stdout. On a terminal, without -o, the stream goes to a new file
+    /// named after the program, mevi-actors.PROG.PID.jsonl, and the program keeps its stdout.
     Run {
         /// Write the event stream to FILE instead of stdout (the program keeps its stdout);
-        /// `-` is stdout.
+        /// `-` is stdout, even a terminal (without -o a terminal gets no stream: it goes to
+        /// mevi-actors.PROG.PID.jsonl in the current directory).
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
         /// Trace mappings only; do not follow first touches (no userfaultfd needed).
@@ -191,7 +193,8 @@ enum Command {
         /// Also follow the children they make from now on.
         #[arg(short = 'f', long)]
         follow_forks: bool,
-        /// Write the event stream to FILE instead of stdout; `-` is stdout.
+        /// Write the event stream to FILE instead of stdout; `-` is stdout (without -o, a
+        /// terminal gets no stream: it goes to mevi-actors.NAME.PID.jsonl here).
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
         /// Read their mappings and page tables every MS milliseconds (10 by default).
@@ -222,7 +225,8 @@ enum Command {
     },
     /// Trace a small built-in multithreaded workload: the first thing to try.
     Demo {
-        /// Write the event stream to FILE instead of stdout; `-` is stdout.
+        /// Write the event stream to FILE instead of stdout; `-` is stdout (without -o, a
+        /// terminal gets no stream: it goes to mevi-actors.NAME.PID.jsonl here).
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
         /// Trace mappings only; do not follow first touches (no userfaultfd needed).
@@ -398,10 +402,14 @@ fn main() -> ExitCode {
                     "--touch-stacks samples first touches, which --no-faults does not follow",
                 );
             }
+            let terminal_stream_name = output
+                .is_none()
+                .then(|| program[0].to_string_lossy().into_owned());
             run(RunOptions {
                 argv: program,
                 attach: None,
                 output: output_file(output),
+                terminal_stream_name,
                 faults: !no_faults,
                 scan: faults == FaultsBy::Scan,
                 summary: !no_summary,
@@ -451,10 +459,16 @@ fn main() -> ExitCode {
                 .into_iter()
                 .map(OsString::from)
                 .collect();
+            let terminal_stream_name = output.is_none().then(|| {
+                pids.first()
+                    .and_then(|&pid| mevi_actors::kernel::procfs::comm(pid, pid))
+                    .unwrap_or_else(|| "attach".into())
+            });
             run(RunOptions {
                 argv,
                 attach: Some(AttachTo { pids, follow_forks }),
                 output: output_file(output),
+                terminal_stream_name,
                 faults: true,
                 scan: true,
                 summary: !no_summary,
@@ -493,6 +507,7 @@ fn main() -> ExitCode {
             run(RunOptions {
                 argv: vec![exe.into(), "__demo-workload".into()],
                 attach: None,
+                terminal_stream_name: output.is_none().then(|| "demo".into()),
                 output: output_file(output),
                 faults: !no_faults,
                 scan: false,
