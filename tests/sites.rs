@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
 
-use mevi_actors::event::{Event, Frame, Line, MapCause, SiteId, Truncated, WarningKind};
+use mevi_actors::event::{Event, Frame, Line, MapCause, MapKind, SiteId, Truncated, WarningKind};
 use mevi_actors::model::sites::is_system_frame;
 use object::{Object, ObjectSegment, ObjectSymbol};
 use serde_json::Value;
@@ -440,6 +440,23 @@ impl Run {
             assert_eq!(
                 got, want,
                 "{function}: {keys:?} by site vs the kernel's\nrows: {mine:#?}\ncalls: {calls:#?}"
+            );
+            // The workloads map anonymous memory only: all of it is under the anon keys.
+            let keys = [
+                "anon_mapped_bytes",
+                "file_mapped_bytes",
+                "anon_left_at_exit_bytes",
+                "file_left_at_exit_bytes",
+            ];
+            let got = keys.map(|k| {
+                mine.iter()
+                    .map(|r| r[k].as_u64().unwrap_or_else(|| panic!("no {k} in {r}")))
+                    .sum::<u64>()
+            });
+            assert_eq!(
+                got,
+                [want[0], 0, want[3], 0],
+                "{function}: {keys:?}: {mine:#?}"
             );
             for r in &mine {
                 assert_eq!(
@@ -975,4 +992,91 @@ fn a_refill_the_kernel_does_not_sample_never_takes_an_older_stack() {
             refill.map(|s| show(sites[&s]))
         );
     }
+}
+
+/// `--by-site` keeps anonymous and file bytes apart, and "Σ at exits" adds each space's end
+/// over the spaces: two runs of sites_arena one after the other end with twice what one ends
+/// with, more than the tree ever held at once (the peak, which the rows add up to).
+#[test]
+fn by_site_keeps_file_bytes_apart_and_adds_the_ends_of_spaces() {
+    let workload = c_workload("sites_arena", Build::FramePointers);
+    let script = format!("{0} && {0}", workload.display());
+    let run = Run::with_args(&[], Path::new("/bin/sh"), &["-c", &script]);
+    let rows = run.by_site();
+    let n = |r: &Value, k: &str| r[k].as_u64().unwrap_or_else(|| panic!("no {k} in {r}"));
+    for r in &rows {
+        assert_eq!(
+            n(r, "mapped_bytes"),
+            n(r, "anon_mapped_bytes") + n(r, "file_mapped_bytes"),
+            "{r}"
+        );
+        assert_eq!(
+            n(r, "alive_at_exit_bytes"),
+            n(r, "anon_left_at_exit_bytes") + n(r, "file_left_at_exit_bytes"),
+            "{r}"
+        );
+    }
+    let sum = |k: &str| rows.iter().map(|r| n(r, k)).sum::<u64>();
+    // File bytes: what the stream's map lines of files (and shared memory) mapped, the loader's
+    // libraries and the programs' own files as exec mapped them.
+    let file_lines: u64 = run
+        .traced
+        .lines
+        .iter()
+        .filter_map(|l| match &l.event {
+            Event::Map {
+                start,
+                end,
+                kind,
+                cause: None,
+                ..
+            } if !matches!(kind, MapKind::Anon | MapKind::Heap | MapKind::Stack) => {
+                Some(end - start)
+            }
+            _ => None,
+        })
+        .sum();
+    assert!(file_lines > 0);
+    assert_eq!(sum("file_mapped_bytes"), file_lines);
+    assert!(sum("file_left_at_exit_bytes") > 0);
+    // Resident at peak adds up to the tree's peak; at the ends, to more.
+    let (_, totals) = run.traced.summary();
+    assert_eq!(
+        sum("resident_at_peak_bytes"),
+        totals.tree_peak_resident_bytes
+    );
+    assert!(
+        sum("resident_at_exit_bytes") > totals.tree_peak_resident_bytes,
+        "{} at exits, {} at peak",
+        sum("resident_at_exit_bytes"),
+        totals.tree_peak_resident_bytes
+    );
+    let b = run.call("alloc_arena_b", "mmap");
+    let row = rows
+        .iter()
+        .find(|r| r["function"] == "alloc_arena_b")
+        .unwrap_or_else(|| panic!("no alloc_arena_b row: {rows:#?}"));
+    assert_eq!(n(row, "resident_at_peak_bytes"), b.present * PAGE, "{row}");
+    assert_eq!(
+        n(row, "resident_at_exit_bytes"),
+        2 * b.present * PAGE,
+        "{row}"
+    );
+    assert_eq!(n(row, "anon_left_at_exit_bytes"), 2 * b.bytes(), "{row}");
+    assert_eq!(n(row, "file_mapped_bytes"), 0, "{row}");
+
+    // The table names its columns for what they count.
+    let (status, table, stderr) = run_bounded(
+        Command::new(bin())
+            .args(["replay", "--by-site"])
+            .arg(&run.file),
+    );
+    assert_eq!(status, 0, "{stderr}");
+    assert!(
+        table.contains(
+            "anon mapped file mapped     at peak  Σ at exits   anon left   file left  where"
+        ),
+        "{table}"
+    );
+    assert!(table.contains("can exceed the peak"), "{table}");
 }

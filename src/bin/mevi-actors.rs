@@ -271,9 +271,10 @@ enum Command {
         /// Resident bytes per process every MS milliseconds.
         #[arg(long, value_name = "MS", group = "mode", value_parser = clap::value_parser!(u64).range(1..))]
         timeline: Option<u64>,
-        /// Bytes by call site (a trace made with `run --stacks`): mapped, resident at the whole
-        /// tree's resident peak, resident and still mapped as each address space ended;
-        /// bottom-up (by innermost user frame) and top-down.
+        /// Bytes by call site (a trace made with `run --stacks`): anonymous and file bytes
+        /// mapped, resident at the whole tree's resident peak, resident as each address space
+        /// ended (added over the spaces: it can exceed the peak), anonymous and file bytes
+        /// still mapped then; bottom-up (by innermost user frame) and top-down.
         #[arg(long, group = "mode")]
         by_site: bool,
         /// Pages first touched per thread (the thread that faulted them in), with each

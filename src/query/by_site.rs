@@ -1,7 +1,7 @@
 //! `replay --by-site`: bytes by call site. Each range of a live space carries the site (the call
 //! stack of a `site` line) of the line that mapped it; the figures of a site are the bytes of its
-//! ranges: mapped, resident at the whole tree's resident peak, resident and still mapped as each
-//! space ended. The views (bottom-up, top-down) are in `views`.
+//! ranges: mapped (anonymous and file apart), resident at the whole tree's resident peak,
+//! resident and still mapped (anonymous and file apart) as each space ended, added over spaces. The views (bottom-up, top-down) are in `views`.
 
 mod views;
 
@@ -12,7 +12,7 @@ use std::ops::Range;
 use rangemap::{RangeMap, RangeSet};
 use serde::Serialize;
 
-use crate::event::{Event, ForkKind, Line, SiteId, SpaceId};
+use crate::event::{Event, ForkKind, Line, MapKind, SiteId, SpaceId};
 use crate::model::Replay;
 use crate::model::sites::{Key, Sites, Stack, clip};
 
@@ -21,32 +21,100 @@ use super::{Flow, Query, State};
 /// A whole address space, as a range.
 const EVERYWHERE: Range<u64> = 0..u64::MAX;
 
-/// The figures of a site, a row or a node, in bytes (first touches in pages).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+/// The figures of a site, a row or a node, in bytes (first touches in pages). Anonymous means
+/// private anonymous memory (kinds `anon`, `heap`, `stack`: what resident counts); file, every
+/// other mapping (files, and shared memory: `shmem`, `hugetlb`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Figures {
-    #[serde(rename = "mapped_bytes")]
-    pub mapped: u64,
-    #[serde(rename = "resident_at_peak_bytes")]
+    /// Mapped by the site's lines, anonymous and file.
+    pub anon_mapped: u64,
+    pub file_mapped: u64,
+    /// Resident at the whole tree's resident peak: the rows add up to it.
     pub resident_at_peak: u64,
-    #[serde(rename = "resident_at_exit_bytes")]
+    /// Resident as each space ended, added over the spaces: no one instant, so the rows can add
+    /// up to more than the peak (spaces that ended one after another, a fork child's copies).
     pub resident_at_exit: u64,
-    #[serde(rename = "alive_at_exit_bytes")]
-    pub alive_at_exit: u64,
+    /// Still mapped as each space ended, added over the spaces, anonymous and file.
+    pub anon_left: u64,
+    pub file_left: u64,
     /// First touches that got a stack with `--touch-stacks N`: about 1 in N of them.
     pub sampled_touches: u64,
 }
 
+/// [`Figures`] in `--json` (docs/schema.md, "replay --by-site"): the keys of before the split
+/// into anonymous and file (`mapped_bytes`, `alive_at_exit_bytes`) stay, as their sums.
+#[derive(Serialize)]
+struct FiguresJson {
+    anon_mapped_bytes: u64,
+    file_mapped_bytes: u64,
+    mapped_bytes: u64,
+    resident_at_peak_bytes: u64,
+    resident_at_exit_bytes: u64,
+    anon_left_at_exit_bytes: u64,
+    file_left_at_exit_bytes: u64,
+    alive_at_exit_bytes: u64,
+    sampled_touches: u64,
+}
+
+impl Serialize for Figures {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        FiguresJson {
+            anon_mapped_bytes: self.anon_mapped,
+            file_mapped_bytes: self.file_mapped,
+            mapped_bytes: self.mapped(),
+            resident_at_peak_bytes: self.resident_at_peak,
+            resident_at_exit_bytes: self.resident_at_exit,
+            anon_left_at_exit_bytes: self.anon_left,
+            file_left_at_exit_bytes: self.file_left,
+            alive_at_exit_bytes: self.left(),
+            sampled_touches: self.sampled_touches,
+        }
+        .serialize(serializer)
+    }
+}
+
 impl Figures {
     pub fn add(&mut self, other: &Figures) {
-        self.mapped += other.mapped;
+        self.anon_mapped += other.anon_mapped;
+        self.file_mapped += other.file_mapped;
         self.resident_at_peak += other.resident_at_peak;
         self.resident_at_exit += other.resident_at_exit;
-        self.alive_at_exit += other.alive_at_exit;
+        self.anon_left += other.anon_left;
+        self.file_left += other.file_left;
         self.sampled_touches += other.sampled_touches;
+    }
+
+    /// Mapped, anonymous and file.
+    pub fn mapped(&self) -> u64 {
+        self.anon_mapped + self.file_mapped
+    }
+
+    /// Still mapped at the ends, anonymous and file.
+    pub fn left(&self) -> u64 {
+        self.anon_left + self.file_left
     }
 
     pub fn is_zero(&self) -> bool {
         *self == Figures::default()
+    }
+}
+
+/// Private anonymous memory: what `resident` lines follow.
+fn anonymous(kind: MapKind) -> bool {
+    matches!(kind, MapKind::Anon | MapKind::Heap | MapKind::Stack)
+}
+
+/// Whether the bytes `event` mapped anew (its range, a `brk` growth, a `remap`'s grown tail),
+/// now applied to `replay`, are anonymous.
+fn maps_anonymous(replay: &Replay, event: &Event) -> bool {
+    match *event {
+        Event::Map { kind, .. } => anonymous(kind),
+        Event::Remap { space, new_end, .. } => replay
+            .spaces
+            .get(&space)
+            .and_then(|s| s.mappings.get(&new_end.saturating_sub(1)))
+            .is_none_or(|m| anonymous(m.kind)),
+        _ => true,
     }
 }
 
@@ -202,13 +270,17 @@ impl BySite {
         by_site(s.resident.iter().cloned(), sites, |key, bytes| {
             figures.entry(key).or_default().resident_at_exit += bytes;
         });
-        by_site(
-            s.mappings.iter().map(|(r, _)| r.clone()),
-            sites,
-            |key, bytes| {
-                figures.entry(key).or_default().alive_at_exit += bytes;
-            },
-        );
+        for (r, m) in s.mappings.iter() {
+            let anon = anonymous(m.kind);
+            by_site(std::iter::once(r.clone()), sites, |key, bytes| {
+                let f = figures.entry(key).or_default();
+                if anon {
+                    f.anon_left += bytes;
+                } else {
+                    f.file_left += bytes;
+                }
+            });
+        }
     }
 
     /// Every key's figures, resident at peak included.
@@ -263,7 +335,12 @@ impl Query for BySite {
             _ => {}
         }
         if let Some((key, bytes)) = self.attribution.after(replay, line) {
-            self.figures.entry(key).or_default().mapped += bytes;
+            let f = self.figures.entry(key).or_default();
+            if maps_anonymous(replay, &line.event) {
+                f.anon_mapped += bytes;
+            } else {
+                f.file_mapped += bytes;
+            }
         }
         self.count_regions(replay, 1);
         for (key, delta) in self.delta.drain() {

@@ -257,13 +257,14 @@ fn json_lines(events: Vec<Event>) -> Vec<Value> {
         .collect()
 }
 
-fn fig(mapped: u64, at_peak: u64, at_exit: u64, alive: u64) -> Figures {
+/// The figures of anonymous memory only.
+fn fig(mapped: u64, at_peak: u64, at_exit: u64, left: u64) -> Figures {
     Figures {
-        mapped,
+        anon_mapped: mapped,
         resident_at_peak: at_peak,
         resident_at_exit: at_exit,
-        alive_at_exit: alive,
-        sampled_touches: 0,
+        anon_left: left,
+        ..Figures::default()
     }
 }
 
@@ -359,6 +360,87 @@ fn mapped_resident_at_peak_and_at_exit_by_site() {
     assert_eq!(f[&Some(1)], fig(64 * K, 32 * K, 4 * K, 64 * K));
     assert_eq!(f[&Some(2)], fig(16 * K, 16 * K, 0, 0));
     assert_eq!(f[&None], fig(4 * K, 0, 0, 4 * K));
+}
+
+/// A file mapping (untracked: no pages followed) by `site`.
+fn map_file(pid: i32, space: SpaceId, range: Range<u64>, site: Option<SiteId>) -> Event {
+    Event::Map {
+        pid,
+        tid: pid,
+        space,
+        start: range.start,
+        end: range.end,
+        prot: "r--".into(),
+        kind: MapKind::File,
+        path: Some("/usr/lib/libw.so".into()),
+        tracked: false,
+        state: None,
+        follow: Follow::Faults,
+        cause: None,
+        site,
+    }
+}
+
+/// Anonymous and file bytes stay apart; resident at the ends of two spaces that lived one after
+/// the other adds up to more than the tree ever held at once, and the peak stays the peak.
+#[test]
+fn anonymous_and_file_bytes_apart_and_exits_added_over_spaces() {
+    let events = vec![
+        start(),
+        exec(1, 0),
+        fork(1, 2, 0, 1),
+        exec(2, 2),
+        site_in(1, "alloc_a"),
+        map(2, 2, 0x100000..0x104000, Some(1)),
+        map_file(2, 2, 0x700000..0x702000, Some(1)),
+        touch(2, 2, 0x100000..0x104000),
+        exit(2, 2),
+        map(1, 0, 0x100000..0x104000, Some(1)),
+        touch(1, 0, 0x100000..0x104000),
+        exit(1, 0),
+    ];
+    let f = figures(events.clone());
+    let a = Figures {
+        anon_mapped: 32 * K,
+        file_mapped: 8 * K,
+        resident_at_peak: 16 * K,
+        resident_at_exit: 32 * K,
+        anon_left: 32 * K,
+        file_left: 8 * K,
+        sampled_touches: 0,
+    };
+    assert_eq!(f[&Some(1)], a);
+    let rows = json_lines(events.clone());
+    let row = rows
+        .iter()
+        .find(|v| v["view"] == "bottom_up" && v["function"] == "alloc_a")
+        .unwrap();
+    for (key, bytes) in [
+        ("anon_mapped_bytes", 32 * K),
+        ("file_mapped_bytes", 8 * K),
+        ("mapped_bytes", 40 * K),
+        ("resident_at_peak_bytes", 16 * K),
+        ("resident_at_exit_bytes", 32 * K),
+        ("anon_left_at_exit_bytes", 32 * K),
+        ("file_left_at_exit_bytes", 8 * K),
+        ("alive_at_exit_bytes", 40 * K),
+    ] {
+        assert_eq!(row[key], bytes, "{key}: {row}");
+    }
+    let text = output(events, false);
+    assert!(
+        text.contains(
+            "anon mapped file mapped     at peak  Σ at exits   anon left   file left  where\n"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "     32 KiB       8 KiB      16 KiB      32 KiB      32 KiB       8 KiB  alloc_a"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("  Σ at exits: "), "{text}");
 }
 
 #[test]
@@ -677,12 +759,16 @@ fn a_trace_without_stacks_has_its_bytes_under_no_stack() {
     ]);
     let expected = [
         serde_json::json!({"view": "bottom_up", "function": "(no stack)", "callers": [],
-            "sites": [], "mapped_bytes": 16 * K, "resident_at_peak_bytes": 4 * K,
-            "resident_at_exit_bytes": 4 * K, "alive_at_exit_bytes": 16 * K,
+            "sites": [], "anon_mapped_bytes": 16 * K, "file_mapped_bytes": 0,
+            "mapped_bytes": 16 * K, "resident_at_peak_bytes": 4 * K,
+            "resident_at_exit_bytes": 4 * K, "anon_left_at_exit_bytes": 16 * K,
+            "file_left_at_exit_bytes": 0, "alive_at_exit_bytes": 16 * K,
             "sampled_touches": 0}),
         serde_json::json!({"view": "top_down", "path": ["(no stack)"], "depth": 0,
+            "anon_mapped_bytes": 16 * K, "file_mapped_bytes": 0,
             "mapped_bytes": 16 * K, "resident_at_peak_bytes": 4 * K,
-            "resident_at_exit_bytes": 4 * K, "alive_at_exit_bytes": 16 * K,
+            "resident_at_exit_bytes": 4 * K, "anon_left_at_exit_bytes": 16 * K,
+            "file_left_at_exit_bytes": 0, "alive_at_exit_bytes": 16 * K,
             "sampled_touches": 0}),
     ];
     assert_eq!(lines, expected);

@@ -87,12 +87,13 @@ pub(super) struct Views<'a> {
     touch_period: Option<u64>,
 }
 
-/// Largest first: resident at peak, then mapped, then still mapped at exit.
+/// Largest first: resident at peak, then mapped, then still mapped at exit (anonymous and
+/// file together).
 fn order(f: &Figures) -> (Reverse<u64>, Reverse<u64>, Reverse<u64>) {
     (
         Reverse(f.resident_at_peak),
-        Reverse(f.mapped),
-        Reverse(f.alive_at_exit),
+        Reverse(f.mapped()),
+        Reverse(f.left()),
     )
 }
 
@@ -238,16 +239,34 @@ impl<'a> Views<'a> {
             "bytes by call site, from {} stack(s); at peak: {peak}",
             self.stacks
         )?;
+        // What each column counts, as a heaptrack or memray user would not guess it.
         writeln!(
             out,
-            "  mapped: by the site's map, brk and remap lines; at peak: resident then; at exit, \
-             alive: resident and still mapped as each address space ended{}",
-            match self.touch_period {
-                Some(n) =>
-                    format!("; sampled: first touches that got a stack (pages; about 1 in {n} did)"),
-                None => String::new(),
-            }
+            "  anon mapped, file mapped: the bytes its map, brk and remap lines mapped, of \
+             private anonymous memory (heap, stacks, anonymous mappings) and of files and \
+             shared memory"
         )?;
+        writeln!(
+            out,
+            "  at peak: its resident (private anonymous) bytes at the whole tree's resident \
+             peak; the rows add up to it"
+        )?;
+        writeln!(
+            out,
+            "  Σ at exits: its resident bytes as each address space ended, added over the \
+             spaces: no one instant, so it can exceed the peak"
+        )?;
+        writeln!(
+            out,
+            "  anon left, file left: its bytes still mapped as each address space ended, added \
+             over the spaces"
+        )?;
+        if let Some(n) = self.touch_period {
+            writeln!(
+                out,
+                "  sampled: first touches that got a stack (pages; about 1 in {n} did)"
+            )?;
+        }
         writeln!(
             out,
             "\nbottom-up: the innermost user frame of each stack (frames of libc, the loader, \
@@ -272,10 +291,11 @@ impl<'a> Views<'a> {
              hold; `→ f`: f is the only callee shown of the line above"
         )?;
         header(out, touches, "function")?;
+        let share = |part: u64, all: u64| all > 0 && part * 100 >= all * PRUNE_PERCENT;
         let big = |f: &Figures| {
-            (total.resident_at_peak > 0
-                && f.resident_at_peak * 100 >= total.resident_at_peak * PRUNE_PERCENT)
-                || (total.mapped > 0 && f.mapped * 100 >= total.mapped * PRUNE_PERCENT)
+            share(f.resident_at_peak, total.resident_at_peak)
+                || share(f.anon_mapped, total.anon_mapped)
+                || share(f.file_mapped, total.file_mapped)
         };
         let mut left_out = 0usize;
         // Depth first, each node with its indent and whether it continues the line above. Like
@@ -315,8 +335,8 @@ impl<'a> Views<'a> {
         if left_out > 0 {
             writeln!(
                 out,
-                "({left_out} node(s) holding under {PRUNE_PERCENT}% of all resident at peak and \
-                 of all mapped bytes left out; --json has every one)"
+                "({left_out} node(s) holding under {PRUNE_PERCENT}% of all resident at peak, of \
+                 all anonymous and of all file mapped bytes left out; --json has every one)"
             )?;
         }
         out.flush()
@@ -442,8 +462,8 @@ fn callers_line(row: &Row) -> Option<String> {
 fn header(out: &mut dyn Write, touches: bool, last: &str) -> io::Result<()> {
     write!(
         out,
-        "{:>11} {:>11} {:>11} {:>11}",
-        "mapped", "at peak", "at exit", "alive"
+        "{:>11} {:>11} {:>11} {:>11} {:>11} {:>11}",
+        "anon mapped", "file mapped", "at peak", "Σ at exits", "anon left", "file left"
     )?;
     if touches {
         write!(out, " {:>8}", "sampled")?;
@@ -453,11 +473,13 @@ fn header(out: &mut dyn Write, touches: bool, last: &str) -> io::Result<()> {
 
 fn columns(f: &Figures, touches: bool) -> String {
     let mut text = format!(
-        "{:>11} {:>11} {:>11} {:>11}",
-        format::size(f.mapped),
+        "{:>11} {:>11} {:>11} {:>11} {:>11} {:>11}",
+        format::size(f.anon_mapped),
+        format::size(f.file_mapped),
         format::size(f.resident_at_peak),
         format::size(f.resident_at_exit),
-        format::size(f.alive_at_exit)
+        format::size(f.anon_left),
+        format::size(f.file_left)
     );
     if touches {
         text.push_str(&format!(" {:>8}", f.sampled_touches));
