@@ -5,6 +5,7 @@ use std::io;
 use std::ops::Range;
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
+use std::time::Instant;
 
 use linux_raw_sys::general::{page_region, pm_scan_arg};
 
@@ -49,43 +50,101 @@ impl MapsEntry {
     /// Private anonymous memory (with heap, stacks, and mappings named with
     /// `PR_SET_VMA_ANON_NAME`): what userfaultfd can follow for us.
     pub fn is_private_anon(&self) -> bool {
-        !self.shared
-            && self.inode == 0
-            && (matches!(self.path.as_str(), "" | "[heap]" | "[stack]")
-                || self.path.starts_with("[anon:"))
+        private_anon(self.shared, self.inode, &self.path)
+    }
+}
+
+fn private_anon(shared: bool, inode: u64, path: &str) -> bool {
+    !shared
+        && inode == 0
+        && (matches!(path, "" | "[heap]" | "[stack]") || path.starts_with("[anon:"))
+}
+
+/// A line of `/proc/PID/maps`, in the text read.
+struct MapsLine<'a> {
+    start: u64,
+    end: u64,
+    perms: &'a [u8],
+    offset: u64,
+    dev: &'a str,
+    inode: u64,
+    path: &'a str,
+}
+
+impl MapsLine<'_> {
+    fn parse(line: &str) -> Option<MapsLine<'_>> {
+        let mut fields = line.splitn(6, ' ');
+        let range = fields.next()?;
+        let perms = fields.next()?.as_bytes();
+        let offset = u64::from_str_radix(fields.next()?, 16).ok()?;
+        let dev = fields.next()?;
+        let inode = fields.next()?.parse().ok()?;
+        let path = fields.next().unwrap_or("").trim_start();
+        let (start, end) = range.split_once('-')?;
+        // `rw-p`: read, write, exec, then shared or private.
+        if perms.len() < 3 {
+            return None;
+        }
+        Some(MapsLine {
+            start: u64::from_str_radix(start, 16).ok()?,
+            end: u64::from_str_radix(end, 16).ok()?,
+            perms,
+            offset,
+            dev,
+            inode,
+            path,
+        })
+    }
+
+    fn shared(&self) -> bool {
+        self.perms.get(3) == Some(&b's')
+    }
+
+    fn entry(&self) -> MapsEntry {
+        MapsEntry {
+            start: self.start,
+            end: self.end,
+            prot: String::from_utf8_lossy(&self.perms[..3]).into_owned(),
+            shared: self.shared(),
+            offset: self.offset,
+            dev: self.dev.to_string(),
+            inode: self.inode,
+            path: self.path.to_string(),
+        }
     }
 }
 
 pub fn parse_maps(text: &str) -> Vec<MapsEntry> {
-    text.lines().filter_map(parse_maps_line).collect()
-}
-
-fn parse_maps_line(line: &str) -> Option<MapsEntry> {
-    let mut fields = line.splitn(6, ' ');
-    let range = fields.next()?;
-    let perms = fields.next()?;
-    let offset = u64::from_str_radix(fields.next()?, 16).ok()?;
-    let dev = fields.next()?.to_string();
-    let inode = fields.next()?.parse().ok()?;
-    let path = fields.next().unwrap_or("").trim_start().to_string();
-    let (start, end) = range.split_once('-')?;
-    let perms = perms.as_bytes();
-    Some(MapsEntry {
-        start: u64::from_str_radix(start, 16).ok()?,
-        end: u64::from_str_radix(end, 16).ok()?,
-        prot: String::from_utf8_lossy(&perms[..3]).into_owned(),
-        shared: perms.get(3) == Some(&b's'),
-        offset,
-        dev,
-        inode,
-        path,
-    })
+    text.lines()
+        .filter_map(MapsLine::parse)
+        .map(|m| m.entry())
+        .collect()
 }
 
 pub fn read_maps(pid: i32) -> io::Result<Vec<MapsEntry>> {
     Ok(parse_maps(&std::fs::read_to_string(format!(
         "/proc/{pid}/maps"
     ))?))
+}
+
+/// The private anonymous mappings of `/proc/PID/maps` (`MapsEntry::is_private_anon`), in
+/// address order, and how many mappings there are: what a check reads of every mapping, without
+/// an entry made of each line.
+pub fn read_private_anon(pid: i32) -> io::Result<(usize, Vec<Range<u64>>)> {
+    let text = std::fs::read(format!("/proc/{pid}/maps"))?;
+    Ok(private_anon_ranges(&String::from_utf8_lossy(&text)))
+}
+
+fn private_anon_ranges(text: &str) -> (usize, Vec<Range<u64>>) {
+    let mut count = 0;
+    let mut anon = Vec::new();
+    for m in text.lines().filter_map(MapsLine::parse) {
+        count += 1;
+        if private_anon(m.shared(), m.inode, m.path) {
+            anon.push(m.start..m.end);
+        }
+    }
+    (count, anon)
 }
 
 /// argv from `/proc/PID/cmdline`.
@@ -413,6 +472,11 @@ const FIRST_SPECIAL_SWAP_TYPE: u64 = 24;
 /// The type of a PTE marker (a guard region's, or userfaultfd's write-protect marker of a page
 /// never made): no page at all.
 const PTE_MARKER_SWAP_TYPE: u64 = 31;
+/// Ranges closer than this are read by one `PAGEMAP_SCAN` (`Pagemap::populated_each`): a hole
+/// between them costs nothing to walk, and another mapping's present pages there (at most 256)
+/// about what a call of its own would. A kernel without the scan reads at most 2 KiB of entries
+/// more for each.
+const JOIN_GAP: u64 = 1 << 20;
 // `PAGEMAP_SCAN`, `_IOWR('f', 16, struct pm_scan_arg)`: linux-raw-sys has the structure, not the
 // request.
 nix::ioctl_readwrite!(pagemap_scan, b'f', 16, pm_scan_arg);
@@ -572,6 +636,64 @@ impl Pagemap {
         Ok(out)
     }
 
+    /// The populated pages of each of `ranges` (in address order, apart), as `populated` gives
+    /// them for each alone, with when each was read. Ranges less than `JOIN_GAP` apart are read
+    /// with one scan, what lies between left out: thousands of small mappings cost a few calls,
+    /// not one each (and the kernel's search for each one's first mapping).
+    pub fn populated_each(
+        &self,
+        ranges: &[Range<u64>],
+    ) -> Vec<(Instant, io::Result<Vec<PopulatedRun>>)> {
+        let ranges: Vec<Range<u64>> = ranges
+            .iter()
+            .map(|r| super::whole_pages(r.clone(), self.page_size))
+            .collect();
+        let mut out = Vec::with_capacity(ranges.len());
+        let mut first = 0;
+        while first < ranges.len() {
+            let mut end = first + 1;
+            while end < ranges.len()
+                && ranges[end].start.saturating_sub(ranges[end - 1].end) < JOIN_GAP
+            {
+                end += 1;
+            }
+            let read_at = Instant::now();
+            let span = ranges[first].start..ranges[end - 1].end.max(ranges[first].start);
+            match self.populated(span) {
+                Ok(runs) => {
+                    let mut next = 0;
+                    for range in &ranges[first..end] {
+                        while next < runs.len() && runs[next].range.end <= range.start {
+                            next += 1;
+                        }
+                        let within = runs[next..]
+                            .iter()
+                            .take_while(|run| run.range.start < range.end)
+                            .map(|run| PopulatedRun {
+                                range: run.range.start.max(range.start)
+                                    ..run.range.end.min(range.end),
+                                ..run.clone()
+                            })
+                            .filter(|run| !run.range.is_empty())
+                            .collect();
+                        out.push((read_at, Ok(within)));
+                    }
+                }
+                Err(e) => {
+                    for _ in first..end {
+                        let again = match e.raw_os_error() {
+                            Some(code) => io::Error::from_raw_os_error(code),
+                            None => io::Error::new(e.kind(), e.to_string()),
+                        };
+                        out.push((read_at, Err(again)));
+                    }
+                }
+            }
+            first = end;
+        }
+        out
+    }
+
     fn scan_populated(&self, range: Range<u64>, guards: bool) -> io::Result<Vec<PopulatedRun>> {
         let mut runs: Vec<PopulatedRun> = Vec::new();
         let no_region = page_region {
@@ -728,6 +850,25 @@ mod tests {
         assert_eq!(m[3].prot, "---");
     }
 
+    /// What a check reads of the mappings is what the entries say.
+    #[test]
+    fn the_private_anonymous_ranges_are_the_entries_ones() {
+        let text = "55d0c0a00000-55d0c0a21000 rw-p 00000000 00:00 0                          [heap]\n\
+                    7f0000000000-7f0000001000 r-xp 00001000 fd:01 1234   /usr/lib/libc.so.6\n\
+                    7f0000002000-7f0000003000 rw-s 00000000 00:01 5      /dev/zero (deleted)\n\
+                    7f0000004000-7f0000005000 ---p 00000000 00:00 0 \n\
+                    7f0000006000-7f0000007000 rw-p 00000000 00:00 0      [anon:arena]\n\
+                    7f0000008000-7f0000009000 rw-s 00000000 00:01 9      /memfd:pool (deleted)\n\
+                    7ffc00000000-7ffc00021000 rw-p 00000000 00:00 0      [stack]\n";
+        let want: Vec<Range<u64>> = parse_maps(text)
+            .iter()
+            .filter(|m| m.is_private_anon())
+            .map(|m| m.start..m.end)
+            .collect();
+        assert_eq!(want.len(), 4);
+        assert_eq!(private_anon_ranges(text), (7, want));
+    }
+
     #[test]
     fn our_own_pagemap_sees_a_touched_page() {
         let ps = 4096u64;
@@ -744,6 +885,45 @@ mod tests {
             (entries[0].range.clone(), entries[0].swapped),
             (runs[0].clone(), false)
         );
+    }
+
+    /// Ranges read together give what each read alone gives: runs cut at their ends, nothing of
+    /// what lies between.
+    #[test]
+    fn ranges_read_together_are_as_each_alone() {
+        let ps = 4096u64;
+        let len = 32 * ps as usize;
+        // SAFETY: a fresh private anonymous mapping of ours, written only below its end.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(base, libc::MAP_FAILED);
+        let base = base as u64;
+        for page in [1, 2, 3, 5, 9, 10, 11, 12, 20, 30] {
+            // SAFETY: inside the mapping above.
+            unsafe { std::ptr::write_volatile((base + page * ps) as *mut u8, 1) };
+        }
+        let at = |pages: Range<u64>| base + pages.start * ps..base + pages.end * ps;
+        let ranges = [at(0..3), at(4..5), at(5..6), at(10..12), at(14..31)];
+        let pm = Pagemap::open(std::process::id() as i32, ps).unwrap();
+        let together = pm.populated_each(&ranges);
+        assert_eq!(together.len(), ranges.len());
+        for (range, (_, runs)) in ranges.iter().zip(together) {
+            assert_eq!(
+                runs.unwrap(),
+                pm.populated(range.clone()).unwrap(),
+                "{range:x?}"
+            );
+        }
+        // SAFETY: the mapping made above, used no more.
+        unsafe { libc::munmap(base as *mut libc::c_void, len) };
     }
 
     #[test]
