@@ -63,6 +63,25 @@ impl Vmas {
             .find(|m| m.range.contains(&addr)))
     }
 
+    /// The mapping that holds each of `addrs`: asked one by one, or found in one read of the
+    /// file on a kernel without `PROCMAP_QUERY` (never a read each).
+    pub fn covering_each(&self, addrs: &[u64]) -> io::Result<Vec<Option<Vma>>> {
+        let mut found = Vec::with_capacity(addrs.len());
+        for (i, &addr) in addrs.iter().enumerate() {
+            if !self.query.load(Ordering::Relaxed) {
+                let all = self.read_all()?;
+                found.extend(
+                    addrs[i..]
+                        .iter()
+                        .map(|a| all.iter().find(|m| m.range.contains(a)).cloned()),
+                );
+                break;
+            }
+            found.push(self.covering(addr)?);
+        }
+        Ok(found)
+    }
+
     fn query(&self, addr: u64) -> io::Result<Option<Vma>> {
         let mut arg = procmap_query {
             size: std::mem::size_of::<procmap_query>() as u64,
@@ -146,5 +165,15 @@ mod tests {
         let all = vmas.read_all().unwrap();
         assert!(all.contains(&stack), "{stack:?} not in {all:?}");
         assert_eq!(vmas.covering(0).unwrap(), None);
+        assert_eq!(
+            vmas.covering_each(&[here, 0]).unwrap(),
+            vec![Some(stack.clone()), None]
+        );
+        // A kernel without the query: the file read once for all.
+        vmas.query.store(false, Ordering::Relaxed);
+        assert_eq!(
+            vmas.covering_each(&[0, here]).unwrap(),
+            vec![None, Some(stack)]
+        );
     }
 }

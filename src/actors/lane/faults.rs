@@ -11,6 +11,7 @@ use crate::actors::sequencer::Stamped;
 use crate::event::{Event, Follow, MapKind, PageState};
 use crate::kernel::procfs;
 use crate::kernel::uffd::{PageFault, Resolution, UffdMessage};
+use crate::kernel::vmas::{Vma, Vmas};
 use crate::test_hooks::{self, Fault};
 
 impl Lane {
@@ -167,20 +168,18 @@ impl Lane {
         };
         let stack = self.stacks[i].1.clone();
         // Rare (once per growth), and off the async workers; through the faulting thread, whose
-        // mm this is (the stack's process may have exec'd away from a shared space).
-        let maps = tokio::task::spawn_blocking(move || procfs::read_maps(tid)).await;
-        let Some(maps) = maps.ok().and_then(Result::ok) else {
+        // mm this is (the stack's process may have exec'd away from a shared space). The one
+        // mapping asked for, not the whole file: a space can have tens of thousands.
+        let vma = tokio::task::spawn_blocking(move || Vmas::open(tid)?.covering(addr)).await;
+        let Some(vma) = vma.ok().and_then(Result::ok).flatten() else {
             return;
         };
-        let Some(entry) = maps.iter().find(|m| m.start <= addr && addr < m.end) else {
-            return;
-        };
-        if entry.end < stack.start {
+        if vma.range.end < stack.start {
             // Another mapping below it, not growth: faults there need no read again.
-            self.stacks[i].2 = stack.end - entry.end;
+            self.stacks[i].2 = stack.end - vma.range.end;
             return;
         }
-        self.report_growth(i, entry, tid, at).await;
+        self.report_growth(i, vma, tid, at).await;
     }
 
     /// Before a check: a stack the kernel grew for a fault that has not reached us (the thread
@@ -190,19 +189,19 @@ impl Lane {
         if self.stacks.is_empty() {
             return;
         }
-        // One mm: any thread of the space reads its maps.
-        let maps = tokio::task::spawn_blocking(move || procfs::read_maps(tid)).await;
-        let Some(maps) = maps.ok().and_then(Result::ok) else {
+        // One mm: any thread of the space reads its maps. Only the mappings that hold the
+        // stacks' first pages are asked for: a check costs no read of every mapping here.
+        let firsts: Vec<u64> = self.stacks.iter().map(|(_, s, _)| s.start).collect();
+        let vmas =
+            tokio::task::spawn_blocking(move || Vmas::open(tid)?.covering_each(&firsts)).await;
+        let Some(vmas) = vmas.ok().and_then(Result::ok) else {
             return;
         };
-        for i in 0..self.stacks.len() {
+        for (i, vma) in vmas.into_iter().enumerate() {
             let (pid, stack, _) = self.stacks[i].clone();
             // Grown: the mapping holding its first page now begins below it.
-            if let Some(entry) = maps
-                .iter()
-                .find(|m| m.start < stack.start && stack.start < m.end)
-            {
-                self.report_growth(i, entry, pid, Instant::now()).await;
+            if let Some(vma) = vma.filter(|v| v.range.start < stack.start) {
+                self.report_growth(i, vma, pid, Instant::now()).await;
             }
         }
     }
@@ -210,7 +209,7 @@ impl Lane {
     /// Stack `i` now begins at `entry`'s start: the grown part, not resident, as a `map` line.
     /// Only what the stream has as a hole: another mapping that grows down just below merges
     /// into one mapping with it, and is not growth.
-    async fn report_growth(&mut self, i: usize, entry: &procfs::MapsEntry, tid: i32, at: Instant) {
+    async fn report_growth(&mut self, i: usize, entry: Vma, tid: i32, at: Instant) {
         let (pid, stack, _) = self.stacks[i].clone();
         let below = self
             .stacks
@@ -219,7 +218,7 @@ impl Lane {
             .filter(|&end| end <= stack.start)
             .max()
             .unwrap_or(0);
-        let start = entry.start.max(below);
+        let start = entry.range.start.max(below);
         if start >= stack.start {
             return;
         }
@@ -230,7 +229,7 @@ impl Lane {
             space: self.space,
             start,
             end: stack.start,
-            prot: entry.prot.clone(),
+            prot: entry.prot,
             kind: MapKind::Stack,
             path: None,
             tracked: true,

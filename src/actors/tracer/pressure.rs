@@ -19,6 +19,7 @@ use crate::actors::lane::{Dropped, LaneMessage, PagesAtExit};
 use crate::event::{Event, EvictedHow, FoundBy, ResidentFrom, SpaceId};
 use crate::kernel::procfs::{self, PopulatedRun};
 use crate::kernel::tick;
+use crate::kernel::vmas::Vmas;
 
 /// What the stream says of a space's pages that the kernel can take away unasked.
 #[derive(Debug, Default)]
@@ -299,17 +300,16 @@ impl Tracer {
         if stacks.is_empty() {
             return;
         }
-        let Ok(maps) = procfs::read_maps(pid) else {
+        // The mappings of the stacks' first pages only: a look costs no read of every mapping.
+        let firsts: Vec<u64> = stacks.iter().map(|s| s.start).collect();
+        let Ok(vmas) = Vmas::open(pid).and_then(|v| v.covering_each(&firsts)) else {
             return;
         };
-        for stack in stacks {
-            let Some(entry) = maps
-                .iter()
-                .find(|m| m.start <= stack.start && stack.start < m.end)
-            else {
+        for (stack, vma) in stacks.into_iter().zip(vmas) {
+            let Some(vma) = vma else {
                 continue;
             };
-            let grown = entry.start..stack.start;
+            let grown = vma.range.start..stack.start;
             if !grown.is_empty() && s.pressure.borrow().chosen_for(&stack) == Some(true) {
                 s.pressure.borrow_mut().grown(grown.clone());
                 s.scans.borrow_mut().stacks.insert(grown);
