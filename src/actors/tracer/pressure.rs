@@ -433,9 +433,9 @@ impl Tracer {
         for r in s.scans.borrow().unseen().iter() {
             ranges.remove(r.clone());
         }
-        for range in ranges.iter() {
-            let read_at = Instant::now();
-            let runs = match pagemap.populated(range.clone()) {
+        let ranges: Vec<Range<u64>> = ranges.into_iter().collect();
+        for (range, (read_at, runs)) in ranges.iter().zip(pagemap.populated_each(&ranges)) {
+            let runs = match runs {
                 Ok(runs) => runs,
                 Err(e) => {
                     tracing::debug!(space, ?range, "a look for evicted pages failed: {e}");

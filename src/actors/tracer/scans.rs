@@ -509,8 +509,9 @@ impl Tracer {
             }
         }
         let page = self.config.lane.page_size;
-        for range in ranges.iter() {
-            let runs = match pagemap.populated(range.clone()) {
+        let ranges: Vec<Range<u64>> = ranges.into_iter().collect();
+        for (range, (_, runs)) in ranges.iter().zip(pagemap.populated_each(&ranges)) {
+            let runs = match runs {
                 Ok(runs) => runs,
                 Err(e) => {
                     // The space is going (ESRCH), or the read failed: the next scan tries
