@@ -150,3 +150,35 @@ fn verify_needs_page_states() {
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("--verify"), "{stderr}");
 }
+
+/// Thousands of separate mappings, each written on one page (issue 25 item 11, the shape of LTP
+/// `munmap04`): every check reads their pages together rather than a mapping at a time, and
+/// still agrees with the kernel page by page, in both modes; each mapping's page is in the
+/// stream.
+#[test]
+fn thousands_of_separate_mappings_are_checked_together_and_agree() {
+    let n = 3000u64;
+    for how in ["uffd", "scan"] {
+        let t = trace(
+            &["--faults", how, "--verify", "--verify-every", "2"],
+            &[workload("separate_maps").to_str().unwrap(), &n.to_string()],
+        );
+        assert_eq!(t.status, 0, "{how}: {}", t.stderr);
+        let checks = verify_lines(&t);
+        let checkpoints = checks
+            .iter()
+            .filter(|(p, _, _)| *p == VerifyPoint::Checkpoint)
+            .count();
+        assert!(checkpoints >= 3, "{how}: only {checkpoints} checkpoints");
+        let bad: u64 = checks.iter().map(|c| c.2).sum();
+        assert_eq!(bad, 0, "{how}: {}", t.stderr);
+        let pid = crate::util::exec_pid(&t.lines);
+        let one_page = t
+            .events("map")
+            .filter(|e| matches!(e, Event::Map { pid: p, start, end, .. } if *p == pid && end - start == crate::util::PAGE))
+            .count() as u64;
+        assert!(one_page >= n, "{how}: {one_page} one-page mappings of {n}");
+        let peak = t.space_at_end(t.space_of(pid)).peak_resident_bytes / crate::util::PAGE;
+        assert!(peak >= n, "{how}: a peak of {peak} pages for {n} written");
+    }
+}
