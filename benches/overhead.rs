@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use compile::compile;
+use compile::{compile, many_maps};
 
 use mevi_actors::kernel::idle::IdlePolling;
 use userfaultfd::{Event as UffdEvent, EventBuffer, ReadWrite, Uffd};
@@ -125,6 +125,8 @@ enum Runner {
     MeviScan,
     /// `--faults scan --sample-ms 1`.
     MeviScanFast,
+    /// `--verify --verify-every 20`: a check of every space every 20 ms (the mapping series).
+    MeviVerifyEvery,
     /// Another build of mevi-actors (`MEVI_BENCH_COMPARE`), for trying a change side by side.
     MeviCompared,
     /// One thread: poll, read a batch, resolve each fault.
@@ -146,6 +148,7 @@ impl Runner {
             Runner::MeviNoFaults => "mevi-actors --no-faults",
             Runner::MeviScan => "mevi-actors --faults scan",
             Runner::MeviScanFast => "mevi-actors --faults scan --sample-ms 1",
+            Runner::MeviVerifyEvery => "mevi-actors --verify --verify-every 20",
             Runner::MeviCompared => "MEVI_BENCH_COMPARE",
             Runner::Floor => "floor (poll)",
             Runner::FloorBusy => "floor (busy-read 50us)",
@@ -175,6 +178,8 @@ struct Sample {
     sites: Option<u64>,
     /// Under a `Variant`: the stream's lines its `took_stack` counts.
     stacks: Option<u64>,
+    /// From the summary line: the checks `--verify` made.
+    checks: Option<u64>,
     /// Stopped at `ONCE_LIMIT`: `wall` is a lower bound.
     stopped: bool,
 }
@@ -233,6 +238,9 @@ fn main() {
     }
     if wanted("attach") {
         targets.extend(bench.attach_cost(rounds));
+    }
+    if wanted("mappings") {
+        targets.extend(bench.mapping_series(rounds));
     }
     // The same hand-offs with idle CPUs polling instead of halting, for every runner alike.
     match IdlePolling::hold() {
@@ -545,6 +553,7 @@ impl Bench {
             | Runner::MeviNoFaults
             | Runner::MeviScan
             | Runner::MeviScanFast
+            | Runner::MeviVerifyEvery
             | Runner::MeviCompared => {
                 let out = self.dir.join("stream.jsonl");
                 let mevi = match runner {
@@ -567,6 +576,9 @@ impl Bench {
                     }
                     Runner::MeviScanFast => {
                         cmd.args(["--faults", "scan", "--sample-ms", "1"]);
+                    }
+                    Runner::MeviVerifyEvery => {
+                        cmd.args(["--verify", "--verify-every", "20"]);
                     }
                     Runner::MeviOnlyLinker => {
                         cmd.args(ONLY_LINKER);
@@ -654,6 +666,7 @@ impl Bench {
             tracer_peak_rss: summary.tracer_peak_rss,
             sites: summary.sites,
             stacks: None,
+            checks: summary.checks,
             stopped,
         }
     }
@@ -695,6 +708,7 @@ impl Bench {
             tracer_peak_rss: None,
             sites: None,
             stacks: None,
+            checks: None,
             stopped: false,
         }
     }
@@ -828,6 +842,88 @@ impl Bench {
         rounds
     }
 
+    /// The mapping-count series (issue 25 item 11): N separate one-page mappings, each written
+    /// once and unmapped by its own munmap (tests/workloads/many_maps.c), at 1k, 10k and 60k
+    /// mappings; the cost per mapping of each runner, which is to stay flat as N grows. Under
+    /// `--verify-every 20` each check reads every mapping, and the program runs 20 ms between
+    /// checks, so the run's cost per mapping grows with N however cheap a check is: what is to
+    /// stay flat there is a check's cost per mapping, (its run less mevi-actors' own) / checks /
+    /// N. At most 3 rounds (60k mappings under checks take about a minute a run here).
+    fn mapping_series(&self, rounds: usize) -> Vec<String> {
+        const COUNTS: [u64; 3] = [1_000, 10_000, 60_000];
+        use Runner::*;
+        let runners = [Untraced, Mevi, MeviScan, MeviVerifyEvery];
+        let rounds = rounds.clamp(1, 3);
+        let program = many_maps(&self.dir);
+        println!(
+            "\nmappings: N separate one-page mappings, each written once and unmapped \
+             (tests/workloads/many_maps.c); us per mapping, median of {rounds} round(s), runners \
+             alternating; the last column is a check's us per mapping"
+        );
+        println!(
+            "  {:>6}  {:>10}  {:>12}  {:>14}  {:>18}  {:>10}",
+            "N", "untraced", "mevi-actors", "--faults scan", "--verify-every 20", "a check"
+        );
+        // (N, us per mapping of each runner, a check's us per mapping)
+        let mut rows: Vec<(u64, Vec<f64>, f64)> = Vec::new();
+        for n in COUNTS {
+            let argv = vec![program.display().to_string(), n.to_string()];
+            let mut results: BTreeMap<Runner, Vec<Sample>> = BTreeMap::new();
+            for _ in 0..rounds {
+                for &r in &runners {
+                    results.entry(r).or_default().push(self.run(r, &argv));
+                }
+            }
+            let per_mapping: Vec<f64> = runners
+                .iter()
+                .map(|r| median(secs(&results[r])) * 1e6 / n as f64)
+                .collect();
+            // Round by round: the checked run less the unchecked one, over its checks.
+            let per_check = median(
+                results[&MeviVerifyEvery]
+                    .iter()
+                    .zip(&results[&Mevi])
+                    .map(|(checked, plain)| {
+                        let extra = checked.wall.as_secs_f64() - plain.wall.as_secs_f64();
+                        let checks = checked.checks.unwrap_or(0).max(1) as f64;
+                        extra.max(0.0) * 1e6 / checks / n as f64
+                    })
+                    .collect(),
+            );
+            let checks = median(
+                results[&MeviVerifyEvery]
+                    .iter()
+                    .map(|s| s.checks.unwrap_or(0) as f64)
+                    .collect(),
+            );
+            println!(
+                "  {n:>6}  {:>10.1}  {:>12.1}  {:>14.1}  {:>18.1}  {:>10.2}  ({checks:.0} checks)",
+                per_mapping[0], per_mapping[1], per_mapping[2], per_mapping[3], per_check
+            );
+            rows.push((n, per_mapping, per_check));
+        }
+        let (first, last) = (&rows[0], &rows[rows.len() - 1]);
+        let mut targets: Vec<String> = [(1, "mevi-actors"), (2, "mevi-actors --faults scan")]
+            .into_iter()
+            .map(|(i, name)| {
+                let growth = last.1[i] / first.1[i];
+                target(
+                    &format!("mappings: {name}, us per mapping at 60k <= 1.5x at 1k"),
+                    format!("{growth:.2}x"),
+                    growth <= 1.5,
+                )
+            })
+            .collect();
+        // At 1k a run makes a handful of checks: their cost is compared from 10k on.
+        let growth = last.2 / rows[1].2;
+        targets.push(target(
+            "mappings: a check's us per mapping at 60k <= 1.5x at 10k",
+            format!("{growth:.2}x"),
+            growth <= 1.5,
+        ));
+        targets
+    }
+
     fn memory_for_one_gib(&self) -> String {
         let argv: Vec<String> = vec![
             self.workload.clone(),
@@ -939,6 +1035,7 @@ struct Summary {
     lines: Option<u64>,
     tracer_peak_rss: Option<u64>,
     sites: Option<u64>,
+    checks: Option<u64>,
 }
 
 fn summary_of(stream: &Path) -> Summary {
@@ -954,6 +1051,7 @@ fn summary_of(stream: &Path) -> Summary {
         lines: totals["lines"].as_u64(),
         tracer_peak_rss: totals["tracer_peak_rss_bytes"].as_u64(),
         sites: totals["sites"].as_u64(),
+        checks: totals["verify"]["points"].as_u64(),
     }
 }
 

@@ -5,9 +5,21 @@ use std::process::Command;
 
 /// `cc -O2 -pthread` of NAME.c into `dir`; the binary's path.
 pub fn compile(dir: &Path, name: &str) -> PathBuf {
+    compile_from(dir, "benches/workloads", name)
+}
+
+/// The tests' `many_maps` workload (tests/workloads/many_maps.c), which the bench's mapping
+/// series runs: one program for both (the report bench, which includes this file, has no use).
+#[allow(dead_code)]
+pub fn many_maps(dir: &Path) -> PathBuf {
+    compile_from(dir, "tests/workloads", "many_maps")
+}
+
+/// `cc -O2 -pthread` of FOLDER/NAME.c (FOLDER in the source tree) into `dir`.
+fn compile_from(dir: &Path, folder: &str, name: &str) -> PathBuf {
     let out = dir.join(name);
     let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("benches/workloads")
+        .join(folder)
         .join(format!("{name}.c"));
     let status = Command::new("cc")
         .args(["-O2", "-pthread", "-Wall", "-o"])
