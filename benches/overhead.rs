@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use compile::{compile, many_maps};
+use compile::{compile, separate_maps};
 
 use mevi_actors::kernel::idle::IdlePolling;
 use userfaultfd::{Event as UffdEvent, EventBuffer, ReadWrite, Uffd};
@@ -843,7 +843,7 @@ impl Bench {
     }
 
     /// The mapping-count series (issue 25 item 11): N separate one-page mappings, each written
-    /// once and unmapped by its own munmap (tests/workloads/many_maps.c), at 1k, 10k and 60k
+    /// once and unmapped by its own munmap (tests/workloads/separate_maps.c), at 1k, 10k and 60k
     /// mappings; the cost per mapping of each runner, which is to stay flat as N grows. Under
     /// `--verify-every 20` each check reads every mapping, and the program runs 20 ms between
     /// checks, so the run's cost per mapping grows with N however cheap a check is: what is to
@@ -854,10 +854,10 @@ impl Bench {
         use Runner::*;
         let runners = [Untraced, Mevi, MeviScan, MeviVerifyEvery];
         let rounds = rounds.clamp(1, 3);
-        let program = many_maps(&self.dir);
+        let program = separate_maps(&self.dir);
         println!(
             "\nmappings: N separate one-page mappings, each written once and unmapped \
-             (tests/workloads/many_maps.c); us per mapping, median of {rounds} round(s), runners \
+             (tests/workloads/separate_maps.c); us per mapping, median of {rounds} round(s), runners \
              alternating; the last column is a check's us per mapping"
         );
         println!(

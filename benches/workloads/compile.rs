@@ -8,11 +8,11 @@ pub fn compile(dir: &Path, name: &str) -> PathBuf {
     compile_from(dir, "benches/workloads", name)
 }
 
-/// The tests' `many_maps` workload (tests/workloads/many_maps.c), which the bench's mapping
+/// The tests' `separate_maps` workload (tests/workloads/separate_maps.c), which the bench's mapping
 /// series runs: one program for both (the report bench, which includes this file, has no use).
 #[allow(dead_code)]
-pub fn many_maps(dir: &Path) -> PathBuf {
-    compile_from(dir, "tests/workloads", "many_maps")
+pub fn separate_maps(dir: &Path) -> PathBuf {
+    compile_from(dir, "tests/workloads", "separate_maps")
 }
 
 /// `cc -O2 -pthread` of FOLDER/NAME.c (FOLDER in the source tree) into `dir`.
