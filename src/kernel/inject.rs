@@ -157,18 +157,13 @@ impl Injection {
     /// the kernel would give it. One they would answer with a kill, a trap or a notification to
     /// a supervisor is refused (`PermissionDenied`, naming the answer).
     pub fn syscall(&mut self, nr: i64, args: &[u64]) -> Result<i64, InjectError> {
-        match self.filters.verdict(nr, args, self.site) {
-            Verdict::Runs => {}
+        self.judged(nr, args)?;
+        match self
+            .filters
+            .verdict(nr, &self.registers_for(args), self.site)
+        {
             Verdict::Fails(errno) => return Ok(-i64::from(errno)),
-            Verdict::Forbidden(answer) => {
-                return Err(InjectError::Io(io::Error::new(
-                    io::ErrorKind::PermissionDenied,
-                    format!(
-                        "the program's seccomp filter answers {} with {answer}",
-                        syscall_name(nr)
-                    ),
-                )));
-            }
+            Verdict::Runs | Verdict::Forbidden(_) => {}
         }
         let mut regs = self.saved;
         regs.rip = self.site;
@@ -190,6 +185,37 @@ impl Injection {
         self.step_over_syscall()?;
         let regs = ptrace::getregs(self.tid)?;
         Ok(regs.rax as i64)
+    }
+
+    /// Whether `nr(args)` may be injected: refused (`PermissionDenied`, naming the answer) if
+    /// the tracee's filters would answer it with a kill, a trap or a notification, or with
+    /// `SECCOMP_RET_ERRNO` 0, a success that did nothing (a descriptor it "returned" is not ours
+    /// to use, nor to close).
+    pub fn judged(&self, nr: i64, args: &[u64]) -> Result<(), InjectError> {
+        let answer = match self
+            .filters
+            .verdict(nr, &self.registers_for(args), self.site)
+        {
+            Verdict::Runs | Verdict::Fails(1..) => return Ok(()),
+            Verdict::Fails(_) => "SECCOMP_RET_ERRNO 0",
+            Verdict::Forbidden(answer) => answer,
+        };
+        Err(InjectError::Io(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "the program's seccomp filter answers {} with {answer}",
+                syscall_name(nr)
+            ),
+        )))
+    }
+
+    /// The six argument registers a call of `args` is made with, as the filters see them: the
+    /// tracee's own beyond those given.
+    fn registers_for(&self, args: &[u64]) -> [u64; 6] {
+        let r = &self.saved;
+        let mut regs = [r.rdi, r.rsi, r.rdx, r.r10, r.r8, r.r9];
+        regs[..args.len().min(6)].copy_from_slice(&args[..args.len().min(6)]);
+        regs
     }
 
     /// Runs the one `syscall` instruction at `rip` from its entry stop to its exit stop
@@ -247,6 +273,9 @@ impl Injection {
         let len = super::page_size();
         let prot = (libc::PROT_READ | libc::PROT_WRITE) as u64;
         let flags = (libc::MAP_SHARED | libc::MAP_ANONYMOUS) as u64;
+        // A page that could not be unmapped again would stay in the program: both calls are
+        // judged first (the address does not matter to a filter that cares about anything else).
+        self.judged(libc::SYS_munmap, &[0, len])?;
         let addr = self.syscall(libc::SYS_mmap, &[0, len, prot, flags, u64::MAX, 0])?;
         if (-4095..0).contains(&addr) {
             return Err(InjectError::Io(io::Error::from_raw_os_error(-addr as i32)));
@@ -350,6 +379,9 @@ pub fn create_userfaultfd(injection: &mut Injection) -> Result<i32, InjectError>
 
 /// How many seccomp filters an injected call may meet that are not the program's own: those
 /// mevi-actors runs under (a container's, inherited by the program) and the one it installs.
+/// Trusted since `run` makes the same calls itself first, under the same filters
+/// (`uffd::permitted`: `userfaultfd`, the device's open and ioctl). Only the scratch page's
+/// shared `mmap` is taken on trust: a profile that kills that would be a strange one.
 fn trusted_filters() -> u64 {
     static OWN: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *OWN.get_or_init(|| {

@@ -35,7 +35,7 @@ pub struct Instruction {
     pub k: u32,
 }
 
-/// A thread's filters, newest first (the order the kernel numbers them in).
+/// A thread's filters, oldest first (the order `PTRACE_SECCOMP_GET_FILTER` numbers them in).
 #[derive(Debug, Default)]
 pub struct Filters(Vec<Vec<Instruction>>);
 
@@ -90,10 +90,12 @@ impl Filters {
         for (i, arg) in args.iter().take(6).enumerate() {
             data[16 + 8 * i..24 + 8 * i].copy_from_slice(&arg.to_ne_bytes());
         }
-        // The kernel keeps the answer whose action, as a signed number, is the least.
+        // The kernel runs them newest first and keeps the first answer whose action, as a
+        // signed number, is the least (so the newest filter's data among equals).
         let answer = self
             .0
             .iter()
+            .rev()
             .map(|f| run(f, &data))
             .min_by_key(|&ret| action(ret) as i32)
             .unwrap_or(libc::SECCOMP_RET_ALLOW);
@@ -118,7 +120,7 @@ fn action(ret: u32) -> u32 {
     ret & libc::SECCOMP_RET_ACTION_FULL
 }
 
-/// Filter `index` of `tid` (0 is the newest), or None past the last.
+/// Filter `index` of `tid` (0 is the oldest), or None past the last.
 fn read_filter(tid: i32, index: u64) -> io::Result<Option<Vec<Instruction>>> {
     // SAFETY: with a null buffer the kernel only returns the filter's length.
     let len = unsafe {
@@ -220,8 +222,10 @@ fn run(filter: &[Instruction], data: &[u8; SECCOMP_DATA_LEN as usize]) -> u32 {
                     0x30 if src != 0 => a / src,
                     0x40 => a | src,
                     0x50 => a & src,
-                    0x60 => a.checked_shl(src).unwrap_or(0),
-                    0x70 => a.checked_shr(src).unwrap_or(0),
+                    // x86 shifts by the count's low five bits (K shifts of 32 and more are
+                    // refused when a filter is installed).
+                    0x60 => a.wrapping_shl(src),
+                    0x70 => a.wrapping_shr(src),
                     0x80 => a.wrapping_neg(),
                     0x90 if src != 0 => a % src,
                     0xa0 => a ^ src,
@@ -346,6 +350,16 @@ mod tests {
             Verdict::Forbidden("SECCOMP_RET_TRAP")
         );
         assert_eq!(Filters::default().verdict(1, &[], 0), Verdict::Runs);
+        // Among equal actions, the newest filter's (the last installed) data.
+        let (older, newer) = (
+            forbidding_userfaultfd(SeccompAction::Errno(1)),
+            forbidding_userfaultfd(SeccompAction::Errno(2)),
+        );
+        let filters = Filters(vec![older, newer]);
+        assert_eq!(
+            filters.verdict(libc::SYS_userfaultfd, &[0], 0),
+            Verdict::Fails(2)
+        );
     }
 
     #[test]

@@ -2,13 +2,15 @@
  * u25_seccomp_uffd.c - issue 25: a program that forbids userfaultfd(2) for itself.
  *
  * `u25_seccomp_uffd ACTION` installs a filter answering ACTION to userfaultfd and ALLOW to
- * everything else (ACTION: kill, trap, errno or notif), then forks a child that writes 10
+ * everything else (ACTION: kill, trap, errno, errno0 (ERRNO with 0: a "success") or notif), then forks a child that writes 10
  * pages of a fresh mapping and reports region "child", and execs itself as `ACTION exec`,
  * which writes 10 pages and reports region "exec". The program never calls userfaultfd
  * itself: untraced, every step succeeds.
  * trap: a SIGSYS handler counts signals; each process exits 1 ("sigsys N") if one came.
  * notif: a supervisor thread holds the listener (SECCOMP_FILTER_FLAG_NEW_LISTENER) and would
  * answer EPERM; it is started before the fork, as a sandbox's supervisor is.
+ * Every process checks that its standard input is still open (a "descriptor 0" the filter
+ * "returned" must not be closed for it).
  * Exit 0 when the child and the exec'd program exited 0.
  */
 #include "truth.h" /* first: defines _GNU_SOURCE */
@@ -58,6 +60,10 @@ static void write_and_finish(const char *name)
         fprintf(stderr, "sigsys %d\n", (int)sigsys);
         truth_finish(1);
     }
+    if (fcntl(0, F_GETFD) < 0) {
+        fprintf(stderr, "stdin closed\n");
+        truth_finish(1);
+    }
     truth_finish(0);
 }
 
@@ -87,6 +93,8 @@ int main(int argc, char **argv)
         ret = SECCOMP_RET_TRAP;
     else if (!strcmp(action, "errno"))
         ret = SECCOMP_RET_ERRNO | EPERM;
+    else if (!strcmp(action, "errno0"))
+        ret = SECCOMP_RET_ERRNO;
     else if (!strcmp(action, "notif"))
         ret = SECCOMP_RET_USER_NOTIF;
     else
