@@ -707,13 +707,9 @@ static STOP_ASKED: AtomicBool = AtomicBool::new(false);
 /// `run`: Ctrl-C and Ctrl-\ reach the program from the terminal (it is in our process group), so
 /// we only survive them; SIGTERM and SIGHUP are sent to us alone, so we pass them on (to the
 /// program's pid). Once the program has ended (descendants may live on), they end mevi-actors
-/// itself: the kernel then kills what is still traced (`PTRACE_O_EXITKILL`).
-///
-/// Untraced, a signal whose default action ends a process ends it at once, even a thread in a
-/// killable wait (a vfork parent, a fork waiting on its userfaultfd's reader); traced, it must
-/// first reach its signal stop, which such a thread never does. So `GRACE` after one of these
-/// signals, a process of ours for which it is still pending and would end it is ended with
-/// `SIGKILL`, as the kernel would have ended it, and its `exit` line names the signal.
+/// itself: the kernel then kills what is still traced (`PTRACE_O_EXITKILL`). The tracer hears of
+/// each but SIGQUIT, and ends a process that could not take it as the kernel would have
+/// untraced (tracer/untaken.rs).
 ///
 /// `attach` (no `ProgramSignals`): the processes are not in our process group and never see them
 /// from us; all four end the trace by detaching.
@@ -722,7 +718,6 @@ static STOP_ASKED: AtomicBool = AtomicBool::new(false);
 /// program, which inherits that across exec (`nohup`, `&`).
 fn on_signals(runtime: &tokio::runtime::Runtime, program: Option<Arc<ProgramSignals>>) {
     use nix::sys::signal::Signal;
-    const GRACE: std::time::Duration = std::time::Duration::from_millis(500);
     for (signal, forwarded) in [
         (Signal::SIGINT, false),
         (Signal::SIGQUIT, false),
@@ -744,34 +739,25 @@ fn on_signals(runtime: &tokio::runtime::Runtime, program: Option<Arc<ProgramSign
                     tracer::ask_to_detach();
                     continue;
                 };
-                let pid = program.root_pid();
-                // Those the terminal sent to our whole group: the program and its children.
-                let received = if forwarded {
-                    vec![pid]
-                } else {
-                    crate::kernel::procfs::process_group_members()
-                };
-                if forwarded {
-                    STOP_ASKED.store(true, Ordering::SeqCst);
-                    if pid > 0 {
+                // A core-dumping signal takes no shortcut even untraced.
+                if signal != Signal::SIGQUIT {
+                    program.arrived(signal, forwarded);
+                }
+                if !forwarded {
+                    continue;
+                }
+                STOP_ASKED.store(true, Ordering::SeqCst);
+                match program.root_pid() {
+                    pid if pid > 0 => {
                         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
-                    } else {
+                    }
+                    _ => {
                         crate::to_stderr!(
                             "mevi-actors: {signal} after the program ended; stopping the trace"
                         );
                         std::process::exit(128 + signal as i32);
                     }
                 }
-                let program = program.clone();
-                tokio::spawn(async move {
-                    tokio::time::sleep(GRACE).await;
-                    for pid in received {
-                        if pid > 0 && crate::kernel::signals::would_end(pid, signal) {
-                            tracing::debug!(pid, %signal, "not taken: ended as untraced");
-                            program.end_for(pid, signal);
-                        }
-                    }
-                });
             }
         });
     }

@@ -298,3 +298,32 @@ fn min_size_follows_a_big_buffer_merged_beside_a_small_one() {
         );
     }
 }
+
+/// A stopped process keeps a fatal signal pending until it is continued, as untraced: the
+/// tracer's grace period does not end it (a `SIGTERM` while stopped, then `SIGCONT`: 143).
+#[test]
+fn a_stopped_program_keeps_a_fatal_signal_pending_until_continued() {
+    let program = workload("u25_stop_self");
+    let file = scratch("stopped");
+    let run = run_in_background_with(&[], &file, &[program.to_str().unwrap()], true);
+    let pid = exec_pid(&wait_for_line(&file, "exec"));
+    let stopped = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| Some(s[s.rfind(')')? + 2..].chars().next()? == 't'))
+            .unwrap_or(false)
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !stopped(pid) {
+        assert!(Instant::now() < deadline, "{pid} never stopped");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let tracer = mevi_actors::kernel::procfs::parent(pid).unwrap();
+    kill(Pid::from_raw(tracer), Signal::SIGTERM).unwrap();
+    // Past the grace period (500 ms): nothing may have ended it.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(stopped(pid), "{pid} was ended while stopped");
+    kill(Pid::from_raw(pid), Signal::SIGCONT).unwrap();
+    let (status, _, stderr) = run.join().unwrap();
+    assert_eq!(status, 143, "{stderr}");
+}

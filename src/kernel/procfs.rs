@@ -222,29 +222,6 @@ pub fn parent(pid: i32) -> Option<i32> {
     status_number(pid, "PPid:")
 }
 
-/// The other processes of our process group (those a terminal's Ctrl-C reaches with us), by
-/// `/proc/PID/stat`.
-pub fn process_group_members() -> Vec<i32> {
-    let ours = nix::unistd::getpgrp().as_raw();
-    let me = std::process::id() as i32;
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| pid != me)
-        .filter(|&pid| {
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-                return false;
-            };
-            // After the command's closing parenthesis: state, ppid, pgrp.
-            stat.rfind(')')
-                .and_then(|at| stat[at + 1..].split_whitespace().nth(2)?.parse().ok())
-                == Some(ours)
-        })
-        .collect()
-}
-
 /// How many seccomp filters a thread runs under (`Seccomp_filters`, Linux 5.9).
 pub fn seccomp_filters(tid: i32) -> Option<u64> {
     status_number(tid, "Seccomp_filters:")

@@ -1,6 +1,7 @@
-//! Signal dispositions mevi-actors was started with, so that the program inherits them as it
-//! would untraced: a signal its parent ignored (`nohup`'s SIGHUP, SIGINT and SIGQUIT of a job a
-//! shell started with `&`) stays ignored in it.
+//! Signal dispositions: those mevi-actors was started with, so that the program inherits them as
+//! it would untraced (a signal its parent ignored, `nohup`'s SIGHUP, SIGINT and SIGQUIT of a job
+//! a shell started with `&`, stays ignored in it), and whether a traced process would be ended by
+//! a signal pending for it (tracer/untaken.rs).
 
 use nix::sys::signal::Signal;
 

@@ -37,6 +37,7 @@ mod spaces;
 mod stack_growth;
 mod stacks;
 mod unseen;
+mod untaken;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::OsString;
@@ -44,7 +45,7 @@ use std::io;
 use std::ops::Range;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
@@ -69,6 +70,7 @@ use checkpoints::Checkpoint;
 use lending::Lending;
 use races::Deferred;
 use spaces::Space;
+pub use untaken::ProgramSignals;
 
 /// What a trace follows.
 pub enum Target {
@@ -256,44 +258,6 @@ const COST_FACTOR: u32 = 50;
 /// above it unless a program asks for 5-level addresses with a hint).
 const USER_SPACE_END: u64 = 0x7fff_ffff_f000;
 
-/// What `run`'s signal handling (run.rs) shares with the tracer: the program's pid, to pass
-/// signals on to (0 once it has ended), and the processes it ended with `SIGKILL` for a signal
-/// that would have ended them at once untraced, whose `exit` lines name that signal.
-#[derive(Default)]
-pub struct ProgramSignals {
-    root_pid: AtomicI32,
-    ended_for: std::sync::Mutex<HashMap<i32, nix::sys::signal::Signal>>,
-}
-
-impl ProgramSignals {
-    /// The program's pid while it lives, else 0.
-    pub fn root_pid(&self) -> i32 {
-        self.root_pid.load(Ordering::SeqCst)
-    }
-
-    /// Ends process `pid` as the kernel would have for `signal` (a group exit; its threads are
-    /// killed wherever they wait): by `SIGKILL`, its `exit` line naming `signal`.
-    pub fn end_for(&self, pid: i32, signal: nix::sys::signal::Signal) {
-        let mut ended = self.ended_for.lock().unwrap_or_else(|e| e.into_inner());
-        ended.insert(pid, signal);
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
-
-    /// How a process that died ended: the signal it was ended for, if we killed it for one.
-    fn end_of(&self, pid: i32, end: ProgramEnd) -> ProgramEnd {
-        let mut ended = self.ended_for.lock().unwrap_or_else(|e| e.into_inner());
-        match (ended.remove(&pid), end) {
-            (Some(signal), ProgramEnd::Signaled(libc::SIGKILL)) => {
-                ProgramEnd::Signaled(signal as i32)
-            }
-            (_, end) => end,
-        }
-    }
-}
-
 pub struct Tracer {
     config: TracerConfig,
     runtime: tokio::runtime::Handle,
@@ -429,6 +393,7 @@ impl Tracer {
                 // After the scans (a page they find may be in swap already) and the rss
                 // figures (whose swap says whether to look).
                 self.look_for_evictions_if_due();
+                self.end_for_untaken_signals();
             }
             let stop = match self.pending.pop_front() {
                 Some(stop) => stop,
