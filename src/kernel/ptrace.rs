@@ -144,8 +144,8 @@ pub fn release(tid: i32, how: Resume) -> bool {
 
 /// Leaves a group-stopped tracee stopped until SIGCONT, as without a tracer, while its next
 /// event is still reported; true if it is. `PTRACE_LISTEN` only works at the event stop of a
-/// group stop. A thread whose group stop began while we held it elsewhere (single-stepping an
-/// injected syscall took its part in the group stop, and its last stop is our step's trap) is
+/// group stop. A thread whose group stop began while we held it elsewhere (running an
+/// injected syscall took its part in the group stop, and its last stop is our call's exit) is
 /// not at one: it is resumed with an interrupt pending, so that it traps again before any user
 /// code, this time at a group stop's event stop if its group is still stopped, which the tracer
 /// then listens at. False then.

@@ -71,7 +71,7 @@ pub struct CodeFile {
     pub build_id: Option<String>,
     /// What naming its frames needs (symbols and debug information, at their offsets in the
     /// file), in memory of ours: the symbolizer reads it.
-    symbols: Option<File>,
+    symbols: Option<Arc<File>>,
     loads: Vec<Load>,
     /// The file offset of the entry point (`_start` of a program, or of the dynamic loader).
     entry_offset: Option<u64>,
@@ -134,6 +134,10 @@ enum FileKey {
 pub(crate) struct CodeFiles {
     live: HashMap<FileKey, Weak<CodeFile>>,
     indexes: HashMap<FileKey, u32>,
+    /// Each file's copy of its symbols, made once for the run: the symbolizer keeps what it
+    /// opened of them mapped for the run anyway, and a file read again (a program run again
+    /// and again) is not copied again.
+    copies: HashMap<FileKey, Arc<File>>,
 }
 
 impl CodeFiles {
@@ -150,7 +154,11 @@ impl CodeFiles {
         }
         let next = self.indexes.len() as u32;
         let index = *self.indexes.entry(key.clone()).or_insert(next);
-        let file = Arc::new(read_code_file(index, display_name(&m.path), open));
+        let copy = self.copies.get(&key).cloned();
+        let file = Arc::new(read_code_file(index, display_name(&m.path), open, copy));
+        if let Some(copy) = &file.symbols {
+            self.copies.insert(key.clone(), copy.clone());
+        }
         self.live.insert(key, Arc::downgrade(&file));
         // Files no space maps any more are let go of as they are met.
         if self.live.len() > 64 && self.live.len().is_power_of_two() {
@@ -232,7 +240,8 @@ fn dev_name(dev: u64) -> String {
     format!("{:02x}:{:02x}", libc::major(dev), libc::minor(dev))
 }
 
-fn read_code_file(index: u32, name: String, open: File) -> CodeFile {
+/// `copy`: the copy of its symbols made when it was read before, if it was.
+fn read_code_file(index: u32, name: String, open: File, copy: Option<Arc<File>>) -> CodeFile {
     let mut file = CodeFile {
         index,
         name,
@@ -264,11 +273,14 @@ fn read_code_file(index: u32, name: String, open: File) -> CodeFile {
     }
     // The file is closed on return: only the copy is kept.
     let open = cache.into_inner();
-    if !wanted.is_empty() {
-        file.symbols = copy_of(&open, &wanted)
+    file.symbols = match copy {
+        Some(copy) => Some(copy),
+        None if wanted.is_empty() => None,
+        None => copy_of(&open, &wanted)
             .inspect_err(|e| tracing::debug!(name = file.name, "copying its symbols: {e}"))
-            .ok();
-    }
+            .ok()
+            .map(Arc::new),
+    };
     file
 }
 

@@ -33,7 +33,8 @@ pub(super) struct Space {
     /// The ranges followed by scans rather than faults (transparent huge pages; every range
     /// under `FollowBy::Scans`).
     pub(super) scans: RefCell<Scans>,
-    /// Followed by scans only (`--faults scan`): no userfaultfd was meant to be made.
+    /// Followed by scans only: `--faults scan`, or a space that could get no userfaultfd (a
+    /// `scans_instead` warning said why).
     pub(super) scans_only: bool,
     /// Its mappings, asked one by one: where its stacks have grown (scans only).
     pub(super) vmas: Option<Vmas>,

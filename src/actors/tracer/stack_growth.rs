@@ -8,7 +8,8 @@ use super::Tracer;
 use crate::event::{Event, Follow, MapKind, PageState, SpaceId};
 
 impl Tracer {
-    /// Under `--faults scan`: writes how far each stack of the space has grown since it was
+    /// For a space followed by scans, or a stack the selection left out (written untracked,
+    /// not followed): writes how far each stack of the space has grown since it was
     /// last looked at (a `map` line of the grown part, not resident, as the lane writes a growth
     /// under faults), and follows the grown part by scans from then on. The mapping that holds
     /// the page just below a stack is asked for: if it also holds the stack's first page, the
