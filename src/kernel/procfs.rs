@@ -566,19 +566,9 @@ impl Pagemap {
                 || (entry & PM_PRESENT == 0 && swap_type(entry).0 == PTE_MARKER_SWAP_TYPE)
         };
         let mut out: Vec<PopulatedRun> = Vec::with_capacity(runs.len());
-        let mut push = |run: PopulatedRun| match out.last_mut() {
-            Some(last)
-                if last.range.end == run.range.start
-                    && (last.zero, last.huge, last.swapped)
-                        == (run.zero, run.huge, run.swapped) =>
-            {
-                last.range.end = run.range.end
-            }
-            _ => out.push(run),
-        };
         for run in runs {
             if !run.swapped {
-                push(run);
+                push_joined(&mut out, run);
                 continue;
             }
             let pages = (run.range.end - run.range.start) / self.page_size;
@@ -599,13 +589,16 @@ impl Pagemap {
                     if entry & (PM_PRESENT | PM_SWAPPED) == 0 || marker(entry) {
                         continue;
                     }
-                    push(PopulatedRun {
-                        range: page..page + self.page_size,
-                        zero: false,
-                        huge: false,
-                        // Swapped in since, or moved on: as it is now.
-                        swapped: entry & PM_PRESENT == 0 && in_swap(entry),
-                    });
+                    push_joined(
+                        &mut out,
+                        PopulatedRun {
+                            range: page..page + self.page_size,
+                            zero: false,
+                            huge: false,
+                            // Swapped in since, or moved on: as it is now.
+                            swapped: entry & PM_PRESENT == 0 && in_swap(entry),
+                        },
+                    );
                 }
                 done += (n / 8) as u64;
             }
@@ -707,16 +700,7 @@ impl Pagemap {
                     huge: r.categories & PAGE_IS_HUGE != 0,
                     swapped: r.categories & PAGE_IS_SWAPPED != 0,
                 };
-                match runs.last_mut() {
-                    Some(last)
-                        if last.range.end == run.range.start
-                            && (last.zero, last.huge, last.swapped)
-                                == (run.zero, run.huge, run.swapped) =>
-                    {
-                        last.range.end = run.range.end
-                    }
-                    _ => runs.push(run),
-                }
+                push_joined(&mut runs, run);
             }
             if arg.walk_end <= start {
                 break;
@@ -761,6 +745,19 @@ impl Pagemap {
             done += (n / 8) as u64;
         }
         Ok(runs)
+    }
+}
+
+/// Adds `run` to `runs`, joined to the last one if it goes on from it and is of its kind.
+fn push_joined(runs: &mut Vec<PopulatedRun>, run: PopulatedRun) {
+    match runs.last_mut() {
+        Some(last)
+            if last.range.end == run.range.start
+                && (last.zero, last.huge, last.swapped) == (run.zero, run.huge, run.swapped) =>
+        {
+            last.range.end = run.range.end
+        }
+        _ => runs.push(run),
     }
 }
 
