@@ -70,18 +70,24 @@ fn an_injected_call_writes_nothing_the_program_can_see() {
 
 /// A program that forbids `userfaultfd(2)` for itself with a kill, a trap, a supervisor
 /// (`SECCOMP_RET_USER_NOTIF`, whose thread the tracer may hold) or an errno of 0 (a "success"
-/// whose descriptor 0 is its standard input) and then forks and execs: no
+/// whose descriptor 0 is its standard input), or that makes `close` do nothing (the descriptor
+/// made in it would stay), and then forks and execs: no
 /// call is injected that its filter would judge so. Its fork child and its exec'd program run
 /// as untraced (no SIGSYS, no kill, no hang) and are followed by page-table scans, which a
 /// warning says; the checks agree with the kernel.
 #[test]
 fn a_program_forbidding_userfaultfd_is_followed_by_scans_and_never_killed() {
     let program = workload("u25_seccomp_uffd");
-    for action in ["kill", "trap", "notif", "errno0"] {
+    for action in ["kill", "trap", "notif", "errno0", "close0"] {
         for flags in MODES {
             let t = trace(flags, &[program.as_os_str(), action.as_ref()]);
             assert!(!t.stderr.contains("sigsys"), "{action}: {}", t.stderr);
             assert!(!t.stderr.contains("stdin closed"), "{action}: {}", t.stderr);
+            assert!(
+                !t.stderr.contains("a userfaultfd left"),
+                "{action}: {}",
+                t.stderr
+            );
             assert_exact(&t, &["child", "exec"]);
             let said = warnings(&t, WarningKind::ScansInstead);
             if flags.len() == 1 {
@@ -91,6 +97,7 @@ fn a_program_forbidding_userfaultfd_is_followed_by_scans_and_never_killed() {
                     "kill" => "SECCOMP_RET_KILL_PROCESS",
                     "trap" => "SECCOMP_RET_TRAP",
                     "notif" => "SECCOMP_RET_USER_NOTIF",
+                    "close0" => "close with SECCOMP_RET_ERRNO 0",
                     _ => "SECCOMP_RET_ERRNO 0",
                 };
                 assert!(said.iter().all(|m| m.contains(answer)), "{said:?}");

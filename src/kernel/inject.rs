@@ -192,12 +192,16 @@ impl Injection {
     /// `SECCOMP_RET_ERRNO` 0, a success that did nothing (a descriptor it "returned" is not ours
     /// to use, nor to close).
     pub fn judged(&self, nr: i64, args: &[u64]) -> Result<(), InjectError> {
+        // An undo (close, munmap) must run: skipped, it would leave what it undoes behind.
+        let undo = matches!(nr, libc::SYS_close | libc::SYS_munmap);
         let answer = match self
             .filters
             .verdict(nr, &self.registers_for(args), self.site)
         {
-            Verdict::Runs | Verdict::Fails(1..) => return Ok(()),
-            Verdict::Fails(_) => "SECCOMP_RET_ERRNO 0",
+            Verdict::Runs => return Ok(()),
+            Verdict::Fails(1..) if !undo => return Ok(()),
+            Verdict::Fails(0) => "SECCOMP_RET_ERRNO 0",
+            Verdict::Fails(_) => "SECCOMP_RET_ERRNO",
             Verdict::Forbidden(answer) => answer,
         };
         Err(InjectError::Io(io::Error::new(
@@ -207,6 +211,17 @@ impl Injection {
                 syscall_name(nr)
             ),
         )))
+    }
+
+    /// The `n` lowest descriptor numbers free in the tracee: those the next calls that make
+    /// descriptors will get (the kernel gives the lowest free one).
+    pub fn free_descriptors(&self, n: usize) -> io::Result<Vec<u64>> {
+        let used: std::collections::BTreeSet<u64> =
+            std::fs::read_dir(format!("/proc/{}/fd", self.tid))?
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect();
+        Ok((0..).filter(|fd| !used.contains(fd)).take(n).collect())
     }
 
     /// The six argument registers a call of `args` is made with, as the filters see them: the
@@ -335,8 +350,15 @@ pub(super) const USERFAULTFD_IOC_NEW: u64 = 0xaa00;
 /// there. `userfaultfd(2)` needs `CAP_SYS_PTRACE` (or `vm.unprivileged_userfaultfd=1`); a process
 /// that dropped its capabilities but kept uid 0 (stress-ng's workers do) still gets one through
 /// `/dev/userfaultfd`, where the device file's mode decides and no capability is checked.
+///
+/// Every call of a way is judged by the tracee's filters before the first is made, with the
+/// descriptors it will be given: one refused half way would leave what the others made (a
+/// descriptor, the scratch page) in the program. The caller closes the descriptor returned.
 pub fn create_userfaultfd(injection: &mut Injection) -> Result<i32, InjectError> {
     let flags = (libc::O_CLOEXEC | libc::O_NONBLOCK) as u64;
+    let free = injection.free_descriptors(2)?;
+    injection.judged(libc::SYS_userfaultfd, &[flags])?;
+    injection.judged(libc::SYS_close, &[free[0]])?;
     let fd = injection.syscall(libc::SYS_userfaultfd, &[flags])?;
     if fd >= 0 {
         return Ok(fd as i32);
@@ -348,12 +370,15 @@ pub fn create_userfaultfd(injection: &mut Injection) -> Result<i32, InjectError>
             format!("userfaultfd(): {refused}"),
         )));
     }
-    let path = injection.scratch_page(b"/dev/userfaultfd\0")?;
     let open_flags = (libc::O_RDWR | libc::O_CLOEXEC) as u64;
-    let dev = injection.syscall(
-        libc::SYS_openat,
-        &[libc::AT_FDCWD as i64 as u64, path, open_flags],
-    );
+    let at_cwd = libc::AT_FDCWD as i64 as u64;
+    // The device is opened as free[0], the new userfaultfd is free[1]; both are closed.
+    injection.judged(libc::SYS_openat, &[at_cwd, 0, open_flags])?;
+    injection.judged(libc::SYS_ioctl, &[free[0], USERFAULTFD_IOC_NEW, flags])?;
+    injection.judged(libc::SYS_close, &[free[0]])?;
+    injection.judged(libc::SYS_close, &[free[1]])?;
+    let path = injection.scratch_page(b"/dev/userfaultfd\0")?;
+    let dev = injection.syscall(libc::SYS_openat, &[at_cwd, path, open_flags]);
     injection.unmap(path)?;
     let dev = dev?;
     if dev < 0 {

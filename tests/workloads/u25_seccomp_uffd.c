@@ -2,7 +2,8 @@
  * u25_seccomp_uffd.c - issue 25: a program that forbids userfaultfd(2) for itself.
  *
  * `u25_seccomp_uffd ACTION` installs a filter answering ACTION to userfaultfd and ALLOW to
- * everything else (ACTION: kill, trap, errno, errno0 (ERRNO with 0: a "success") or notif), then forks a child that writes 10
+ * everything else (ACTION: kill, trap, errno, errno0 (ERRNO with 0: a "success") or notif);
+ * close0 answers ERRNO 0 to close(fd >= 3) instead, a close that does nothing, then forks a child that writes 10
  * pages of a fresh mapping and reports region "child", and execs itself as `ACTION exec`,
  * which writes 10 pages and reports region "exec". The program never calls userfaultfd
  * itself: untraced, every step succeeds.
@@ -10,7 +11,8 @@
  * notif: a supervisor thread holds the listener (SECCOMP_FILTER_FLAG_NEW_LISTENER) and would
  * answer EPERM; it is started before the fork, as a sandbox's supervisor is.
  * Every process checks that its standard input is still open (a "descriptor 0" the filter
- * "returned" must not be closed for it).
+ * "returned" must not be closed for it) and that it holds no userfaultfd (one made in it and
+ * never closed).
  * Exit 0 when the child and the exec'd program exited 0.
  */
 #include "truth.h" /* first: defines _GNU_SOURCE */
@@ -64,6 +66,15 @@ static void write_and_finish(const char *name)
         fprintf(stderr, "stdin closed\n");
         truth_finish(1);
     }
+    for (int fd = 0; fd < 256; fd++) {
+        char link[64], target[128];
+        snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+        ssize_t n = readlink(link, target, sizeof target - 1);
+        if (n > 0 && (target[n] = 0, strstr(target, "userfaultfd"))) {
+            fprintf(stderr, "a userfaultfd left in it: %d\n", fd);
+            truth_finish(1);
+        }
+    }
     truth_finish(0);
 }
 
@@ -97,7 +108,7 @@ int main(int argc, char **argv)
         ret = SECCOMP_RET_ERRNO;
     else if (!strcmp(action, "notif"))
         ret = SECCOMP_RET_USER_NOTIF;
-    else
+    else if (strcmp(action, "close0"))
         truth_die("unknown action");
     struct sock_filter code[] = {
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
@@ -105,7 +116,21 @@ int main(int argc, char **argv)
         BPF_STMT(BPF_RET | BPF_K, ret),
         BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
     };
+    /* close0: close of a descriptor from 3 on "succeeds" without closing it. */
+    struct sock_filter closing[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_close, 0, 3),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+        BPF_JUMP(BPF_JMP | BPF_JGE | BPF_K, 3, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    int close0 = !strcmp(action, "close0");
     struct sock_fprog prog = {.len = sizeof code / sizeof code[0], .filter = code};
+    if (close0) {
+        prog.len = sizeof closing / sizeof closing[0];
+        prog.filter = closing;
+    }
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))
         truth_die("prctl");
     unsigned flags = ret == SECCOMP_RET_USER_NOTIF ? SECCOMP_FILTER_FLAG_NEW_LISTENER : 0;
