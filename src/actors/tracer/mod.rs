@@ -12,7 +12,8 @@
 //!
 //! The rooms: this file has the loop and the one place every [`Stop`] is matched;
 //! `lifecycle.rs` follows threads and processes (clone, fork, exec, exit, job control);
-//! `layout.rs` reports layout syscalls; `names.rs` threads naming themselves; `notif.rs` sees
+//! `layout.rs` reports layout syscalls; `names.rs` threads naming themselves; `untaken.rs` ends
+//! a process that cannot take a fatal signal, as untraced; `notif.rs` sees
 //! those a program's own filter hides from ours; `races.rs` holds and describes again what raced;
 //! `spaces.rs` makes address spaces (injection, registration, snapshots); `scans.rs`,
 //! `stack_growth.rs` and `unseen.rs` follow pages by page-table scans; `attach.rs` is `attach`;
