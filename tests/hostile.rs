@@ -215,6 +215,7 @@ fn pages_moved_by_compaction_are_not_taken_for_swapped_ones() {
         return;
     }
     let program = workload("u25_compaction");
+    let _machine = crate::util::machine_memory();
     for flags in [
         &["--verify-every", "20"][..],
         &["--verify-every", "20", "--faults", "scan"],

@@ -15,14 +15,18 @@ const PAGE: u64 = 4096;
 
 /// A swap file, on for as long as it lives (`fallocate`, `mkswap`, `swapon`; `swapoff` and
 /// removed when dropped, whatever happened).
-struct SwapFile(PathBuf);
+/// Held with `util::machine_memory`: swap on changes what the other tests' pages do.
+struct SwapFile(
+    PathBuf,
+    #[allow(dead_code)] std::sync::MutexGuard<'static, ()>,
+);
 
 impl SwapFile {
     /// None, with a `skipped:` line, where swap cannot be turned on (not root, a file system
     /// without swap files); under `CI=true` that fails the test.
     fn on(mib: u64) -> Option<Self> {
         let path = crate::util::scratch("swapfile");
-        let swap = SwapFile(path.clone());
+        let swap = SwapFile(path.clone(), crate::util::machine_memory());
         let ok = |cmd: &mut Command| cmd.output().is_ok_and(|o| o.status.success());
         let made = ok(Command::new("fallocate")
             .arg("-l")

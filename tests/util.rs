@@ -586,3 +586,11 @@ pub fn exit_status_within(child: &mut std::process::Child, patience: Duration, w
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// Tests that change how the whole machine's memory behaves (swap turned on, compaction run)
+/// hold this while they do: one at a time, so that one's pages moving or going to swap are no
+/// surprise to another's counts.
+pub fn machine_memory() -> std::sync::MutexGuard<'static, ()> {
+    static MACHINE: Mutex<()> = Mutex::new(());
+    MACHINE.lock().unwrap_or_else(|e| e.into_inner())
+}
