@@ -623,6 +623,16 @@ pub enum Event {
         end: u64,
         how: EvictedHow,
     },
+    /// Pages of a fork's copy-on-write that map a frame of this space's own now: a write copied
+    /// them, or every other process let its copy go. Found by a read of the page tables (the
+    /// kernel's "exclusively mapped" bit), so at most a sample period late. Until then the
+    /// tree's figure counts each such frame once (docs/schema.md, "The tree's figure").
+    Unshared {
+        pid: i32,
+        space: SpaceId,
+        start: u64,
+        end: u64,
+    },
     Exit {
         pid: i32,
         tid: i32,
@@ -714,6 +724,7 @@ impl Event {
             | Event::Protect { space, .. }
             | Event::Resident { space, .. }
             | Event::Evicted { space, .. }
+            | Event::Unshared { space, .. }
             | Event::Exit { space, .. }
             | Event::Unseen { space, .. }
             | Event::Rss { space, .. }
@@ -741,6 +752,7 @@ impl Event {
             | Event::Protect { pid, .. }
             | Event::Resident { pid, .. }
             | Event::Evicted { pid, .. }
+            | Event::Unshared { pid, .. }
             | Event::Unseen { pid, .. }
             | Event::Rss { pid, .. }
             | Event::Exit { pid, .. } => Some(*pid),

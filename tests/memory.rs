@@ -262,3 +262,51 @@ fn the_tree_peak_adds_what_is_held_at_once_and_only_that() {
         totals.tree_peak_resident_bytes
     );
 }
+
+/// Issue 25, item 10: a frame shared by a fork is counted once in the tree's figure, and a
+/// page the child then writes (copied on write) twice; each process's own peak counts its
+/// copies, as RssAnon does. The workload prints the kernel's count of the frames the two hold
+/// (their Pss_Anon added) after the fork and after the child's write, and each one's RssAnon.
+#[test]
+fn the_tree_counts_a_frame_shared_by_a_fork_once() {
+    for mode in ["uffd", "scan"] {
+        let t = trace(&["--faults", mode], &[workload("u25_cow_tree")]);
+        assert_eq!(t.status, 0, "{mode}: {}", t.stderr);
+        let kb = |key: &str| -> Vec<u64> {
+            t.stdout
+                .lines()
+                .filter_map(|l| l.strip_prefix(key)?.trim().parse::<u64>().ok())
+                .map(|k| k * 1024)
+                .collect()
+        };
+        let (frames, own) = (kb("frames "), kb("own "));
+        assert_eq!((frames.len(), own.len()), (2, 2), "{mode}: {}", t.stdout);
+        let mib = 1u64 << 20;
+        // The kernel's own count: 32 MiB held once, then 16 MiB of it copied.
+        assert!(frames[0].abs_diff(32 * mib) < 2 * mib, "{mode}: {frames:?}");
+        assert!(frames[1].abs_diff(48 * mib) < 2 * mib, "{mode}: {frames:?}");
+        let (processes, totals) = t.summary();
+        assert!(
+            totals.tree_peak_resident_bytes.abs_diff(frames[1]) < mib,
+            "{mode}: the tree's peak {} against the kernel's {} frames at once (a fork's copies \
+             counted once, the child's written half twice)",
+            totals.tree_peak_resident_bytes,
+            frames[1]
+        );
+        // Each process's own peak, as its RssAnon counts it.
+        for p in processes {
+            assert!(
+                own.iter().any(|&o| p.peak_resident_bytes.abs_diff(o) < mib),
+                "{mode}: pid {} peak {} against the processes' RssAnon {own:?}",
+                p.pid,
+                p.peak_resident_bytes
+            );
+        }
+        assert!(
+            t.stderr
+                .contains("in the whole tree at once (each frame once)"),
+            "{mode}: {}",
+            t.stderr
+        );
+    }
+}

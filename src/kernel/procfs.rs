@@ -439,6 +439,8 @@ const PM_PRESENT: u64 = 1 << 63;
 const PM_SWAPPED: u64 = 1 << 62;
 /// A guard region's marker (Linux 6.15), which also shows as swapped.
 const PM_GUARD_REGION: u64 = 1 << 58;
+/// The page is mapped by this process only (its frame's map count is one).
+const PM_MMAP_EXCLUSIVE: u64 = 1 << 56;
 /// A non-present entry's frame field: its swap type (5 bits) and offset, shown to
 /// `CAP_SYS_ADMIN` only (zero otherwise).
 const PM_FRAME: u64 = (1 << 55) - 1;
@@ -706,6 +708,40 @@ impl Pagemap {
                 break;
             }
             start = arg.walk_end;
+        }
+        Ok(runs)
+    }
+
+    /// The pages of `range` present and mapped by this process alone (`PM_MMAP_EXCLUSIVE`: a
+    /// frame of its own, no other process maps), in runs, in address order. A page of a fork's
+    /// copy-on-write is not, until a write copies it or every other process lets it go.
+    pub fn exclusive(&self, range: Range<u64>) -> io::Result<Vec<Range<u64>>> {
+        let range = super::whole_pages(range, self.page_size);
+        let mut runs: Vec<Range<u64>> = Vec::new();
+        let pages = (range.end - range.start) / self.page_size;
+        let mut buf = vec![0u8; 8 * pages.min(4096) as usize];
+        let mut done = 0u64;
+        while done < pages {
+            let chunk = (pages - done).min(4096) as usize;
+            let at = range.start + done * self.page_size;
+            let n = self
+                .file
+                .read_at(&mut buf[..chunk * 8], at / self.page_size * 8)?;
+            if n == 0 {
+                break;
+            }
+            for (i, entry) in buf[..n].chunks_exact(8).enumerate() {
+                let entry = u64::from_ne_bytes(entry.try_into().expect("8 bytes"));
+                if entry & (PM_PRESENT | PM_MMAP_EXCLUSIVE) != PM_PRESENT | PM_MMAP_EXCLUSIVE {
+                    continue;
+                }
+                let page = at + i as u64 * self.page_size;
+                match runs.last_mut() {
+                    Some(last) if last.end == page => last.end = page + self.page_size,
+                    _ => runs.push(page..page + self.page_size),
+                }
+            }
+            done += (n / 8) as u64;
         }
         Ok(runs)
     }

@@ -3,6 +3,7 @@
 //! `mevi-actors replay` (and the tests) rebuild one from a written stream: both use this code, so
 //! what a user replays is what the tracer believed.
 
+pub mod frames;
 pub mod processes;
 pub mod sites;
 
@@ -12,6 +13,7 @@ use std::ops::Range;
 
 use rangemap::{RangeMap, RangeSet};
 
+use self::frames::{Frame, FrameChange, SharedFrames};
 use crate::event::{
     Event, EvictedHow, ForkKind, Line, MapCause, MapKind, PageState, SpaceId, WarningKind,
 };
@@ -56,6 +58,7 @@ struct Redescribed {
     space: SpaceId,
     mappings: RangeMap<u64, Mapping>,
     zero: RangeSet<u64>,
+    shared: RangeMap<u64, Frame>,
 }
 
 /// One address space as the stream describes it.
@@ -68,8 +71,14 @@ pub struct AddressSpace {
     pub zero: RangeSet<u64>,
     /// Pages of tracked mappings evicted to swap: not resident, not gone (`evicted` lines).
     pub swapped: RangeSet<u64>,
+    /// The resident pages that map a frame another space may map too (shared since a fork,
+    /// `frames.rs`), and their bytes.
+    pub shared: RangeMap<u64, Frame>,
+    pub shared_bytes: u64,
     pub resident_bytes: u64,
     pub peak_resident_bytes: u64,
+    /// What changed of the shared frames this space maps, for the tree's count (`Replay::apply`).
+    pub(crate) frame_changes: Vec<FrameChange>,
 }
 
 impl AddressSpace {
@@ -103,8 +112,85 @@ impl AddressSpace {
             .sum();
         self.resident.remove(range.clone());
         self.zero.remove(range.clone());
-        self.swapped.remove(range);
+        self.swapped.remove(range.clone());
         self.resident_bytes -= removed;
+        self.unshare(range);
+    }
+
+    /// Resident bytes that map a frame of this space's own: the tree counts each of them, and
+    /// each shared frame once (`Replay::tree_resident_bytes`).
+    pub fn own_bytes(&self) -> u64 {
+        self.resident_bytes - self.shared_bytes
+    }
+
+    /// The pages of `range` map frames of their own from here on (an `unshared` line, or they
+    /// are gone): not shared as far as the tree is concerned.
+    fn unshare(&mut self, range: Range<u64>) {
+        if range.is_empty() {
+            return;
+        }
+        let pieces: Vec<(Range<u64>, Frame)> = self
+            .shared
+            .overlapping(&range)
+            .map(|(r, f)| (r.start.max(range.start)..r.end.min(range.end), *f))
+            .collect();
+        for (r, frame) in pieces {
+            self.shared_bytes -= r.end - r.start;
+            self.frame_changes
+                .push(FrameChange::Unmapped(frame, r.clone()));
+        }
+        self.shared.remove(range);
+    }
+
+    /// The resident pages of `range` map the shared frames `frame` names.
+    fn share(&mut self, range: Range<u64>, frame: Frame) {
+        let resident: Vec<Range<u64>> = self
+            .resident
+            .overlapping(&range)
+            .map(|r| r.start.max(range.start)..r.end.min(range.end))
+            .collect();
+        for r in resident {
+            self.unshare(r.clone());
+            self.shared_bytes += r.end - r.start;
+            self.frame_changes
+                .push(FrameChange::Mapped(frame, r.clone()));
+            self.shared.insert(r, frame);
+        }
+    }
+
+    /// A fork shares every resident page: those of a frame of their own get one of `group`'s.
+    fn share_all(&mut self, group: u64) {
+        let own: Vec<Range<u64>> = self
+            .resident
+            .iter()
+            .flat_map(|r| self.shared.gaps(r).collect::<Vec<_>>())
+            .collect();
+        for r in own {
+            self.share(r, Frame { group, shift: 0 });
+        }
+    }
+
+    /// A fork child's copy of this space: the same pages, mapping the same frames.
+    fn forked(&self) -> Self {
+        let mut copy = self.clone();
+        copy.frame_changes = self
+            .shared
+            .iter()
+            .map(|(r, f)| FrameChange::Mapped(*f, r.clone()))
+            .collect();
+        // The child's peak starts at what it inherits.
+        copy.peak_resident_bytes = copy.resident_bytes;
+        copy
+    }
+
+    /// The space ended: every page gone, every shared frame let go.
+    fn end(&mut self) {
+        self.unshare(0..u64::MAX);
+        self.mappings = RangeMap::new();
+        self.resident = RangeSet::new();
+        self.zero = RangeSet::new();
+        self.swapped = RangeSet::new();
+        self.resident_bytes = 0;
     }
 
     /// The resident pages of `range` left memory (`evicted`): to swap, where they stay until
@@ -205,6 +291,17 @@ impl AddressSpace {
         let resident: Vec<Range<u64>> = self.resident.overlapping(&src).map(clip).collect();
         let zero: Vec<Range<u64>> = self.zero.overlapping(&src).map(clip).collect();
         let swapped: Vec<Range<u64>> = self.swapped.overlapping(&src).map(clip).collect();
+        let by = new.start.wrapping_sub(old.start);
+        // Moved pages map the frames they mapped: taken out here without letting them go.
+        let shared: Vec<(Range<u64>, Frame)> = self
+            .shared
+            .overlapping(&src)
+            .map(|(r, f)| (clip(r), f.moved(by)))
+            .collect();
+        for (r, _) in &shared {
+            self.shared_bytes -= r.end - r.start;
+        }
+        self.shared.remove(src.clone());
         if dontunmap {
             // The old range stays mapped, with every page gone.
             self.remove_resident(old.clone());
@@ -236,6 +333,11 @@ impl AddressSpace {
         }
         for r in swapped {
             self.swapped.insert(shift(r.start)..shift(r.end));
+        }
+        for (r, frame) in shared {
+            let moved = shift(r.start)..shift(r.end);
+            self.shared_bytes += moved.end - moved.start;
+            self.shared.insert(moved, frame);
         }
     }
 }
@@ -371,11 +473,16 @@ pub struct Replay {
     /// What a `redescribe` unmap just removed, in which space: its `map` lines describe the
     /// same mappings again, and keep their makers and zero pages.
     redescribed: Option<Redescribed>,
-    /// The resident bytes of every live space added up, and the largest that sum has been: the
-    /// tree's concurrent peak, and the time (`t_ns`) of the line that first reached it.
+    /// The frames every live space maps, counted once (a frame shared since a fork once, not
+    /// once per process as each process's own figure has it), and the largest that has been:
+    /// the tree's concurrent peak, and the time (`t_ns`) of the line that first reached it.
     pub tree_resident_bytes: u64,
     pub tree_peak_resident_bytes: u64,
     pub tree_peak_t_ns: u64,
+    /// The frames shared since a fork, counted once while some space maps them.
+    frames: SharedFrames,
+    /// The name the next fork gives the frames it shares (`frames::Frame::group`).
+    next_frame_group: u64,
 }
 
 impl Replay {
@@ -438,7 +545,7 @@ impl Replay {
                 .pid()
                 .and_then(|pid| self.process_space.get(&pid).copied()),
         ];
-        let resident_of = |replay: &Self| -> u64 {
+        let own_of = |replay: &Self| -> u64 {
             let mut seen: Vec<SpaceId> = Vec::with_capacity(3);
             touched
                 .iter()
@@ -449,12 +556,20 @@ impl Replay {
                     new
                 })
                 .filter_map(|s| replay.spaces.get(s))
-                .map(|s| s.resident_bytes)
-                .sum()
+                .map(|s| s.own_bytes())
+                .sum::<u64>()
+                + replay.frames.bytes
         };
-        let before = resident_of(self);
+        let before = own_of(self);
         self.apply_to_spaces(event);
-        let after = resident_of(self);
+        for space in touched.iter().flatten() {
+            if let Some(s) = self.spaces.get_mut(space) {
+                for change in s.frame_changes.drain(..) {
+                    self.frames.apply(change);
+                }
+            }
+        }
+        let after = own_of(self);
         self.tree_resident_bytes = (self.tree_resident_bytes + after).saturating_sub(before);
         self.tree_peak_resident_bytes = self.tree_peak_resident_bytes.max(self.tree_resident_bytes);
     }
@@ -491,10 +606,15 @@ impl Replay {
         if let Some(space) = event.creates_space() {
             let copy = match event {
                 Event::Fork { space: parent, .. } => {
-                    let mut copy = self.spaces.get(parent).cloned().unwrap_or_default();
-                    // The child's peak starts at what it inherits.
-                    copy.peak_resident_bytes = copy.resident_bytes;
-                    copy
+                    let group = self.next_frame_group;
+                    self.next_frame_group += 1;
+                    match self.spaces.get_mut(parent) {
+                        Some(parent) => {
+                            parent.share_all(group);
+                            parent.forked()
+                        }
+                        None => AddressSpace::default(),
+                    }
                 }
                 _ => AddressSpace::default(),
             };
@@ -572,6 +692,10 @@ impl Replay {
                             s.zero
                                 .insert(zero.start.max(range.start)..zero.end.min(range.end));
                         }
+                        for (shared, frame) in r.shared.overlapping(&range) {
+                            let clip = shared.start.max(range.start)..shared.end.min(range.end);
+                            s.share(clip, *frame);
+                        }
                     }
                     self.last_made = Some((*space, now));
                     self.redescribed = Some(r);
@@ -599,10 +723,15 @@ impl Replay {
                     for r in s.zero.overlapping(&range) {
                         zero.insert(r.start.max(range.start)..r.end.min(range.end));
                     }
+                    let mut shared = RangeMap::new();
+                    for (r, f) in s.shared.overlapping(&range) {
+                        shared.insert(r.start.max(range.start)..r.end.min(range.end), *f);
+                    }
                     self.redescribed = Some(Redescribed {
                         space: *space,
                         mappings,
                         zero,
+                        shared,
                     });
                 }
                 self.space_mut(*space).replace(*start..*end, None, None)
@@ -683,6 +812,9 @@ impl Replay {
                 how,
                 ..
             } => self.space_mut(*space).evict(*start..*end, *how),
+            Event::Unshared {
+                space, start, end, ..
+            } => self.space_mut(*space).unshare(*start..*end),
             Event::Exit { pid, .. } => {
                 if let Some(space) = self.process_space.remove(pid) {
                     self.left(space);
@@ -708,11 +840,7 @@ impl Replay {
             return;
         }
         if let Some(s) = self.spaces.get_mut(&space) {
-            s.mappings = RangeMap::new();
-            s.resident = RangeSet::new();
-            s.zero = RangeSet::new();
-            s.swapped = RangeSet::new();
-            s.resident_bytes = 0;
+            s.end();
         }
     }
 
@@ -789,6 +917,7 @@ fn inverted_range(event: &Event) -> Option<&'static str> {
         | Event::Protect { start, end, .. }
         | Event::Resident { start, end, .. }
         | Event::Evicted { start, end, .. }
+        | Event::Unshared { start, end, .. }
             if end < start =>
         {
             Some("range")
@@ -1053,14 +1182,94 @@ mod tests {
         line(&mut r, exec());
         line(&mut r, map(0, 0x10000, 0x14000, PageState::Resident));
         line(&mut r, crate::event::samples::fork(1, 2, 0, 1));
-        assert_eq!(r.tree_resident_bytes, 0x8000);
+        // The child's copies are its parent's frames: the tree holds them once.
+        assert_eq!(r.tree_resident_bytes, 0x4000);
+        line(&mut r, unshared(2, 1, 0x10000, 0x12000));
+        assert_eq!(r.tree_resident_bytes, 0x6000);
         line(&mut r, crate::event::samples::exit(1, 0));
         assert_eq!(r.tree_resident_bytes, 0x4000);
         line(&mut r, resident_in(2, 1, 0x20000, 0x22000));
         assert_eq!(r.tree_resident_bytes, 0x6000);
-        assert_eq!(r.tree_peak_resident_bytes, 0x8000);
-        assert_eq!(r.tree_peak_t_ns, 20);
+        assert_eq!(r.tree_peak_resident_bytes, 0x6000);
+        assert_eq!(r.tree_peak_t_ns, 30);
         assert_eq!(r.spaces[&1].peak_resident_bytes, 0x6000);
+    }
+
+    fn unshared(pid: i32, space: SpaceId, start: u64, end: u64) -> Event {
+        Event::Unshared {
+            pid,
+            space,
+            start,
+            end,
+        }
+    }
+
+    /// A frame shared by forks is counted once while any space maps it: through a grandchild,
+    /// a move, a description again, a discard on one side and a write (`unshared`) on another.
+    #[test]
+    fn frames_shared_by_forks_count_once_in_the_tree() {
+        let mut r = Replay::new();
+        r.apply(&exec());
+        r.apply(&map(0, 0x10000, 0x18000, PageState::Resident));
+        r.apply(&fork(1, 2, 0, 1));
+        r.apply(&fork(2, 3, 1, 2));
+        assert_eq!(r.tree_resident_bytes, 0x8000);
+        assert_eq!(r.spaces[&2].resident_bytes, 0x8000);
+        // The grandchild moves its copy: the same frames, elsewhere.
+        r.apply(&Event::Remap {
+            pid: 3,
+            tid: 3,
+            space: 2,
+            old_start: 0x10000,
+            old_end: 0x18000,
+            new_start: 0x40000,
+            new_end: 0x48000,
+            dontunmap: false,
+            site: None,
+        });
+        assert_eq!(r.tree_resident_bytes, 0x8000);
+        // The parent drops half; the others still map those frames.
+        r.apply(&Event::Discard {
+            pid: 1,
+            tid: 1,
+            space: 0,
+            start: 0x10000,
+            end: 0x14000,
+            advice: "dontneed".into(),
+            site: None,
+        });
+        assert_eq!(r.tree_resident_bytes, 0x8000);
+        // The child describes its copy again: its pages keep their frames.
+        r.apply(&Event::Unmap {
+            pid: 2,
+            tid: 2,
+            space: 1,
+            start: 0x10000,
+            end: 0x18000,
+            cause: Some(MapCause::Redescribe),
+            site: None,
+        });
+        let mut again = map(1, 0x10000, 0x18000, PageState::Resident);
+        if let Event::Map { cause, .. } = &mut again {
+            *cause = Some(MapCause::Redescribe);
+        }
+        r.apply(&again);
+        assert_eq!(r.tree_resident_bytes, 0x8000);
+        // The grandchild writes a page of its moved copy: a frame of its own.
+        r.apply(&unshared(3, 2, 0x47000, 0x48000));
+        assert_eq!(r.tree_resident_bytes, 0x9000);
+        // An `unshared` line for pages of a frame of their own already changes nothing.
+        r.apply(&unshared(3, 2, 0x47000, 0x48000));
+        assert_eq!(r.tree_resident_bytes, 0x9000);
+        r.apply(&exit(3, 2));
+        r.apply(&exit(2, 1));
+        assert_eq!(r.tree_resident_bytes, 0x4000);
+        r.apply(&exit(1, 0));
+        assert_eq!(r.tree_resident_bytes, 0);
+        assert_eq!(r.frames.bytes, 0);
+        assert_eq!(r.tree_peak_resident_bytes, 0x9000);
+        // Each process's own figure counts its copies, as RssAnon does.
+        assert_eq!(r.spaces[&2].peak_resident_bytes, 0x8000);
     }
 
     /// A fork child killed before it was described: its space is a copy of its parent's, and

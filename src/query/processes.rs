@@ -177,8 +177,9 @@ impl Query for Table {
             .unwrap_or(0);
         writeln!(
             out,
-            "resident (private anonymous memory, followed page by page): peak {} in one space, \
-             {} in the whole tree at once, at {}",
+            "resident (private anonymous memory, followed page by page): peak {} in one space \
+             (a page shared since a fork counted in each process), {} in the whole tree at once \
+             (each frame once), at {}",
             format::size(one_space),
             format::size(replay.tree_peak_resident_bytes),
             state.clock.when(replay.tree_peak_t_ns)

@@ -274,6 +274,19 @@ pub fn row(line: &Line) -> Option<EventRow> {
             Some((*start, *end)),
             json_name(how),
         ),
+        Event::Unshared {
+            pid,
+            space,
+            start,
+            end,
+        } => row(
+            "unshared",
+            Some(*pid),
+            None,
+            Some(*space),
+            Some((*start, *end)),
+            "copy-on-write: a frame of its own".to_string(),
+        ),
         Event::Start { .. }
         | Event::Site { .. }
         | Event::Rss { .. }

@@ -48,7 +48,8 @@ pub fn human_summary(
         };
         format!(
             "{found}; resident (private anonymous memory, followed page by page): \
-             peak {} in one space, {} in the whole tree at once",
+             peak {} in one space (a page shared since a fork counted in each process, as \
+             RssAnon does), {} in the whole tree at once (each frame once)",
             format_size(totals.peak_resident_bytes, BINARY),
             format_size(totals.tree_peak_resident_bytes, BINARY)
         )

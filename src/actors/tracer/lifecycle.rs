@@ -109,6 +109,7 @@ impl Tracer {
                 }
                 (kind, space_id)
             } else {
+                self.scan_at_fork(pid, space_id);
                 let id = self.allocate_space();
                 new_space = Some((id, self.inherited_from(Some(space_id))));
                 (ForkKind::Fork, id)
@@ -234,7 +235,7 @@ impl Tracer {
             return self.resume_after_setup(tid);
         };
         self.learn_namespace(tid, None);
-        let result = self.create_space(tid, new_space, Origin::Fork(inherited));
+        let result = self.create_space(tid, new_space, Origin::Fork(Box::new(inherited)));
         self.tell_namespace(tid, new_space);
         self.processes.insert(
             tid,

@@ -17,8 +17,9 @@
 //! those a program's own filter hides from ours; `races.rs` holds and describes again what raced;
 //! `spaces.rs` makes address spaces (injection, registration, snapshots); `scans.rs`,
 //! `stack_growth.rs` and `unseen.rs` follow pages by page-table scans; `attach.rs` is `attach`;
-//! `rss.rs` the `rss` lines; `checkpoints.rs` is `--verify`; `namespaces.rs` tells lanes the ids
-//! of threads in a child PID namespace.
+//! `rss.rs` the `rss` lines; `shared.rs` frames shared since a fork (`unshared` lines);
+//! `pressure.rs` what the kernel takes away unasked; `checkpoints.rs` is `--verify`;
+//! `namespaces.rs` tells lanes the ids of threads in a child PID namespace.
 
 mod attach;
 mod checkpoints;
@@ -34,6 +35,7 @@ mod pressure;
 mod races;
 mod rss;
 mod scans;
+mod shared;
 mod spaces;
 mod stack_growth;
 mod stacks;
@@ -296,6 +298,9 @@ pub struct Tracer {
     exec_interrupted: HashSet<i32>,
     /// When the next checkpoint is due (`--verify-every`).
     next_checkpoint: Option<Instant>,
+    /// No timed read of shared pages before this: the last round's cost spaces them, and a
+    /// space that just ended may not have its end written yet (shared.rs).
+    shared_reads_after: Instant,
     /// Threads in another PID namespace than ours: their id there (namespaces.rs).
     ns_tids: HashMap<i32, i32>,
     /// The call stack of the layout syscall whose exit is being reported (`--stacks`): its
@@ -327,6 +332,7 @@ impl Tracer {
             pending: VecDeque::new(),
             early_attach: HashMap::new(),
             oom: crate::kernel::oom::OomWatch::start(),
+            shared_reads_after: Instant::now(),
             announce: HashMap::new(),
             root: 0,
             root_end: None,
@@ -391,6 +397,7 @@ impl Tracer {
                 self.checkpoint_if_due();
                 self.scan_if_due();
                 self.sample_rss_if_due();
+                self.look_for_unshared_if_due();
                 // After the scans (a page they find may be in swap already) and the rss
                 // figures (whose swap says whether to look).
                 self.look_for_evictions_if_due();

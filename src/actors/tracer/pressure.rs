@@ -34,6 +34,13 @@ pub(super) struct Pressure {
     /// Tracked pages freed with `MADV_FREE`, present then and resident in the stream since: the
     /// kernel may reclaim them at any time.
     lazy: RangeSet<u64>,
+    /// Tracked ranges whose pages may map a frame another process maps too: a fork's copies,
+    /// until a read finds them the space's own (shared.rs). Pages made since the fork are in it
+    /// too; a read finds them the space's own at once.
+    pub(super) shared: RangeSet<u64>,
+    /// Pages of `shared` the last timed read found of the space's own, not written yet: a timed
+    /// read writes a page only when the one before found it so too (shared.rs).
+    pub(super) exclusive_seen: RangeSet<u64>,
     /// When the next timed look is due.
     due: Option<Instant>,
     /// The machine's count of reclaimed `MADV_FREE`d pages at the last timed look.
@@ -59,8 +66,15 @@ impl Pressure {
             tracked: parent.tracked.clone(),
             left_out: parent.left_out.clone(),
             lazy: parent.lazy.clone(),
+            shared: parent.tracked.clone(),
             ..Self::default()
         }
+    }
+
+    /// The parent's side of a fork: every page it tracks is shared with the child's copy now.
+    pub(super) fn forked(&mut self) {
+        self.shared = self.tracked.clone();
+        self.exclusive_seen = RangeSet::new();
     }
 
     /// Whether the page at `addr` is in a range the selection left out.
@@ -104,6 +118,7 @@ impl Pressure {
             }
         } else {
             self.tracked.remove(range.clone());
+            self.shared.remove(range.clone());
             self.lazy.remove(range);
         }
     }
@@ -124,12 +139,14 @@ impl Pressure {
         if !range.is_empty() {
             self.tracked.remove(range.clone());
             self.left_out.remove(range.clone());
+            self.shared.remove(range.clone());
             self.forget_pages(range);
         }
     }
 
     /// The pages of `range` are about to be described again: none is in swap or freed lazily
-    /// as far as the stream is concerned (a look finds them again).
+    /// as far as the stream is concerned (a look finds them again). Frames they share stay
+    /// shared (the description keeps its pages).
     pub(super) fn forget_pages(&mut self, range: Range<u64>) {
         if !range.is_empty() {
             self.swapped.remove(range.clone());
@@ -141,6 +158,8 @@ impl Pressure {
     /// (a page present at the exit is a new one).
     pub(super) fn discarded(&mut self, range: Range<u64>, populated_at_exit: &[Range<u64>]) {
         self.swapped.remove(range.clone());
+        // A page there now was made after the discard: the space's own.
+        self.shared.remove(range.clone());
         for (run, populated) in procfs::split_by_presence(range, populated_at_exit) {
             if !populated {
                 self.lazy.remove(run);
@@ -158,8 +177,10 @@ impl Pressure {
         let left_out = shifted(&self.left_out, &old, &new);
         let swapped = shifted(&self.swapped, &old, &new);
         let lazy = shifted(&self.lazy, &old, &new);
+        let shared = shifted(&self.shared, &old, &new);
         if dontunmap {
             self.forget_pages(old.clone());
+            self.shared.remove(old.clone());
         } else {
             self.forget(old.clone());
         }
@@ -168,6 +189,7 @@ impl Pressure {
         self.left_out.extend(left_out);
         self.swapped.extend(swapped);
         self.lazy.extend(lazy);
+        self.shared.extend(shared);
         let grown = new.start + (old.end - old.start)..new.end;
         if new.end - new.start > old.end - old.start && !grown.is_empty() {
             if tail_tracked {

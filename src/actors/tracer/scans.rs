@@ -426,6 +426,16 @@ impl Tracer {
         self.look_for_evictions_whole(pid, space);
     }
 
+    /// At a fork: the pages of the parent followed by scans and not seen yet are read, so that
+    /// its `fork` line comes after them, as it does after the faults of a space followed by
+    /// faults. The child's copies are then the parent's pages the stream has (the tree counts
+    /// the frames they share once: docs/schema.md, "The tree's figure").
+    pub(super) fn scan_at_fork(&self, pid: i32, space: SpaceId) {
+        if self.has_scanned(space) {
+            self.scan(pid, space, &everywhere(), Running::OthersMayRun);
+        }
+    }
+
     /// At a thread's exit stop: if no other thread of its space can run user code any more, the
     /// ranges followed by scans are read for the last time (the mm is still whole here). Its
     /// io_uring workers may still run (checkpoints.rs): what they touch after this is not seen,
@@ -435,6 +445,9 @@ impl Tracer {
             && self.space_is_quiescent(space)
         {
             self.scan_whole(pid, space);
+            // What the space copied on write before the last timed read, while its memory is
+            // whole (shared.rs).
+            self.look_for_unshared(pid, space);
             self.write_unseen(pid, space);
         }
     }

@@ -59,7 +59,7 @@ pub(super) enum Origin {
     Exec {
         former_tid: i32,
     },
-    Fork(Inherited),
+    Fork(Box<Inherited>),
     /// A running process `attach` began following.
     Attach,
 }
@@ -329,7 +329,11 @@ impl Tracer {
                 .unwrap_or_default(),
             selected: parent.is_none_or(|s| s.selected),
             pressure: parent
-                .map(|s| Pressure::inheriting(&s.pressure.borrow()))
+                .map(|s| {
+                    let mut parent = s.pressure.borrow_mut();
+                    parent.forked();
+                    Pressure::inheriting(&parent)
+                })
                 .unwrap_or_default(),
         }
     }
@@ -436,6 +440,7 @@ impl Tracer {
             if space.members == 0 {
                 // Dropping the lane handle ends the lane once it has forwarded everything.
                 self.spaces.remove(&id);
+                self.space_left();
                 if let Some(stacks) = self.config.stacks.as_mut() {
                     stacks.forget(id);
                 }

@@ -1,0 +1,143 @@
+//! Frames shared since a fork (`unshared` lines). A fork child's pages map its parent's frames
+//! until one of them writes (copy-on-write) or lets its copy go; the tree's figure counts such
+//! a frame once (docs/schema.md, "The tree's figure"). A write that copies a page raises no
+//! userfaultfd fault and stops no syscall: the kernel's page tables say it, by the "exclusively
+//! mapped" bit of each present page. They are read over the pages still taken for shared:
+//! - at a sample tick, spaced by what the reads cost;
+//! - at its last exit stop (a child that writes and exits: what the read before found too).
+//!
+//! The bit also says "the others let it go", and the kernel lets go of a process's memory
+//! before the tracer sees the end that says so: an exiting process's at its teardown, before it
+//! is reaped; an exec's old one before its exec stop; a discard before its syscall's exit stop.
+//! Written then, the line would come before that end in the stream, and the tree would count
+//! the frame twice in between. So no timed read is made while a space ends (its threads all
+//! past their exit stops, not reaped yet) nor for a while after a process's end or exec (its
+//! lane writes the end meanwhile), and a timed read writes a page only when the read before it,
+//! a sample period earlier, found it so too (a discard's exit stop, an exec stop, come in that
+//! time). A process that writes its copies while others end all the time (a build's driver) has
+//! them counted late, or at its own end. The read at a space's last exit stop confirms so too:
+//! the process whose `wait` reaped a child is read at its exit before the tracer has seen the
+//! child's end.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::time::{Duration, Instant};
+
+use rangemap::RangeSet;
+
+use super::{COST_FACTOR, Tracer};
+use crate::event::{Event, SpaceId};
+use crate::kernel::tick;
+
+impl Tracer {
+    /// Timed reads of the spaces that have pages taken for shared.
+    pub(super) fn look_for_unshared_if_due(&mut self) {
+        let now = Instant::now();
+        if now < self.shared_reads_after {
+            return;
+        }
+        let mut exiting: HashMap<SpaceId, bool> = HashMap::new();
+        for t in self.threads.values() {
+            if let Some(space) = self.space_of_process(t.pid) {
+                *exiting.entry(space).or_insert(true) &= t.exiting;
+            }
+        }
+        if exiting.values().any(|&all| all) {
+            return;
+        }
+        let began = tick::thread_cpu_time();
+        let spaces: Vec<SpaceId> = self
+            .spaces
+            .iter()
+            .filter(|(_, s)| !s.pressure.borrow().shared.is_empty())
+            .map(|(&id, _)| id)
+            .collect();
+        for space in spaces {
+            if let Some(pid) = self.threads_in(space).map(|(_, t)| t.pid).min() {
+                self.look_for_unshared(pid, space);
+            }
+        }
+        // Many spaces (a read each): at most a fiftieth of the tracer's time, all together.
+        let took = tick::thread_cpu_time().saturating_sub(began);
+        self.shared_reads_after = Instant::now() + self.config.sample.max(took * COST_FACTOR);
+    }
+
+    /// Reads the pages of `space` taken for shared and writes `unshared` lines for those that
+    /// map a frame of the space's own now and did at the read before. What is no longer present
+    /// (gone, in swap) is not shared any more either: its line said so, and a page made there
+    /// is the space's own.
+    pub(super) fn look_for_unshared(&self, pid: i32, space: SpaceId) {
+        let Some(s) = self.spaces.get(&space) else {
+            return;
+        };
+        let Some(pagemap) = s.pagemap.as_ref().filter(|_| s.follows_pages()) else {
+            return;
+        };
+        let ranges: Vec<Range<u64>> = s.pressure.borrow().shared.iter().cloned().collect();
+        if ranges.is_empty() {
+            return;
+        }
+        let seen_before = std::mem::take(&mut s.pressure.borrow_mut().exclusive_seen);
+        let mut seen: RangeSet<u64> = RangeSet::new();
+        let mut still: RangeSet<u64> = RangeSet::new();
+        for (range, (_, runs)) in ranges.iter().zip(pagemap.populated_each(&ranges)) {
+            let runs = match runs {
+                Ok(runs) => runs,
+                Err(e) => {
+                    // Nothing of the stream is claimed from it: read again at the next look.
+                    tracing::debug!(space, ?range, "reading shared pages: {e}");
+                    still.insert(range.clone());
+                    continue;
+                }
+            };
+            for run in runs.iter().filter(|r| !r.swapped) {
+                // The zero page is no frame of anyone's: shared until a write.
+                if run.zero {
+                    still.insert(run.range.clone());
+                    continue;
+                }
+                let own = match pagemap.exclusive(run.range.clone()) {
+                    Ok(own) => own,
+                    Err(e) => {
+                        tracing::debug!(space, range = ?run.range, "reading shared pages: {e}");
+                        still.insert(run.range.clone());
+                        continue;
+                    }
+                };
+                still.insert(run.range.clone());
+                for r in own {
+                    seen.insert(r.clone());
+                    let written: Vec<Range<u64>> = seen_before
+                        .overlapping(&r)
+                        .map(|b| b.start.max(r.start)..b.end.min(r.end))
+                        .collect();
+                    for w in written {
+                        still.remove(w.clone());
+                        seen.remove(w.clone());
+                        s.lane.observed(Event::Unshared {
+                            pid,
+                            space,
+                            start: w.start,
+                            end: w.end,
+                        });
+                    }
+                }
+            }
+        }
+        let mut p = s.pressure.borrow_mut();
+        p.shared = still;
+        p.exclusive_seen = seen;
+    }
+}
+
+/// How long after a process's end or exec no timed read is made: its lane writes the end in
+/// that time, as a rule, and a read after it finds what that end let go written after it.
+const SETTLE: Duration = Duration::from_millis(50);
+
+impl Tracer {
+    /// A space ended (its last process exited or exec'd), letting go of the frames it shared.
+    pub(super) fn space_left(&mut self) {
+        let settled = Instant::now() + SETTLE.max(self.config.sample * 3);
+        self.shared_reads_after = self.shared_reads_after.max(settled);
+    }
+}
