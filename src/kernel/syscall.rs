@@ -279,6 +279,21 @@ impl LayoutSyscall {
         }
     }
 
+    /// The range whose pages it drops with no userfaultfd event (`MADV_GUARD_INSTALL` zaps
+    /// under the mmap read lock and raises no REMOVE): nothing makes it wait for the lane, so a
+    /// fill there races the zap in an order neither observer sees.
+    pub fn drops_unannounced(&self) -> Option<Range<u64>> {
+        match *self {
+            LayoutSyscall::Madvise {
+                addr,
+                len,
+                discard: Some(DiscardAdvice::GuardInstall),
+                ..
+            } if len > 0 => Some(addr..addr.saturating_add(len)),
+            _ => None,
+        }
+    }
+
     /// The range it may hand back to the kernel for others to reuse: a `munmap`, the source of
     /// an `mremap` that may move, the tail of one that shrinks, or a shrinking brk (given the
     /// break before it, unaligned).
@@ -577,12 +592,17 @@ mod tests {
                 lazy_free: false,
             }
         );
+        // A discard with a REMOVE event is ordered by the lane; a guard region's is not.
+        assert_eq!(dontneed.drops_unannounced(), None);
+        let guard = LayoutSyscall::decode(libc::SYS_madvise, [P, 2 * P, 102, 0, 0, 0], P);
+        assert_eq!(guard.drops_unannounced(), Some(P..3 * P));
         let free = LayoutSyscall::decode(
             libc::SYS_madvise,
             [P, P, libc::MADV_FREE as u64, 0, 0, 0],
             P,
         );
         assert!(free.reach().is_empty());
+        assert_eq!(free.drops_unannounced(), None);
         for (advice, huge) in [
             (libc::MADV_HUGEPAGE, Some(HugeAdvice::Advise)),
             (25, Some(HugeAdvice::Collapse)),

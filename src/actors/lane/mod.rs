@@ -112,15 +112,16 @@ pub enum LaneMessage {
     /// Thread `tid` of this space is in a child PID namespace, where its id is `ns_tid`: the
     /// userfaultfd names it by that id. Sent before the thread runs, only for such threads.
     NsTid { tid: i32, ns_tid: i32 },
+    /// A syscall whose thread is stopped at its entry will act with no event that would make
+    /// it wait for the lane: a range was just unregistered for it, or it installs a guard
+    /// region (fenced just before). Told once every resolution made before is done and stamped,
+    /// and the messages before are taken in (docs/ordering.md, R3 and R4: a resolution across a
+    /// later read of the page tables cannot be placed).
+    Quiesce { done: SyncSender<()> },
     /// Every thread of the space is stopped (`--verify`): resolve what the descriptor still
     /// holds, then send the check on in lane order. `done` is told once the kernel's side has
     /// been read, and only then may the threads run again. A lane that cannot read its
     /// descriptor sends the check as skipped and drops `done` at once.
-    /// A range was just unregistered for a syscall whose thread is stopped at its entry: told
-    /// once every resolution made before is stamped (R3 in docs/ordering.md takes a resolution
-    /// stamped after a later read of the page tables for one made after it). The syscall produces no event
-    /// that would make it wait for the lane otherwise.
-    Quiesce { done: SyncSender<()> },
     Checkpoint {
         /// The process the check is written for (a line about a process, so that the
         /// sequencer orders it after the process's announcement).

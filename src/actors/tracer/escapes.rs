@@ -176,7 +176,8 @@ impl Tracer {
     /// before it completes, so without this a resolution made in the range just before could be
     /// stamped after the thread went on and a later read of the page tables (a mapping placed
     /// there), and be taken for a page of that mapping (R3). Later fills of the range are refused.
-    fn quiesce_lane(&self, space: SpaceId) {
+    /// A guard region's install waits the same way, after its fence (R4).
+    pub(super) fn quiesce_lane(&self, space: SpaceId) {
         let Some(s) = self.spaces.get(&space) else {
             return;
         };

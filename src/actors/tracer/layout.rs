@@ -92,8 +92,8 @@ impl Tracer {
         // The lane holds back faults behind a layout change until the syscalls begun before it
         // have ended (docs/ordering.md); a space with no userfaultfd has no fault to hold.
         if let Some(call) = entry
-            && let Some((_, space)) = self.space_of(tid)
-            && let Some(space) = self.spaces.get(&space)
+            && let Some((_, id)) = self.space_of(tid)
+            && let Some(space) = self.spaces.get(&id)
             && space.uffd.is_some()
         {
             space.lane.send(LaneMessage::Begun { tid, call });
@@ -101,6 +101,14 @@ impl Tracer {
                 // A mapping grown in place keeps its registration: a racing touch of the new
                 // tail faults through the lane before this mremap is reported, and must wait.
                 space.lane.send(LaneMessage::Fence { tid, range: tail });
+            }
+            if let Some(range) = call.drops_unannounced() {
+                // A guard region zaps with no event to make it wait for the lane: a fill of
+                // another thread's fault could land before the zap and be stamped after the
+                // exit read, or the reverse (R4). Fills there wait for this report, and every
+                // fill the lane began before this is done before the syscall runs.
+                space.lane.send(LaneMessage::Fence { tid, range });
+                self.quiesce_lane(id);
             }
         }
         // Run the syscall and stop again at its exit.
