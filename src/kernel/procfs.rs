@@ -573,37 +573,21 @@ impl Pagemap {
                 push_joined(&mut out, run);
                 continue;
             }
-            let pages = (run.range.end - run.range.start) / self.page_size;
-            let mut buf = vec![0u8; 8 * pages.min(4096) as usize];
-            let mut done = 0u64;
-            while done < pages {
-                let chunk = (pages - done).min(4096) as usize;
-                let at = run.range.start + done * self.page_size;
-                let n = self
-                    .file
-                    .read_at(&mut buf[..chunk * 8], at / self.page_size * 8)?;
-                if n == 0 {
-                    break;
+            self.entries(run.range, |page, entry| {
+                if entry & (PM_PRESENT | PM_SWAPPED) == 0 || marker(entry) {
+                    return;
                 }
-                for (i, entry) in buf[..n].chunks_exact(8).enumerate() {
-                    let entry = u64::from_ne_bytes(entry.try_into().expect("8 bytes"));
-                    let page = at + i as u64 * self.page_size;
-                    if entry & (PM_PRESENT | PM_SWAPPED) == 0 || marker(entry) {
-                        continue;
-                    }
-                    push_joined(
-                        &mut out,
-                        PopulatedRun {
-                            range: page..page + self.page_size,
-                            zero: false,
-                            huge: false,
-                            // Swapped in since, or moved on: as it is now.
-                            swapped: entry & PM_PRESENT == 0 && in_swap(entry),
-                        },
-                    );
-                }
-                done += (n / 8) as u64;
-            }
+                push_joined(
+                    &mut out,
+                    PopulatedRun {
+                        range: page..page + self.page_size,
+                        zero: false,
+                        huge: false,
+                        // Swapped in since, or moved on: as it is now.
+                        swapped: entry & PM_PRESENT == 0 && in_swap(entry),
+                    },
+                );
+            })?;
         }
         Ok(out)
     }
@@ -718,6 +702,43 @@ impl Pagemap {
     pub fn exclusive(&self, range: Range<u64>) -> io::Result<Vec<Range<u64>>> {
         let range = super::whole_pages(range, self.page_size);
         let mut runs: Vec<Range<u64>> = Vec::new();
+        self.entries(range, |page, entry| {
+            if entry & (PM_PRESENT | PM_MMAP_EXCLUSIVE) != PM_PRESENT | PM_MMAP_EXCLUSIVE {
+                return;
+            }
+            match runs.last_mut() {
+                Some(last) if last.end == page => last.end = page + self.page_size,
+                _ => runs.push(page..page + self.page_size),
+            }
+        })?;
+        Ok(runs)
+    }
+
+    /// The populated pages of `range`, read entry by entry (a kernel before `PAGEMAP_SCAN`).
+    fn read_entries(&self, range: Range<u64>) -> io::Result<Vec<PopulatedRun>> {
+        let mut runs: Vec<PopulatedRun> = Vec::new();
+        self.entries(range, |page, entry| {
+            if entry & (PM_PRESENT | PM_SWAPPED) != 0 && entry & PM_GUARD_REGION == 0 {
+                let swapped = entry & PM_PRESENT == 0;
+                match runs.last_mut() {
+                    Some(last) if last.range.end == page && last.swapped == swapped => {
+                        last.range.end = page + self.page_size
+                    }
+                    _ => runs.push(PopulatedRun {
+                        range: page..page + self.page_size,
+                        zero: false,
+                        huge: false,
+                        swapped,
+                    }),
+                }
+            }
+        })?;
+        Ok(runs)
+    }
+
+    /// Calls `each` with every page of `range` (page-aligned) and its pagemap entry, in address
+    /// order, reading 4096 entries at a time; up to where the file ends.
+    fn entries(&self, range: Range<u64>, mut each: impl FnMut(u64, u64)) -> io::Result<()> {
         let pages = (range.end - range.start) / self.page_size;
         let mut buf = vec![0u8; 8 * pages.min(4096) as usize];
         let mut done = 0u64;
@@ -732,55 +753,11 @@ impl Pagemap {
             }
             for (i, entry) in buf[..n].chunks_exact(8).enumerate() {
                 let entry = u64::from_ne_bytes(entry.try_into().expect("8 bytes"));
-                if entry & (PM_PRESENT | PM_MMAP_EXCLUSIVE) != PM_PRESENT | PM_MMAP_EXCLUSIVE {
-                    continue;
-                }
-                let page = at + i as u64 * self.page_size;
-                match runs.last_mut() {
-                    Some(last) if last.end == page => last.end = page + self.page_size,
-                    _ => runs.push(page..page + self.page_size),
-                }
+                each(at + i as u64 * self.page_size, entry);
             }
             done += (n / 8) as u64;
         }
-        Ok(runs)
-    }
-
-    /// The populated pages of `range`, read entry by entry (a kernel before `PAGEMAP_SCAN`).
-    fn read_entries(&self, range: Range<u64>) -> io::Result<Vec<PopulatedRun>> {
-        let mut runs: Vec<PopulatedRun> = Vec::new();
-        let pages = (range.end - range.start) / self.page_size;
-        let mut buf = vec![0u8; 8 * 4096];
-        let mut done = 0u64;
-        while done < pages {
-            let chunk = (pages - done).min(4096);
-            let offset = (range.start / self.page_size + done) * 8;
-            let bytes = &mut buf[..chunk as usize * 8];
-            let n = self.file.read_at(bytes, offset)?;
-            if n == 0 {
-                break;
-            }
-            for (i, entry) in bytes[..n].chunks_exact(8).enumerate() {
-                let entry = u64::from_ne_bytes(entry.try_into().unwrap());
-                if entry & (PM_PRESENT | PM_SWAPPED) != 0 && entry & PM_GUARD_REGION == 0 {
-                    let page = range.start + (done + i as u64) * self.page_size;
-                    let swapped = entry & PM_PRESENT == 0;
-                    match runs.last_mut() {
-                        Some(last) if last.range.end == page && last.swapped == swapped => {
-                            last.range.end = page + self.page_size
-                        }
-                        _ => runs.push(PopulatedRun {
-                            range: page..page + self.page_size,
-                            zero: false,
-                            huge: false,
-                            swapped,
-                        }),
-                    }
-                }
-            }
-            done += (n / 8) as u64;
-        }
-        Ok(runs)
+        Ok(())
     }
 }
 
