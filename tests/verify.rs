@@ -182,3 +182,52 @@ fn thousands_of_separate_mappings_are_checked_together_and_agree() {
         assert!(peak >= n, "{how}: a peak of {peak} pages for {n} written");
     }
 }
+
+/// Issue 26: a mapped file whose name is not UTF-8 makes a line of /proc/PID/maps that is not,
+/// and a thread's name one of its status; both are still read (lossily), so a fork child's
+/// space is described from its maps, followed and checked with no warning, and its memory by
+/// the kernel's count is in `rss` lines, in both modes.
+#[test]
+fn a_file_named_in_no_utf8_leaves_the_maps_file_readable() {
+    let dir = crate::util::scratch("non-utf8");
+    std::fs::create_dir_all(&dir).unwrap();
+    for mode in ["uffd", "scan"] {
+        let program = workload("u26_non_utf8_path");
+        let t = trace(
+            &["--faults", mode, "--verify", "--verify-every", "20"],
+            &[program.as_os_str(), dir.as_os_str()],
+        );
+        assert_eq!(
+            (t.status, t.stdout.as_str()),
+            (0, "done\n"),
+            "{mode}: {}",
+            t.stderr
+        );
+        let warnings: Vec<_> = t
+            .lines
+            .iter()
+            .filter(|l| matches!(&l.event, Event::Warning { .. }))
+            .collect();
+        assert!(warnings.is_empty(), "{mode}: {warnings:?}");
+        let v = t.verify_totals();
+        assert!(v.checked_pages >= 512, "{mode}: {v:?}");
+        assert_eq!(v.mismatched_pages, 0, "{mode}: {v:?}");
+        assert!(
+            t.lines.iter().any(|l| matches!(&l.event,
+                Event::Map { path: Some(p), .. } if p.contains("mevi-\u{fffd}\u{fffd}-"))),
+            "{mode}: no map line names the file"
+        );
+        // The child's status is read too (its name is not UTF-8): its memory by the kernel's count.
+        let child = t.lines.iter().find_map(|l| match &l.event {
+            Event::Fork { child, .. } => Some(*child),
+            _ => None,
+        });
+        assert!(
+            t.lines
+                .iter()
+                .any(|l| matches!(&l.event, Event::Rss { pid, anon, .. }
+                if Some(*pid) == child && *anon >= 256 * 4096)),
+            "{mode}: no rss line of the child {child:?}"
+        );
+    }
+}

@@ -106,7 +106,7 @@ struct Status {
 
 impl Status {
     fn of(pid: i32) -> Option<Self> {
-        let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let text = super::procfs::text(format!("/proc/{pid}/status")).ok()?;
         let field = |key: &str| {
             text.lines()
                 .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))

@@ -79,7 +79,7 @@ impl Cgroup {
 /// The memory cgroup of a process: the v1 `memory` hierarchy's if mounted, else the v2 one's if
 /// it has the memory controller. None if neither (or the process is gone).
 pub fn memory_cgroup(pid: i32) -> Option<Cgroup> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let text = super::procfs::text(format!("/proc/{pid}/cgroup")).ok()?;
     let root = Path::new("/sys/fs/cgroup");
     for line in text.lines() {
         let mut fields = line.splitn(3, ':');

@@ -114,6 +114,16 @@ impl MapsLine<'_> {
     }
 }
 
+/// A file of /proc as text. What a program names (its threads' names in `status` and `stat`, a
+/// mapped file's path, a cgroup's) need not be UTF-8: read lossily, never refused whole.
+pub fn text(path: impl AsRef<std::path::Path>) -> io::Result<String> {
+    let bytes = std::fs::read(path)?;
+    Ok(match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    })
+}
+
 pub fn parse_maps(text: &str) -> Vec<MapsEntry> {
     text.lines()
         .filter_map(MapsLine::parse)
@@ -121,10 +131,10 @@ pub fn parse_maps(text: &str) -> Vec<MapsEntry> {
         .collect()
 }
 
+/// The mappings of `/proc/PID/maps`. A path need not be UTF-8 (a file's name is bytes): such a
+/// line is read lossily, never the whole file refused.
 pub fn read_maps(pid: i32) -> io::Result<Vec<MapsEntry>> {
-    Ok(parse_maps(&std::fs::read_to_string(format!(
-        "/proc/{pid}/maps"
-    ))?))
+    Ok(parse_maps(&text(format!("/proc/{pid}/maps"))?))
 }
 
 /// The private anonymous mappings of `/proc/PID/maps` (`MapsEntry::is_private_anon`), in
@@ -191,7 +201,7 @@ pub fn tgid(tid: i32) -> Option<i32> {
 /// A thread's id in its own (innermost) PID namespace: the last number of `NSpid:` in
 /// `/proc/TID/status`. The userfaultfd names a faulting thread by this id.
 pub fn innermost_tid(tid: i32) -> Option<i32> {
-    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    let status = text(format!("/proc/{tid}/status")).ok()?;
     status
         .lines()
         .find_map(|l| l.strip_prefix("NSpid:"))?
@@ -229,7 +239,7 @@ pub fn seccomp_filters(tid: i32) -> Option<u64> {
 
 /// The number after `key` in `/proc/PID/status` (its first word: sizes are followed by `kB`).
 fn status_number<T: std::str::FromStr>(pid: i32, key: &str) -> Option<T> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let status = text(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
         .find_map(|l| l.strip_prefix(key))?
@@ -243,7 +253,7 @@ fn status_number<T: std::str::FromStr>(pid: i32, key: &str) -> Option<T> {
 /// `/proc/TID/stat`, its syscall from `/proc/TID/syscall` and the kernel function it sleeps in
 /// (`wchan`), e.g. `S in handle_userfault, syscall 25`.
 pub fn whereabouts(tid: i32) -> String {
-    let state = std::fs::read_to_string(format!("/proc/{tid}/stat"))
+    let state = text(format!("/proc/{tid}/stat"))
         .ok()
         .and_then(|s| Some(s[s.rfind(')')? + 2..].chars().next()?.to_string()))
         .unwrap_or_else(|| "?".into());
@@ -288,7 +298,7 @@ pub fn io_workers(pid: i32, known: impl Fn(i32) -> bool) -> io::Result<Vec<IoWor
         if known(tid) {
             continue;
         }
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")) else {
+        let Ok(stat) = text(format!("/proc/{pid}/task/{tid}/stat")) else {
             continue;
         };
         // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
@@ -311,7 +321,7 @@ pub fn io_workers(pid: i32, known: impl Fn(i32) -> bool) -> io::Result<Vec<IoWor
 
 /// The thread's own pending signals (`SigPnd` of its status, a hex mask).
 fn pending_signals(pid: i32, tid: i32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/status")).ok()?;
+    let status = text(format!("/proc/{pid}/task/{tid}/status")).ok()?;
     let mask = status.lines().find_map(|l| l.strip_prefix("SigPnd:"))?;
     u64::from_str_radix(mask.trim(), 16).ok()
 }
@@ -345,7 +355,7 @@ pub fn start_brk(pid: i32) -> Option<u64> {
 
 /// Whether the machine has swap turned on (a line under `/proc/swaps`' header).
 pub fn swap_configured() -> bool {
-    std::fs::read_to_string("/proc/swaps").is_ok_and(|s| s.lines().nth(1).is_some())
+    text("/proc/swaps").is_ok_and(|s| s.lines().nth(1).is_some())
 }
 
 /// A counter of the machine's memory management (`/proc/vmstat`), by its name.
@@ -370,7 +380,7 @@ pub fn minor_faults(pid: i32) -> Option<u64> {
 
 /// Field `n` (from 1, as proc(5) numbers them) of `/proc/PID/stat`, as a number.
 fn stat_field(pid: i32, n: usize) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = text(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
     let rest = &stat[stat.rfind(')')? + 2..];
     rest.split(' ')
@@ -391,7 +401,7 @@ pub struct RssFigures {
 /// `RssAnon`, `RssFile`, `RssShmem` and `VmSwap` of a process; None once it is gone (or has no
 /// memory left: a zombie's status has none of them).
 pub fn rss(pid: i32) -> Option<RssFigures> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let status = text(format!("/proc/{pid}/status")).ok()?;
     let kib = |key| status_bytes(&status, key);
     Some(RssFigures {
         anon: kib("RssAnon:")?,
@@ -776,7 +786,7 @@ fn push_joined(runs: &mut Vec<PopulatedRun>, run: PopulatedRun) {
 
 /// How many swap areas are in use (`/proc/swaps`, a line each under its heading).
 fn swap_areas() -> u64 {
-    std::fs::read_to_string("/proc/swaps").map_or(0, |s| s.lines().skip(1).count() as u64)
+    text("/proc/swaps").map_or(0, |s| s.lines().skip(1).count() as u64)
 }
 
 /// Splits `range` into runs of one state each, given the present runs inside it.

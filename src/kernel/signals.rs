@@ -35,7 +35,7 @@ pub fn would_end(pid: i32, signal: Signal) -> bool {
             .find_map(|l| l.strip_prefix(key))
             .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
     };
-    let Ok(process) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+    let Ok(process) = super::procfs::text(format!("/proc/{pid}/status")) else {
         return false;
     };
     let (Some(shared), Some(ignored), Some(caught)) = (
@@ -54,7 +54,7 @@ pub fn would_end(pid: i32, signal: Signal) -> bool {
     let mut pending = shared & bit != 0;
     let mut unblocked = false;
     for task in tasks.flatten() {
-        let Ok(status) = std::fs::read_to_string(task.path().join("status")) else {
+        let Ok(status) = super::procfs::text(task.path().join("status")) else {
             continue;
         };
         pending |= mask(&status, "SigPnd:").is_some_and(|m| m & bit != 0);
