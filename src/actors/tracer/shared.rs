@@ -63,9 +63,7 @@ impl Tracer {
     }
 
     /// Reads the pages of `space` taken for shared and writes `unshared` lines for those that
-    /// map a frame of the space's own now and did at the read before. What is no longer present
-    /// (gone, in swap) is not shared any more either: its line said so, and a page made there
-    /// is the space's own.
+    /// map a frame of the space's own now and did at the read before.
     pub(super) fn look_for_unshared(&self, pid: i32, space: SpaceId) {
         let Some(s) = self.spaces.get(&space) else {
             return;
@@ -79,32 +77,28 @@ impl Tracer {
         }
         let seen_before = std::mem::take(&mut s.pressure.borrow_mut().exclusive_seen);
         let mut seen: RangeSet<u64> = RangeSet::new();
-        let mut still: RangeSet<u64> = RangeSet::new();
+        // What is not found of the space's own stays taken for shared: a page absent or in
+        // swap at this read (moved by a syscall not reported yet, under migration, read back
+        // since) is read again; the layout lines drop what is really gone.
+        let mut still = s.pressure.borrow().shared.clone();
         for (range, (_, runs)) in ranges.iter().zip(pagemap.populated_each(&ranges)) {
             let runs = match runs {
                 Ok(runs) => runs,
                 Err(e) => {
                     // Nothing of the stream is claimed from it: read again at the next look.
                     tracing::debug!(space, ?range, "reading shared pages: {e}");
-                    still.insert(range.clone());
                     continue;
                 }
             };
-            for run in runs.iter().filter(|r| !r.swapped) {
-                // The zero page is no frame of anyone's: shared until a write.
-                if run.zero {
-                    still.insert(run.range.clone());
-                    continue;
-                }
+            // The zero page is no frame of anyone's: shared until a write.
+            for run in runs.iter().filter(|r| !r.swapped && !r.zero) {
                 let own = match pagemap.exclusive(run.range.clone()) {
                     Ok(own) => own,
                     Err(e) => {
                         tracing::debug!(space, range = ?run.range, "reading shared pages: {e}");
-                        still.insert(run.range.clone());
                         continue;
                     }
                 };
-                still.insert(run.range.clone());
                 for r in own {
                     seen.insert(r.clone());
                     let written: Vec<Range<u64>> = seen_before

@@ -249,7 +249,8 @@ impl<'a> Views<'a> {
         writeln!(
             out,
             "  at peak: its resident (private anonymous) bytes at the whole tree's resident \
-             peak; the rows add up to it"
+             peak, in each address space that has them; the rows add up to it, or to more \
+             where a fork's copies share frames (the tree counts those once)"
         )?;
         writeln!(
             out,
