@@ -706,6 +706,16 @@ impl Pagemap {
         Ok(runs)
     }
 
+    /// Whether the page table entry of `page` holds anything: a page (present or swapped), or a
+    /// marker (a guard region's). `UFFDIO_COPY` refuses the first with `EEXIST` and replaces
+    /// the second (docs/kernel-facts.md), so a fill looks here first where a marker may be.
+    /// One entry's read; false once the mm is gone (the fill then finds it gone too).
+    pub fn occupied(&self, page: u64) -> io::Result<bool> {
+        let mut entry = [0u8; 8];
+        let n = self.file.read_at(&mut entry, page / self.page_size * 8)?;
+        Ok(n == 8 && u64::from_ne_bytes(entry) & (PM_PRESENT | PM_SWAPPED) != 0)
+    }
+
     /// The pages of `range` present and mapped by this process alone (`PM_MMAP_EXCLUSIVE`: a
     /// frame of its own, no other process maps), in runs, in address order. A page of a fork's
     /// copy-on-write is not, until a write copies it or every other process lets it go.

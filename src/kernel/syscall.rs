@@ -91,6 +91,8 @@ pub enum LayoutSyscall {
         huge: Option<HugeAdvice>,
         /// `MADV_FREE`: its pages may be reclaimed from its return on, unless written again.
         lazy_free: bool,
+        /// `MADV_GUARD_REMOVE` (Linux 6.13): the range's guard markers are taken away.
+        unguard: bool,
     },
     /// `mprotect` or `pkey_mprotect`: no page or mapping comes or goes, only `prot` changes.
     Mprotect {
@@ -149,6 +151,7 @@ impl LayoutSyscall {
                 discard: DiscardAdvice::of(a[2] as i32),
                 huge: HugeAdvice::of(a[2] as i32),
                 lazy_free: a[2] as i32 == libc::MADV_FREE,
+                unguard: a[2] == 103, // MADV_GUARD_REMOVE
             },
             libc::SYS_brk => LayoutSyscall::Brk { addr: a[0] },
             libc::SYS_mprotect | libc::SYS_pkey_mprotect => LayoutSyscall::Mprotect {
@@ -288,6 +291,19 @@ impl LayoutSyscall {
                 addr,
                 len,
                 discard: Some(DiscardAdvice::GuardInstall),
+                ..
+            } if len > 0 => Some(addr..addr.saturating_add(len)),
+            _ => None,
+        }
+    }
+
+    /// The range whose guard markers it takes away (`MADV_GUARD_REMOVE`).
+    pub fn unguards(&self) -> Option<Range<u64>> {
+        match *self {
+            LayoutSyscall::Madvise {
+                addr,
+                len,
+                unguard: true,
                 ..
             } if len > 0 => Some(addr..addr.saturating_add(len)),
             _ => None,
@@ -590,12 +606,18 @@ mod tests {
                 discard: Some(DiscardAdvice::DontNeed),
                 huge: None,
                 lazy_free: false,
+                unguard: false,
             }
         );
         // A discard with a REMOVE event is ordered by the lane; a guard region's is not.
         assert_eq!(dontneed.drops_unannounced(), None);
         let guard = LayoutSyscall::decode(libc::SYS_madvise, [P, 2 * P, 102, 0, 0, 0], P);
         assert_eq!(guard.drops_unannounced(), Some(P..3 * P));
+        assert_eq!(guard.unguards(), None);
+        let unguard = LayoutSyscall::decode(libc::SYS_madvise, [P, 2 * P, 103, 0, 0, 0], P);
+        assert_eq!(unguard.unguards(), Some(P..3 * P));
+        assert_eq!(unguard.drops_unannounced(), None);
+        assert_eq!(dontneed.unguards(), None);
         let free = LayoutSyscall::decode(
             libc::SYS_madvise,
             [P, P, libc::MADV_FREE as u64, 0, 0, 0],
@@ -699,6 +721,7 @@ mod tests {
             discard: Some(DiscardAdvice::DontNeed),
             huge: None,
             lazy_free: false,
+            unguard: false,
         };
         assert!(dontneed.may_have_acted_on_error(512));
         assert!(!dontneed.may_have_acted_on_error(libc::EINVAL as i64));

@@ -206,6 +206,17 @@ impl AddressSpaceUffd {
         Resolution::Refused(errno)
     }
 
+    /// Leaves `page` as it is and wakes the thread waiting on it, as a refused fill would
+    /// (`EEXIST`): it faults again on what is there (a guard marker: SIGSEGV).
+    pub fn wake_unfilled(&self, page: u64) -> Resolution {
+        if self.is_released() {
+            return Resolution::Gone;
+        }
+        // As in `resolve`: UFFDIO_WAKE cannot fail for a reason that leaves the thread asleep.
+        let _ = self.uffd.wake(page as *mut c_void, self.page_size as usize);
+        Resolution::Refused(libc::EEXIST)
+    }
+
     /// Reads what is pending without blocking (the descriptor is `O_NONBLOCK`). An empty result
     /// means nothing was pending. On an error, what was read is in `out` all the same: it is off
     /// the kernel's queue, and its threads wait until it is handled (or the descriptor released).

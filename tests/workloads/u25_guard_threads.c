@@ -8,8 +8,12 @@
  * guard region (`MADV_GUARD_INSTALL`, Linux 6.13), spins a moment and removes it
  * (`MADV_GUARD_REMOVE`); every third round it also drops another part with `MADV_DONTNEED`.
  * A writer that meets a guard page gets SIGSEGV, and its handler jumps back past that page.
- * Then the writers stop, and the region is reported as it is (region "region"). Prints "no
- * guard regions" and exits 0 on a kernel without them; exit 0 (1 on a failed call).
+ * Then the writers stop, and the region is reported as it is (region "region"). Before each
+ * removal the main thread counts the guarded pages it finds in memory (/proc/self/pagemap):
+ * none, untraced, since an install drops every page and a fault on a marker gets SIGSEGV. It
+ * prints "guarded present N of M" (pages in memory of those guarded, over all rounds) and
+ * "writer segv K" (the SIGSEGVs its writers took). Prints "no guard regions" and exits 0 on a
+ * kernel without them; exit 0 (1 on a failed call).
  */
 #include "truth.h" /* first: defines _GNU_SOURCE */
 #include <setjmp.h>
@@ -24,10 +28,12 @@
 static char *region;
 static atomic_int stop;
 static __thread sigjmp_buf skip;
+static atomic_long segvs;
 
 static void on_segv(int sig)
 {
     (void)sig;
+    atomic_fetch_add_explicit(&segvs, 1, memory_order_relaxed);
     /* SA_NODEFER: SIGSEGV is not blocked here, so no mask needs restoring. */
     siglongjmp(skip, 1);
 }
@@ -74,6 +80,11 @@ int main(int argc, char **argv)
     if (sigaction(SIGSEGV, &sa, NULL))
         truth_die("sigaction");
 
+    int pm_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+    if (pm_fd < 0)
+        truth_die("open(/proc/self/pagemap)");
+    long guarded = 0, guarded_present = 0;
+
     pthread_t th[WRITERS];
     for (long i = 0; i < WRITERS; i++) {
         int e = pthread_create(&th[i], NULL, writer, (void *)i);
@@ -91,6 +102,8 @@ int main(int argc, char **argv)
             truth_die("guard install");
         for (volatile int spin = 0; spin < 2000 + (round % 7) * 1000; spin++)
             ;
+        guarded += (long)len;
+        guarded_present += truth_count_present(pm_fd, (uintptr_t)at, (uintptr_t)(at + len * TRUTH_PAGE));
         if (madvise(at, len * TRUTH_PAGE, GUARD_REMOVE))
             truth_die("guard remove");
         if (round % 3 == 0) {
@@ -103,6 +116,10 @@ int main(int argc, char **argv)
     atomic_store(&stop, 1);
     for (long i = 0; i < WRITERS; i++)
         pthread_join(th[i], NULL);
+    close(pm_fd);
+    printf("guarded present %ld of %ld\n", guarded_present, guarded);
+    printf("writer segv %ld\n", atomic_load(&segvs));
+    fflush(stdout);
     truth_region("region", region, PAGES);
     truth_finish(0);
 }

@@ -35,6 +35,7 @@ impl Lane {
     /// A layout syscall has been reported (or its thread is gone): fences that waited only for
     /// it come down, and the faults they held are resolved now, after the report.
     pub(super) async fn end_syscall(&mut self, tid: i32) {
+        self.guards.end(tid);
         let mut ready = std::mem::take(&mut self.ready);
         self.fences.end(tid, &mut ready);
         self.resolve_all(ready).await;
@@ -83,7 +84,25 @@ impl Lane {
             .is_none_or(|names| names.selects_now(tid));
         // The thread runs again from inside the resolution: the clock is read before it too.
         let began = Instant::now();
-        match uffd.resolve(addr, write) {
+        // A write fill over a guard marker would replace it (R4): where one may be, the page's
+        // entry is read first, and a page found taken is left as it is, as COPY would leave a
+        // page there (`EEXIST`). No guard install can run between the read and the fill: it
+        // waits for this lane's answer to a `Quiesce`, and nothing here awaits.
+        let occupied = write
+            && self.guards.may_hold_marker(addr)
+            && self.pagemap.as_ref().is_some_and(|pagemap| {
+                pagemap.occupied(addr).unwrap_or_else(|e| {
+                    tracing::debug!(space = self.space, addr, "pagemap unread: {e}");
+                    false
+                })
+            });
+        let resolution = if occupied {
+            self.counters.unfilled_markers += 1;
+            uffd.wake_unfilled(addr)
+        } else {
+            uffd.resolve(addr, write)
+        };
+        match resolution {
             Resolution::Resolved => {
                 if test_hooks::fails(Fault::LanePanic, Some(self.space)) {
                     panic!(

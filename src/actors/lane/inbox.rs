@@ -21,7 +21,10 @@ impl Lane {
                 ..
             }) if self.failed.is_some() => {}
             LaneMessage::Observed(stamped) => self.forward(stamped).await,
-            LaneMessage::Begun { tid, call } => self.fences.begin(tid, call),
+            LaneMessage::Begun { tid, call } => {
+                self.guards.begin(tid, &call);
+                self.fences.begin(tid, call)
+            }
             LaneMessage::Mapped { event, at_exit } => self.forward_mapped(event, at_exit).await,
             LaneMessage::Fence { tid, range } => self.fences.fence(tid, range),
             LaneMessage::Ended { tid } => self.end_syscall(tid).await,

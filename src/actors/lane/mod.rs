@@ -19,11 +19,12 @@
 //! turns the tracer's messages into lines, `faults.rs` resolves what the descriptor says,
 //! `attribution.rs` says whose each first touch is;
 //! `handle.rs` is the tracer's end. The pure rules have files of their own, with their tests:
-//! `fences.rs` (R2), `touches.rs` (R9), `pages.rs` (R3, R4).
+//! `fences.rs` (R2), `touches.rs` (R9), `pages.rs` (R3, R4), `guards.rs` (R4).
 
 mod attribution;
 mod faults;
 mod fences;
+mod guards;
 mod handle;
 mod inbox;
 mod pages;
@@ -43,6 +44,7 @@ use userfaultfd::EventBuffer;
 
 use self::attribution::Attribution;
 use self::fences::Fences;
+use self::guards::Guards;
 pub use self::handle::LaneHandle;
 use self::handle::{INBOX_LATENCY, LaneWake};
 pub use self::pages::PagesAtExit;
@@ -156,6 +158,8 @@ pub struct LaneConfig {
 struct Counters {
     resolved: u64,
     refused: u64,
+    /// Write faults left unfilled over a guard marker (R4).
+    unfilled_markers: u64,
     layout_events: u64,
 }
 
@@ -187,6 +191,8 @@ pub struct Lane {
     stacks: Vec<(i32, Range<u64>, u64)>,
     /// Syscalls under way, fences, held faults (R2).
     fences: Fences,
+    /// Where a guard marker may be: write fills there look first (R4).
+    guards: Guards,
     /// Pages resolved lately (R3, R4).
     recent: RecentResolutions,
     counters: Counters,
@@ -229,6 +235,7 @@ impl Lane {
             who: Attribution::new(space),
             stacks: Vec::new(),
             fences: Fences::new(),
+            guards: Guards::default(),
             recent: RecentResolutions::new(config.page_size),
             counters: Counters::default(),
             buf: EventBuffer::new(64),
