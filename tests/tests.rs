@@ -16,6 +16,7 @@ mod memory;
 mod page;
 mod pressure;
 mod process_order;
+mod raw_thread;
 mod replay;
 mod report;
 mod report_page;

@@ -378,6 +378,81 @@ pub fn minor_faults(pid: i32) -> Option<u64> {
     stat_field(pid, 10)
 }
 
+/// Whether a thread is runnable, how often and how long it has been on a CPU, and how many page
+/// faults it has completed: `R` in `/proc/PID/task/TID/stat` (on a CPU, or waiting for one)
+/// and its minor and major faults (a fault is counted once it is done, a userfaultfd one when
+/// the thread has retried it after its wake), and `schedstat`'s time on a CPU (brought up to
+/// date at each tick and switch) and count of times it was put on one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunState {
+    pub runnable: bool,
+    pub faults: u64,
+    pub on_cpu_ns: u64,
+    pub switched_in: u64,
+}
+
+/// The [`RunState`] of thread `tid` of process `pid` (its own figures: `/proc/TID/stat` would
+/// count the faults of its whole process); None once it is gone, or without
+/// `CONFIG_SCHED_INFO` (the file then says `0 0 0`).
+pub fn run_state(pid: i32, tid: i32) -> Option<RunState> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+    // Fields from the third on (the state): after the command name, which may hold anything.
+    let rest: Vec<&str> = stat[stat.rfind(')')? + 2..].split(' ').collect();
+    let field = |n: usize| rest.get(n - 3).and_then(|v| v.parse::<u64>().ok());
+    let runnable = rest.first()? == &"R";
+    let faults = field(10)? + field(12)?;
+    if !runnable {
+        // Nothing more is asked of a thread that is not runnable.
+        return Some(RunState {
+            runnable,
+            faults,
+            on_cpu_ns: 0,
+            switched_in: 0,
+        });
+    }
+    let sched = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
+    let mut fields = sched.split_whitespace().map(|f| f.parse::<u64>().ok());
+    let on_cpu_ns = fields.next()??;
+    let switched_in = fields.nth(1)??;
+    (switched_in > 0).then_some(RunState {
+        runnable,
+        faults,
+        on_cpu_ns,
+        switched_in,
+    })
+}
+
+/// Where the kernel last took a thread off a CPU, as far as page faults go
+/// (`/proc/PID/task/TID/stack`); None if it does not say (the file needs `CAP_SYS_ADMIN` and
+/// `CONFIG_STACKTRACE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OffCpu {
+    /// Inside a page fault (a userfaultfd wait, or the fault's retry after it).
+    InFault,
+    /// In a ptrace stop (or let go from one and not run since).
+    InPtraceStop,
+    /// Elsewhere.
+    Elsewhere,
+    /// It is on a CPU now (the kernel walks no running thread's stack: the file is empty).
+    OnCpu,
+}
+
+/// Where the kernel last took thread `tid` of process `pid` off a CPU ([`OffCpu`]).
+pub fn off_cpu(pid: i32, tid: i32) -> Option<OffCpu> {
+    let stack = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stack")).ok()?;
+    Some(
+        if stack.contains("exc_page_fault") || stack.contains("handle_userfault") {
+            OffCpu::InFault
+        } else if stack.contains("ptrace_stop") {
+            OffCpu::InPtraceStop
+        } else if stack.trim().is_empty() {
+            OffCpu::OnCpu
+        } else {
+            OffCpu::Elsewhere
+        },
+    )
+}
+
 /// Field `n` (from 1, as proc(5) numbers them) of `/proc/PID/stat`, as a number.
 fn stat_field(pid: i32, n: usize) -> Option<u64> {
     let stat = text(format!("/proc/{pid}/stat")).ok()?;

@@ -49,6 +49,37 @@ impl TracerWaker {
     }
 }
 
+/// A one-shot wake-up of the tracer out of `waitpid` after a while (the SIGURG that
+/// [`TracerWaker::wake`] sends, from a timer aimed at the tracer's thread): for a loop that must
+/// look at something again soon though no stop may come (a layout change held until another
+/// thread has run).
+pub struct WakeAfter(nix::sys::timer::Timer);
+
+impl WakeAfter {
+    pub fn new(tracer: TracerWaker) -> io::Result<Self> {
+        use nix::sys::signal::{SigEvent, SigevNotify};
+        let event = SigEvent::new(SigevNotify::SigevThreadId {
+            signal: Signal::SIGURG,
+            thread_id: tracer.tid,
+            si_value: 0,
+        });
+        nix::sys::timer::Timer::new(nix::time::ClockId::CLOCK_MONOTONIC, event)
+            .map(Self)
+            .map_err(io::Error::from)
+    }
+
+    /// Wakes the tracer once, `after` from now (replacing a wake-up not yet come).
+    pub fn arm(&mut self, after: Duration) -> io::Result<()> {
+        let when = nix::sys::time::TimeSpec::from_duration(after);
+        self.0
+            .set(
+                nix::sys::timer::Expiration::OneShot(when),
+                nix::sys::timer::TimerSetTimeFlags::empty(),
+            )
+            .map_err(io::Error::from)
+    }
+}
+
 /// Stops its thread when dropped.
 pub struct Ticker {
     stop: Arc<AtomicBool>,

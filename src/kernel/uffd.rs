@@ -300,6 +300,22 @@ impl AddressSpaceUffd {
         Ok(())
     }
 
+    /// Whether a message waits to be read: a fault raised (or an event) that the lane has not
+    /// read yet. Never for a released descriptor (its number is a placeholder, always readable).
+    pub fn has_pending(&self) -> bool {
+        if self.is_released() {
+            return false;
+        }
+        let mut pollfd = libc::pollfd {
+            fd: self.uffd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd of ours, on a descriptor `self.uffd` owns; a timeout of 0 only asks.
+        let n = unsafe { libc::poll(&mut pollfd, 1, 0) };
+        n > 0 && pollfd.revents & libc::POLLIN != 0
+    }
+
     /// Whether [`Self::release`] was called.
     pub fn is_released(&self) -> bool {
         self.released.load(Ordering::SeqCst)

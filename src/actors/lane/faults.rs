@@ -112,6 +112,7 @@ impl Lane {
                 }
                 tracing::trace!(space = self.space, addr, tid, write, "resolved");
                 let at = Instant::now();
+                self.wake.woken.woke(tid, addr, at);
                 if self.spin_cpus.is_some() {
                     self.faulted_at.insert(tid, at);
                 }
@@ -147,6 +148,8 @@ impl Lane {
                 self.send_out().await;
             }
             Resolution::Refused(errno) => {
+                // Woken all the same, to fault again.
+                self.wake.woken.woke(tid, addr, Instant::now());
                 self.counters.refused += 1;
                 tracing::trace!(space = self.space, addr, errno, "resolution refused");
             }

@@ -2,6 +2,7 @@
 //! itself (R1 only needs a message to be *in* the inbox before the thread resumes), so the
 //! tracer wakes it when something waits, and otherwise at most once every [`INBOX_LATENCY`].
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -9,8 +10,10 @@ use std::time::{Duration, Instant};
 use async_channel::{Receiver, Sender};
 
 use super::LaneMessage;
+use super::woken::{Wake, Woken};
 use crate::actors::sequencer::Stamped;
 use crate::event::Event;
+use crate::kernel::uffd::AddressSpaceUffd;
 
 /// How late the lane may take in a message that nothing waits for. Most of what the tracer sends
 /// need only be in the inbox before the thread resumes (R1: the lane drains its inbox after
@@ -19,6 +22,14 @@ use crate::event::Event;
 /// messages at most once per this interval, and the lane, once woken, takes in the inbox again
 /// this long after: every message is handled within it.
 pub(super) const INBOX_LATENCY: Duration = Duration::from_millis(5);
+
+/// How long `LaneHandle::unhandled_faults` waits for a read under way to be handled before it
+/// takes the lane to hold faults: an empty read takes about a microsecond.
+const READ_PATIENCE: Duration = Duration::from_micros(20);
+
+/// A count of the lane's reads of its descriptor ([`LaneHandle::unhandled_faults`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReadMark(u64);
 
 /// The tracer's end of a lane. Dropping the last one ends the lane.
 #[derive(Clone, Debug)]
@@ -47,6 +58,13 @@ pub(super) struct LaneWake {
     /// tracer's memory with many processes); the bound is kept here. The lane gives a credit
     /// back for each message it takes, and closes it when it ends.
     pub(super) credits: tokio::sync::Semaphore,
+    /// Reads of its descriptor the lane has begun, and the number of the last whose messages
+    /// it has handled (resolved, or held behind fences): while the two differ, a fault taken
+    /// off the kernel's queue may not be resolved yet.
+    pub(super) reads_begun: AtomicU64,
+    pub(super) reads_handled: AtomicU64,
+    /// The threads it woke lately (woken.rs).
+    pub(super) woken: Woken,
 }
 
 /// A lane's inbox: the tracer's end, the lane's end, and the wake both share.
@@ -58,6 +76,9 @@ pub(super) fn inbox(capacity: usize) -> (LaneHandle, Receiver<LaneMessage>, Arc<
         epoch: Instant::now(),
         holding: AtomicBool::new(false),
         credits: tokio::sync::Semaphore::new(capacity),
+        reads_begun: AtomicU64::new(0),
+        reads_handled: AtomicU64::new(0),
+        woken: Woken::default(),
     });
     let handle = LaneHandle {
         inner: Arc::new(LaneSender {
@@ -121,6 +142,46 @@ impl LaneHandle {
         if checkpoint || (ended && wake.holding.load(Ordering::SeqCst)) || wake.stale() {
             wake.wake();
         }
+    }
+
+    /// The read of its descriptor the lane must have handled (resolved, or held behind a
+    /// fence) for every fault raised on `uffd` by now to be: None once it has, waiting for it
+    /// a moment first.
+    pub fn unhandled_faults(&self, uffd: &AddressSpaceUffd) -> Option<ReadMark> {
+        // The lane counts a read before it makes it. A fault it took off the queue before the
+        // poll is in a read counted below; one still queued is in the next read, which begins
+        // after the count is loaded and takes up to 64 messages, and a thread has one fault
+        // queued at a time.
+        let pending = uffd.has_pending();
+        let begun = self.inner.wake.reads_begun.load(Ordering::SeqCst);
+        let mark = ReadMark(begun + u64::from(pending));
+        let until = Instant::now() + READ_PATIENCE;
+        while !self.handled(mark) {
+            if Instant::now() >= until {
+                return Some(mark);
+            }
+            std::hint::spin_loop();
+        }
+        None
+    }
+
+    /// Whether the lane has handled the reads up to `mark`.
+    pub fn handled(&self, mark: ReadMark) -> bool {
+        self.inner.wake.reads_handled.load(Ordering::SeqCst) >= mark.0
+    }
+
+    /// The wakes by the lane, not yet seen run, of the threads but `except` from a fault in
+    /// one of `reach`.
+    pub fn woken_in(&self, reach: &[Range<u64>], except: i32) -> Vec<Wake> {
+        self.inner
+            .wake
+            .woken
+            .in_reach(reach, except, Instant::now())
+    }
+
+    /// These threads were seen on a CPU after these wakes.
+    pub fn ran(&self, wakes: &[Wake]) {
+        self.inner.wake.woken.ran(wakes);
     }
 
     pub fn observed(&self, event: Event) {

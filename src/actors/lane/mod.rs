@@ -29,6 +29,7 @@ mod handle;
 mod inbox;
 mod pages;
 mod touches;
+mod woken;
 
 use std::collections::HashMap;
 use std::io;
@@ -46,10 +47,12 @@ use self::attribution::Attribution;
 use self::fences::Fences;
 use self::guards::Guards;
 pub use self::handle::LaneHandle;
+pub use self::handle::ReadMark;
 use self::handle::{INBOX_LATENCY, LaneWake};
 pub use self::pages::PagesAtExit;
 use self::pages::RecentResolutions;
 use self::touches::Touches;
+pub use self::woken::Wake;
 use super::sequencer::{SequencerHandle, SequencerMessage, Stamped};
 use crate::event::{Event, SiteId, SpaceId, VerifyPoint, WarningKind};
 use crate::kernel::procfs::Pagemap;
@@ -446,6 +449,7 @@ impl Lane {
             self.handle(message).await;
         }
         self.on_batch(std::mem::take(read)).await;
+        self.read_handled();
         if self.touches.due().is_some_and(|due| due <= Instant::now()) {
             self.touches.flush_due(Instant::now(), &mut self.outgoing);
             self.send_out().await;
@@ -453,10 +457,30 @@ impl Lane {
     }
 
     /// One non-blocking read of the descriptor into `read` (emptied first). On an error, what
-    /// was read before it is in `read` all the same.
+    /// was read before it is in `read` all the same. The read is counted before it is made,
+    /// and handled at `read_handled` (see `LaneWake::reads_begun`); one that returns nothing is
+    /// handled at once.
     fn read_uffd(&mut self, read: &mut Vec<UffdMessage>) -> io::Result<()> {
         read.clear();
-        let Some(uffd) = self.uffd.as_ref().filter(|_| self.failed.is_none()) else {
+        if self.uffd.is_none() || self.failed.is_some() {
+            return Ok(());
+        }
+        self.wake.reads_begun.fetch_add(1, Ordering::SeqCst);
+        let result = self.read_uffd_from(read);
+        if read.is_empty() {
+            self.read_handled();
+        }
+        result
+    }
+
+    /// What the last read returned has been handled (resolved, or held behind fences).
+    fn read_handled(&self) {
+        let begun = self.wake.reads_begun.load(Ordering::SeqCst);
+        self.wake.reads_handled.store(begun, Ordering::SeqCst);
+    }
+
+    fn read_uffd_from(&mut self, read: &mut Vec<UffdMessage>) -> io::Result<()> {
+        let Some(uffd) = self.uffd.as_ref() else {
             return Ok(());
         };
         if test_hooks::fails(Fault::LaneRead, Some(self.space)) {
@@ -478,6 +502,7 @@ impl Lane {
             let result = self.read_uffd(&mut read);
             let empty = read.is_empty();
             self.on_batch(std::mem::take(&mut read)).await;
+            self.read_handled();
             if let Err(e) = result {
                 return self.fail(e.to_string()).await;
             }

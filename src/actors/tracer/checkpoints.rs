@@ -185,8 +185,13 @@ impl Tracer {
                 ),
             );
         }
+        self.checkpoint_released.clear();
         for (tid, how) in c.parked {
-            self.release_now(tid, how);
+            // A layout change held at its entry by woken.rs goes from there, after these.
+            if !self.holds(tid) {
+                self.release_now(tid, how);
+                self.checkpoint_released.push(tid);
+            }
         }
         // The next interval starts now that the threads run again.
         if let Some(every) = self.config.verify_every {

@@ -71,6 +71,17 @@ impl Tracer {
     /// then run to its exit stop.
     pub(super) fn begin_layout_syscall(&mut self, tid: i32, stopped: Option<SeccompEntry>) {
         let entry = stopped.map(|s| self.decode(tid, s));
+        // Held, stopped, until the threads woken in its reach have run (woken.rs).
+        if let Some(call) = entry
+            && self.hold_for_woken(tid, call)
+        {
+            return;
+        }
+        self.begin_decoded(tid, entry);
+    }
+
+    /// `begin_layout_syscall` once its syscall is decoded, and let go if it was held.
+    pub(super) fn begin_decoded(&mut self, tid: i32, entry: Option<LayoutSyscall>) {
         let unregistered = entry.and_then(|call| match call {
             LayoutSyscall::UffdRegister { start, len } => {
                 self.give_up_range(tid, start..start.saturating_add(len));

@@ -142,6 +142,9 @@ impl Tracer {
             Thread::new(if is_thread { pid } else { child }, true, new_space),
         );
         self.inherit_every_syscall(parent_tid, child);
+        if !own_space && shares_mm {
+            self.started_thread(child);
+        }
         // A fork child's space is made at its attach stop; its lane is told there.
         if !own_space {
             self.learn_namespace(child, is_thread.then_some(parent_tid));

@@ -41,6 +41,7 @@ mod stack_growth;
 mod stacks;
 mod unseen;
 mod untaken;
+mod woken;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::OsString;
@@ -52,7 +53,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
-use nix::sys::wait::{WaitPidFlag, waitpid};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 use rangemap::RangeSet;
 
@@ -291,6 +292,15 @@ pub struct Tracer {
     told_io_workers: HashSet<SpaceId>,
     /// Syscall exits held back, by the thread whose report they wait for.
     deferred: HashMap<i32, Deferred>,
+    /// Layout changes held at their entry until the threads woken in their reach have run
+    /// (woken.rs), and how long the loop sleeps before it looks at them again.
+    held_changes: Vec<woken::HeldChange>,
+    held_poll: Duration,
+    held_looked: Instant,
+    /// The threads the last checkpoint let go at its end, for the changes it held (woken.rs).
+    checkpoint_released: Vec<i32>,
+    /// Threads made lately in their creator's space, and when (woken.rs).
+    started: VecDeque<(i32, Instant)>,
     /// Threads lent to a tracer of their own space, or about to be (lending.rs).
     lent: HashMap<i32, Lending>,
     /// Processes killed between their exec event and execve's exit stop: filed under their old
@@ -339,6 +349,11 @@ impl Tracer {
             checkpoint: None,
             told_io_workers: HashSet::new(),
             deferred: HashMap::new(),
+            held_changes: Vec::new(),
+            held_poll: woken::HELD_POLL_FIRST,
+            held_looked: Instant::now(),
+            checkpoint_released: Vec::new(),
+            started: VecDeque::new(),
             lent: HashMap::new(),
             exec_interrupted: HashSet::new(),
             next_checkpoint: None,
@@ -381,6 +396,10 @@ impl Tracer {
         // `rss` lines every sample period, whatever the mode; scans too under `--faults scan`.
         tick = tick.min(self.config.sample);
         let _ticker = tick::start(tick, waker)?;
+        // While a change is held (woken.rs), the loop looks at it again soon, stop or not.
+        let mut wake_after = tick::WakeAfter::new(waker)
+            .inspect_err(|e| tracing::debug!("a timer to wake the tracer: {e}; it polls instead"))
+            .ok();
         loop {
             if let Some(failure) = self.supervisor.failure() {
                 self.end_everything(attaching);
@@ -403,9 +422,28 @@ impl Tracer {
                 self.look_for_evictions_if_due();
                 self.end_for_untaken_signals();
             }
+            self.release_held_changes();
+            // While a change is held, `waitpid` is woken soon after, or does not wait at all
+            // with no timer to wake it (woken.rs).
+            let mut wait = WaitPidFlag::__WALL;
+            if !self.held_changes.is_empty() && self.pending.is_empty() {
+                let armed = wake_after
+                    .as_mut()
+                    .is_some_and(|w| w.arm(self.held_poll).is_ok());
+                if armed {
+                    self.held_poll = (self.held_poll * 2).min(woken::HELD_POLL_LAST);
+                } else {
+                    wait |= WaitPidFlag::WNOHANG;
+                }
+            }
             let stop = match self.pending.pop_front() {
                 Some(stop) => stop,
-                None => match waitpid(None::<Pid>, Some(WaitPidFlag::__WALL)) {
+                None => match waitpid(None::<Pid>, Some(wait)) {
+                    Ok(WaitStatus::StillAlive) => {
+                        std::thread::sleep(self.held_poll);
+                        self.held_poll = (self.held_poll * 2).min(woken::HELD_POLL_LAST);
+                        continue;
+                    }
                     Ok(status) => match Stop::from_wait_status(status) {
                         Some(stop) => stop,
                         None => continue,

@@ -1,0 +1,548 @@
+//! A thread woken from a first touch runs before a layout change that reaches its page
+//! (docs/ordering.md, "Threads woken before a change"). Untraced, the kernel resolves a first
+//! touch in the faulting thread's own time: it runs its next instruction at once. Here the
+//! thread sleeps until its lane resolves the fault, and once woken waits for a CPU. A change
+//! that another thread makes meanwhile, which the program ordered after that touch by other
+//! means, could run first: LTP `clone10` frees its raw thread's stack as soon as the thread
+//! says it is done, and the thread's next instruction (a call, the first touch of its stack's
+//! next page) was killed by SIGSEGV in about one run in six (issue 25).
+//!
+//! The change's thread is held, stopped, while the tracer goes on with every other stop; the
+//! loop looks at the held changes again at each turn.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use super::Tracer;
+use crate::actors::lane::{ReadMark, Wake};
+use crate::kernel::procfs::{self, OffCpu, RunState};
+use crate::kernel::ptrace::Resume;
+use crate::kernel::syscall::LayoutSyscall;
+
+/// How long a change is held, at most, for the threads it waits for to run. A woken thread gets
+/// a CPU within microseconds on an idle machine, but was seen to wait 150 ms beside two CPU hogs
+/// on two CPUs (and 450 ms after its clone); one left waiting longer is not waited for.
+const RUN_PATIENCE: Duration = Duration::from_secs(1);
+
+/// How long a change is held after a checkpoint, at most: the threads it waits for there only
+/// may have been about to finish a fault, and the check stopped them all.
+const AFTER_CHECKPOINT_PATIENCE: Duration = Duration::from_millis(20);
+
+/// A thread started this long ago or less is waited for, if it is waiting for a CPU, by
+/// another thread's change: on an idle machine it runs within microseconds of its start.
+const STARTED_LATELY: Duration = Duration::from_millis(100);
+
+/// At most this many threads are waited for by one change, the most lately woken: in a space
+/// of many threads touching what others release, one woken long before has run by then, and
+/// each look at a thread costs reads of `/proc`.
+const MOST_WAITED: usize = 16;
+
+/// How often held changes are looked at, at most, and how long the loop sleeps while no stop
+/// comes: first soon, then less and less often (a waiting thread may need the CPU the tracer
+/// would take), up to the last.
+pub(super) const HELD_POLL_FIRST: Duration = Duration::from_micros(20);
+pub(super) const HELD_POLL_LAST: Duration = Duration::from_millis(1);
+const HELD_LOOK: Duration = Duration::from_micros(50);
+
+/// A layout change held at its entry, nothing of it done yet (not begun: no fence waits for
+/// it), until the threads it waits for have run.
+#[derive(Debug)]
+pub(super) struct HeldChange {
+    tid: i32,
+    call: LayoutSyscall,
+    stage: Stage,
+    course: Course,
+    waiting: Vec<Waited>,
+    /// The lane's wakes of the threads waited for: forgotten once seen run.
+    wakes: Vec<Wake>,
+    deadline: Instant,
+}
+
+/// Where a held change is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    /// Held at its entry until the lane has handled the faults raised before it: up to
+    /// this read of its descriptor.
+    Draining(ReadMark),
+    /// Held at its entry for the threads the lane woke in its reach.
+    Entry,
+    /// A checkpoint is under way: it waits, parked, for its end (once: it begins at the
+    /// next, or each checkpoint would take it from the last one's hold to its own).
+    CheckpointEnd,
+    /// Held after a checkpoint for the threads woken in its reach and the others of its space
+    /// the checkpoint stopped (by their counts alone: they were taken off their CPUs in the
+    /// ptrace stop): untraced they would have run on meanwhile, and one may have been about to
+    /// finish a first touch the checkpoint took it out of. Then looked at as at its entry.
+    AfterCheckpoint,
+}
+
+/// How far a held change has come.
+#[derive(Clone, Copy, Debug, Default)]
+struct Course {
+    /// A checkpoint came while it was held already: the next one finds it begun.
+    crossed: bool,
+    /// How many times it was held: at most `MOST_HOLDS`.
+    holds: u8,
+    /// The lane has handled the faults raised before its last look: the next looks at the
+    /// threads alone, until they have been waited for again.
+    drained: bool,
+}
+
+impl Course {
+    fn held_again(self) -> Self {
+        Self {
+            holds: self.holds.saturating_add(1),
+            ..self
+        }
+    }
+}
+
+/// How many times a change is held at most: at its entry, for the lane and then for the
+/// threads it woke, then again for a fault raised meanwhile (a thread let go by a checkpoint
+/// faults again once it runs) and the threads that wakes.
+const MOST_HOLDS: u8 = 4;
+
+/// What a held change does next.
+#[derive(Clone, Copy, Debug)]
+enum Next {
+    /// Begins: nothing more is waited for.
+    Begin,
+    /// Looked at as at its entry again (the lane has handled what it held, or the threads it waited for
+    /// have run: they may have faulted again since).
+    Enter,
+    /// A checkpoint it waited for has ended.
+    AfterCheckpoint,
+}
+
+/// A thread waited for: one that may not have run since the lane woke it.
+#[derive(Clone, Copy, Debug)]
+struct Waited {
+    pid: i32,
+    tid: i32,
+    first: RunState,
+    since: Since,
+}
+
+/// What a waited thread must have got past.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Since {
+    /// The lane's wake from its fault.
+    Wake,
+    /// A checkpoint's letting it go from its ptrace stop.
+    Release,
+    /// Its start: a thread made lately, whose first instructions may be waiting for a CPU.
+    Start,
+}
+
+/// What one look at held changes read of each thread, read once however many wait for it.
+#[derive(Default)]
+struct Look {
+    states: HashMap<i32, Option<RunState>>,
+    stacks: HashMap<i32, Option<OffCpu>>,
+}
+
+impl Look {
+    fn state(&mut self, pid: i32, tid: i32) -> Option<RunState> {
+        *self
+            .states
+            .entry(tid)
+            .or_insert_with(|| procfs::run_state(pid, tid))
+    }
+
+    fn stack(&mut self, pid: i32, tid: i32) -> Option<OffCpu> {
+        *self
+            .stacks
+            .entry(tid)
+            .or_insert_with(|| procfs::off_cpu(pid, tid))
+    }
+}
+
+impl Waited {
+    /// Thread `tid` of process `pid`, if it may not have run since the lane woke it.
+    fn first_look(pid: i32, tid: i32, since: Since, look: &mut Look) -> Option<Self> {
+        let first = look.state(pid, tid)?;
+        let waited = Self {
+            pid,
+            tid,
+            first,
+            since,
+        };
+        (!waited.ran(first, look)).then_some(waited)
+    }
+
+    fn still_waiting(&self, look: &mut Look) -> bool {
+        look.state(self.pid, self.tid)
+            .is_some_and(|now| !self.ran(now, look))
+    }
+
+    /// Whether it has got past its fault (or its release), as of `now`. Gone, sleeping or
+    /// stopped, it has (a wake or a release leaves a thread runnable until it runs), or will
+    /// run no more; a fault completed since the first look is its own (the kernel counts a
+    /// userfaultfd fault once the thread has retried it). The kernel's stack of it tells the
+    /// rest. Woken from a fault: last taken off a CPU in a page fault, it has not got past it;
+    /// on a CPU now, it has once its time there has grown (at the next tick: the retry takes
+    /// microseconds); elsewhere, it has. Let go from a ptrace stop: last taken off a CPU there,
+    /// it has not run since; anywhere else or on a CPU, it has. With no stack to read: once it
+    /// has been put on a CPU, or its time there has grown.
+    fn ran(&self, now: RunState, look: &mut Look) -> bool {
+        let first = self.first;
+        if !now.runnable || now.faults > first.faults {
+            return true;
+        }
+        let on_cpu_since = now.on_cpu_ns != first.on_cpu_ns;
+        let counts = on_cpu_since || now.switched_in != first.switched_in;
+        match (self.since, look.stack(self.pid, self.tid)) {
+            (_, None) => counts,
+            (Since::Wake, Some(OffCpu::InFault)) => false,
+            (Since::Wake, Some(OffCpu::OnCpu)) => on_cpu_since,
+            (Since::Release, Some(OffCpu::InPtraceStop)) => false,
+            // On a CPU, it runs beside the change as it would untraced; taken off one (or
+            // inside a fault, whose message may not be queued yet), it has run once its time
+            // there has grown.
+            (Since::Start, Some(OffCpu::OnCpu)) => true,
+            (Since::Start, Some(_)) => on_cpu_since,
+            (Since::Wake, Some(OffCpu::InPtraceStop | OffCpu::Elsewhere))
+            | (Since::Release, Some(OffCpu::InFault | OffCpu::OnCpu | OffCpu::Elsewhere)) => true,
+        }
+    }
+}
+
+impl Tracer {
+    /// At a layout syscall's entry, before anything of it is done: the faults in its reach that
+    /// were raised before it are handled first (the lane's reads, only when one may be waiting), and
+    /// if another thread the lane woke from a page in its reach may not have got past that
+    /// fault, the syscall is held (true) until it has. During a checkpoint it is held until the
+    /// checkpoint's end, and looked at then.
+    pub(super) fn hold_for_woken(&mut self, tid: i32, call: LayoutSyscall) -> bool {
+        if self.reaching(tid, &call).is_none() {
+            return false;
+        }
+        if let Some(c) = self.checkpoint.as_mut() {
+            // Stopped for the check (its maps can be read through it), and let go by us.
+            c.park(tid, Resume::Syscall);
+            self.held_changes.push(HeldChange {
+                tid,
+                call,
+                stage: Stage::CheckpointEnd,
+                course: Course {
+                    crossed: true,
+                    holds: 1,
+                    drained: false,
+                },
+                waiting: Vec::new(),
+                wakes: Vec::new(),
+                deadline: Instant::now() + RUN_PATIENCE,
+            });
+            return true;
+        }
+        self.enter(tid, call, Course::default())
+    }
+
+    /// Looks at a layout syscall as at its entry (no checkpoint under way): held until the
+    /// threads woken in its reach (and those the last checkpoint let go) have got past their
+    /// faults, or else, if the descriptor may hold a fault, until the lane has resolved what it
+    /// holds; false if not held. Held again after each (at most `MOST_HOLDS` times).
+    fn enter(&mut self, tid: i32, call: LayoutSyscall, course: Course) -> bool {
+        if course.holds >= MOST_HOLDS {
+            return false;
+        }
+        let course = course.held_again();
+        // The lane first: once it has handled every fault raised before now, each such
+        // thread's wake is noted, and the look at the threads below sees it. Once: other
+        // threads may fault on and on meanwhile.
+        let Some(space) = self
+            .reaching(tid, &call)
+            .and_then(|id| self.spaces.get(&id))
+        else {
+            return false;
+        };
+        let unhandled = space
+            .uffd
+            .as_ref()
+            .filter(|_| !course.drained)
+            .and_then(|uffd| space.lane.unhandled_faults(uffd));
+        let Some(mark) = unhandled else {
+            let wakes = self.wakes_in_reach(tid, &call).unwrap_or_default();
+            let also = self.others_to_run(tid);
+            return self.hold(tid, call, Stage::Entry, course, wakes, &also);
+        };
+        tracing::trace!(
+            tid,
+            "a change waits for the lane to handle faults raised before it"
+        );
+        self.held_changes.push(HeldChange {
+            tid,
+            call,
+            stage: Stage::Draining(mark),
+            course,
+            waiting: Vec::new(),
+            wakes: Vec::new(),
+            deadline: Instant::now() + RUN_PATIENCE,
+        });
+        self.held_poll = HELD_POLL_FIRST;
+        true
+    }
+
+    /// The threads of `tid`'s space, other than those the lane woke, that a change waits for:
+    /// those the last checkpoint let go that were not seen run since (one may have been about
+    /// to finish a first touch the checkpoint took it out of, and would have, untraced, before
+    /// another thread's change), and those started lately (a new thread's first instructions
+    /// wait for a CPU that untraced no tracer would have taken).
+    fn others_to_run(&mut self, tid: i32) -> Vec<(i32, Since)> {
+        let now = Instant::now();
+        self.started
+            .retain(|&(_, at)| now.saturating_duration_since(at) < STARTED_LATELY);
+        let space = self.space_of(tid).map(|(_, s)| s);
+        let same_space = |t: i32| t != tid && self.space_of(t).map(|(_, s)| s) == space;
+        let released = self
+            .checkpoint_released
+            .iter()
+            .map(|&t| (t, Since::Release));
+        let started = self.started.iter().map(|&(t, _)| (t, Since::Start));
+        released
+            .chain(started)
+            .filter(|&(t, _)| same_space(t))
+            .collect()
+    }
+
+    /// Thread `tid` was just made in the space of its creator (woken.rs waits for it to have
+    /// run before another thread's change, for `STARTED_LATELY`).
+    pub(super) fn started_thread(&mut self, tid: i32) {
+        if self.started.len() >= MOST_WAITED {
+            self.started.pop_front();
+        }
+        self.started.push_back((tid, Instant::now()));
+    }
+
+    /// These threads let go by the last checkpoint, or started lately, were seen run since.
+    fn others_ran(&mut self, ran: &[(i32, Since)]) {
+        for &(tid, since) in ran {
+            match since {
+                Since::Release => self.checkpoint_released.retain(|&t| t != tid),
+                Since::Start => self.started.retain(|&(t, _)| t != tid),
+                Since::Wake => {}
+            }
+        }
+    }
+
+    /// Whether a thread a checkpoint parked is one of ours, held at its entry: let go by
+    /// `release_held_changes`, not with the others.
+    pub(super) fn holds(&self, tid: i32) -> bool {
+        self.held_changes.iter().any(|h| h.tid == tid)
+    }
+
+    /// Moves the held changes on: those whose threads have all run (or that waited long
+    /// enough) to their next look or their begin; forgets those whose thread is gone. Called at
+    /// each turn of the loop.
+    pub(super) fn release_held_changes(&mut self) {
+        let now = Instant::now();
+        if self.held_changes.is_empty() || now < self.held_looked + HELD_LOOK {
+            return;
+        }
+        self.held_looked = now;
+        let checkpoint = self.checkpoint.is_some();
+        let mut look = Look::default();
+        let mut next = Vec::new();
+        let mut seen_run = Vec::new();
+        let mut i = 0;
+        while i < self.held_changes.len() {
+            let drained = self.drained(&self.held_changes[i]);
+            let held = &mut self.held_changes[i];
+            let then = match (held.stage, checkpoint) {
+                (Stage::CheckpointEnd, true) => None,
+                (Stage::CheckpointEnd, false) => Some(Next::AfterCheckpoint),
+                // A checkpoint began while it was held: it waits for its end, parked (the
+                // checkpoint drains the descriptor itself). Once; a second one finds it begun.
+                (_, true) if !held.course.crossed => {
+                    held.stage = Stage::CheckpointEnd;
+                    held.course.crossed = true;
+                    held.waiting.clear();
+                    let tid = held.tid;
+                    if let Some(c) = self.checkpoint.as_mut() {
+                        c.park(tid, Resume::Syscall);
+                    }
+                    None
+                }
+                (_, true) => Some(Next::Begin),
+                (Stage::Draining(_), false) => {
+                    if drained {
+                        Some(Next::Enter)
+                    } else {
+                        (now >= held.deadline).then_some(Next::Begin)
+                    }
+                }
+                (Stage::Entry | Stage::AfterCheckpoint, false) => {
+                    held.waiting.retain(|w| {
+                        let still = w.still_waiting(&mut look);
+                        if !still {
+                            seen_run.push((w.tid, w.since));
+                        }
+                        still
+                    });
+                    // The threads it waited for may have faulted again meanwhile: it is looked
+                    // at as at its entry again, unless it has waited long enough.
+                    if now >= held.deadline {
+                        Some(Next::Begin)
+                    } else {
+                        held.waiting.is_empty().then_some(Next::Enter)
+                    }
+                }
+            };
+            match then {
+                Some(then) => next.push((self.held_changes.swap_remove(i), then)),
+                None => i += 1,
+            }
+        }
+        self.others_ran(&seen_run);
+        for (held, then) in next {
+            let ran: Vec<Wake> = held
+                .wakes
+                .iter()
+                .filter(|w| !held.waiting.iter().any(|t| t.tid == w.tid))
+                .copied()
+                .collect();
+            self.wakes_ran(held.tid, &ran);
+            if !held.waiting.is_empty() {
+                tracing::debug!(
+                    tid = held.tid,
+                    waiting = ?held.waiting,
+                    "threads still waiting for a CPU: the change goes on"
+                );
+            }
+            if !self.threads.contains_key(&held.tid) {
+                continue;
+            }
+            let (tid, call, course) = (held.tid, held.call, held.course);
+            let held_again = match then {
+                Next::Begin => false,
+                Next::Enter => {
+                    let drained = matches!(held.stage, Stage::Draining(_));
+                    self.enter(tid, call, Course { drained, ..course })
+                }
+                Next::AfterCheckpoint => {
+                    let wakes = self.wakes_in_reach(tid, &call).unwrap_or_default();
+                    let also = self.others_to_run(tid);
+                    self.hold(tid, call, Stage::AfterCheckpoint, course, wakes, &also)
+                        || self.enter(tid, call, course)
+                }
+            };
+            if !held_again {
+                self.begin_decoded(tid, Some(call));
+            }
+        }
+    }
+
+    /// Whether a change held for its lane's reads (`Stage::Draining`) may go on: the lane has
+    /// handled them, or is gone.
+    fn drained(&self, held: &HeldChange) -> bool {
+        let Stage::Draining(mark) = held.stage else {
+            return false;
+        };
+        self.space_of(held.tid)
+            .and_then(|(_, space)| self.spaces.get(&space))
+            .is_none_or(|space| space.lane.handled(mark))
+    }
+
+    /// Holds `tid` at its entry until the threads of `wakes` that may not have got past their
+    /// faults have, and those of `also` that have not run since; false (nothing held) if none
+    /// may not have. At most `MOST_WAITED` are waited for, the last woken first.
+    fn hold(
+        &mut self,
+        tid: i32,
+        call: LayoutSyscall,
+        stage: Stage,
+        course: Course,
+        mut wakes: Vec<Wake>,
+        also: &[(i32, Since)],
+    ) -> bool {
+        wakes.sort_unstable_by_key(|w| std::cmp::Reverse(w.at));
+        wakes.truncate(MOST_WAITED);
+        // A checkpoint stopped the woken threads too since: each was last taken off its CPU
+        // in the ptrace stop, or let go from it.
+        let since = if course.crossed {
+            Since::Release
+        } else {
+            Since::Wake
+        };
+        let mut look = Look::default();
+        let mut waiting = Vec::new();
+        let (not_run, ran): (Vec<Wake>, Vec<Wake>) = wakes.into_iter().partition(|w| {
+            let waited = self
+                .threads
+                .get(&w.tid)
+                .and_then(|t| Waited::first_look(t.pid, w.tid, since, &mut look));
+            waiting.extend(waited);
+            waited.is_some()
+        });
+        self.wakes_ran(tid, &ran);
+        let mut seen_run = Vec::new();
+        for &(other, other_since) in also {
+            if waiting.len() >= MOST_WAITED {
+                break;
+            }
+            if waiting.iter().any(|w| w.tid == other) {
+                continue;
+            }
+            let waited = self
+                .threads
+                .get(&other)
+                .and_then(|t| Waited::first_look(t.pid, other, other_since, &mut look));
+            match waited {
+                Some(waited) => waiting.push(waited),
+                None => seen_run.push((other, other_since)),
+            }
+        }
+        self.others_ran(&seen_run);
+        tracing::trace!(tid, ?stage, ?waiting, "a change about to run");
+        if waiting.is_empty() {
+            return false;
+        }
+        self.held_changes.push(HeldChange {
+            tid,
+            call,
+            stage,
+            course,
+            waiting,
+            wakes: not_run,
+            deadline: Instant::now()
+                + match stage {
+                    Stage::AfterCheckpoint => AFTER_CHECKPOINT_PATIENCE,
+                    _ => RUN_PATIENCE,
+                },
+        });
+        self.held_poll = HELD_POLL_FIRST;
+        true
+    }
+
+    /// Tells the lane of `tid`'s space that these threads were seen past their faults.
+    fn wakes_ran(&self, tid: i32, ran: &[Wake]) {
+        if let Some(space) = self
+            .space_of(tid)
+            .and_then(|(_, space)| self.spaces.get(&space))
+        {
+            space.lane.ran(ran);
+        }
+    }
+
+    /// The space of `tid`, if `call` may change pages of it and its pages are followed by a
+    /// userfaultfd.
+    fn reaching(&self, tid: i32, call: &LayoutSyscall) -> Option<crate::event::SpaceId> {
+        let (_, id) = self.space_of(tid)?;
+        let space = self.spaces.get(&id)?;
+        space.uffd.as_ref()?;
+        let reaches = !call.reach().is_empty()
+            || call
+                .released(space.brk, self.config.lane.page_size)
+                .is_some();
+        reaches.then_some(id)
+    }
+
+    /// The lane's wakes, not seen run, of the threads but `tid` from a page `call` may change.
+    fn wakes_in_reach(&self, tid: i32, call: &LayoutSyscall) -> Option<Vec<Wake>> {
+        let id = self.reaching(tid, call)?;
+        let space = self.spaces.get(&id)?;
+        let mut reach = call.reach();
+        reach.extend(call.released(space.brk, self.config.lane.page_size));
+        Some(space.lane.woken_in(&reach, tid))
+    }
+}
