@@ -19,6 +19,7 @@ use nix::sys::signal::Signal;
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
+use super::abi::USERFAULTFD_IOC_NEW;
 use super::procfs;
 use super::seccomp_filters::{Filters, Read, Verdict};
 
@@ -342,9 +343,6 @@ impl Drop for Injection {
         }
     }
 }
-
-/// `USERFAULTFD_IOC_NEW`, `_IO(0xAA, 0x00)` of `<linux/userfaultfd.h>` (Linux 6.1).
-pub(super) const USERFAULTFD_IOC_NEW: u64 = 0xaa00;
 
 /// Creates a userfaultfd inside the tracee, non-blocking and close-on-exec, and returns its number
 /// there. `userfaultfd(2)` needs `CAP_SYS_PTRACE` (or `vm.unprivileged_userfaultfd=1`); a process

@@ -2,6 +2,7 @@
 //! starting the traced program. The `unsafe` of the crate lives here, each block with the
 //! invariant it relies on.
 
+pub mod abi;
 pub mod anon_memory;
 pub mod attach;
 pub mod bpf;

@@ -190,7 +190,7 @@ pub fn detach(tid: i32, signal: Option<Signal>) -> Result<(), Errno> {
 /// Takes a running thread into our trace again (`PTRACE_SEIZE`, with the options of every
 /// traced thread); it goes on running.
 pub fn seize(tid: i32) -> Result<(), Errno> {
-    ptrace::seize(Pid::from_raw(tid), super::spawn::TRACE_OPTIONS)
+    ptrace::seize(Pid::from_raw(tid), super::abi::TRACE_OPTIONS)
 }
 
 /// Asks a running thread to stop (`PTRACE_INTERRUPT`); `Err(ESRCH)` if it is dying.

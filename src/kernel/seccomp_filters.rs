@@ -16,10 +16,10 @@ use std::io;
 
 use nix::errno::Errno;
 
+use super::abi::AUDIT_ARCH_X86_64;
+
 /// `PTRACE_SECCOMP_GET_FILTER` (Linux 4.4).
 const PTRACE_SECCOMP_GET_FILTER: libc::c_uint = 0x420c;
-/// `AUDIT_ARCH_X86_64`: what `seccomp_data.arch` holds for a 64-bit syscall.
-const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
 /// `sizeof(struct seccomp_data)`: nr, arch, instruction_pointer, args[6].
 const SECCOMP_DATA_LEN: u32 = 64;
 /// A filter has at most this many instructions (`BPF_MAXINSNS`).
@@ -493,7 +493,7 @@ mod tests {
             prctl(set_name),
             [
                 3,
-                u64::from(crate::kernel::uffd::UFFDIO_REGISTER),
+                u64::from(crate::kernel::abi::UFFDIO_REGISTER),
                 0,
                 0,
                 0,

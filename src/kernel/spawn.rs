@@ -9,12 +9,13 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use nix::sys::ptrace::{self, Options};
+use nix::sys::ptrace;
 use nix::sys::signal::{Signal, kill};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, fork};
 use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, TargetArch};
 
+use super::abi::{TRACE_OPTIONS, UFFDIO_MOVE, UFFDIO_REGISTER};
 use crate::test_hooks::{self, Fault};
 
 /// A refusal to start, with the exit status a shell would give.
@@ -68,14 +69,8 @@ const ESCAPES: &[(i64, StopWhen)] = &[
         StopWhen::BitsSet(0, libc::CLONE_UNTRACED as u64),
     ),
     (libc::SYS_clone3, StopWhen::Always),
-    (
-        libc::SYS_ioctl,
-        StopWhen::Equals32(1, super::uffd::UFFDIO_REGISTER),
-    ),
-    (
-        libc::SYS_ioctl,
-        StopWhen::Equals32(1, super::uffd::UFFDIO_MOVE),
-    ),
+    (libc::SYS_ioctl, StopWhen::Equals32(1, UFFDIO_REGISTER)),
+    (libc::SYS_ioctl, StopWhen::Equals32(1, UFFDIO_MOVE)),
     (libc::SYS_ptrace, StopWhen::Always),
     (
         libc::SYS_seccomp,
@@ -320,16 +315,6 @@ pub fn raise_descriptor_limit() -> io::Result<()> {
     Ok(())
 }
 
-pub const TRACE_OPTIONS: Options = Options::PTRACE_O_TRACESYSGOOD
-    .union(Options::PTRACE_O_TRACEFORK)
-    .union(Options::PTRACE_O_TRACEVFORK)
-    .union(Options::PTRACE_O_TRACECLONE)
-    .union(Options::PTRACE_O_TRACEEXEC)
-    .union(Options::PTRACE_O_TRACEEXIT)
-    .union(Options::PTRACE_O_TRACEVFORKDONE)
-    .union(Options::PTRACE_O_TRACESECCOMP)
-    .union(Options::PTRACE_O_EXITKILL);
-
 /// The program's process, traced from its first instruction on, or how it ended before it
 /// could be (killed in the microseconds between its fork and its first stop).
 pub enum Spawned {
@@ -436,14 +421,8 @@ mod tests {
         seccomp_filter(true).expect("the filter builds");
         seccomp_filter(false).expect("the filter builds");
         let ioctl = |request: u32| [3, request as u64 | (1 << 40), 0, 0, 0, 0];
-        assert!(filter_stops(
-            libc::SYS_ioctl,
-            ioctl(super::super::uffd::UFFDIO_REGISTER)
-        ));
-        assert!(filter_stops(
-            libc::SYS_ioctl,
-            ioctl(super::super::uffd::UFFDIO_MOVE)
-        ));
+        assert!(filter_stops(libc::SYS_ioctl, ioctl(super::UFFDIO_REGISTER)));
+        assert!(filter_stops(libc::SYS_ioctl, ioctl(super::UFFDIO_MOVE)));
         assert!(!filter_stops(libc::SYS_ioctl, ioctl(libc::TCGETS as u32)));
         let prctl = |option: i32| [option as u64, 0x7000, 0, 0, 0, 0];
         assert!(filter_stops(libc::SYS_prctl, prctl(libc::PR_SET_NAME)));

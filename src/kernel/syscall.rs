@@ -7,6 +7,7 @@ use std::ops::Range;
 use nix::sys::ptrace;
 use nix::unistd::Pid;
 
+use super::abi::{AUDIT_ARCH_X86_64, UFFDIO_MOVE, UFFDIO_REGISTER};
 use super::page_align;
 
 /// `MADV_COLLAPSE` (Linux 6.1), which the libc crate does not name.
@@ -401,7 +402,6 @@ pub struct EntryStop {
 
 /// The syscall a thread at a `PTRACE_SYSCALL` stop is entering; None at an exit stop.
 pub fn entry_stop(tid: i32) -> io::Result<Option<EntryStop>> {
-    const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
     let info = ptrace::syscall_info(Pid::from_raw(tid))?;
     if info.op != libc::PTRACE_SYSCALL_INFO_ENTRY {
         return Ok(None);
@@ -421,11 +421,11 @@ pub fn entry_stop(tid: i32) -> io::Result<Option<EntryStop>> {
 pub fn uffd_ioctl(tid: i32, args: [u64; 6], page_size: u64) -> io::Result<Option<LayoutSyscall>> {
     let field = |i: u64| read_word(tid, args[2].wrapping_add(8 * i));
     Ok(match args[1] as u32 {
-        super::uffd::UFFDIO_REGISTER => Some(LayoutSyscall::UffdRegister {
+        UFFDIO_REGISTER => Some(LayoutSyscall::UffdRegister {
             start: field(0)?,
             len: page_align(field(1)?, page_size),
         }),
-        super::uffd::UFFDIO_MOVE => Some(LayoutSyscall::UffdMove {
+        UFFDIO_MOVE => Some(LayoutSyscall::UffdMove {
             dst: field(0)?,
             src: field(1)?,
             len: page_align(field(2)?, page_size),

@@ -28,17 +28,7 @@ use tokio::io::unix::{AsyncFd, AsyncFdReadyGuard};
 use userfaultfd::{Error as UffdError, Event as UffdEvent, EventBuffer, ReadWrite, Uffd};
 use userfaultfd_sys as sys;
 
-/// The `ioctl` request by which a program registers a range with its own userfaultfd.
-pub const UFFDIO_REGISTER: u32 = sys::UFFDIO_REGISTER;
-
-/// The `ioctl` request by which a program's own userfaultfd moves pages from one range of its
-/// memory to another (Linux 6.8): `_IOWR(UFFDIO, _UFFDIO_MOVE, struct uffdio_move)`; the
-/// `userfaultfd` crate predates it, and `linux-raw-sys` has its parts but not the request.
-pub const UFFDIO_MOVE: u32 = nix::request_code_readwrite!(
-    linux_raw_sys::general::UFFDIO,
-    linux_raw_sys::general::_UFFDIO_MOVE,
-    std::mem::size_of::<linux_raw_sys::general::uffdio_move>()
-) as u32;
+use super::abi::USERFAULTFD_IOC_NEW;
 
 /// Features asked of the kernel. `EVENT_FORK` is left out on purpose: its new descriptor cannot
 /// be matched to a child when two threads fork at once, so each fork child gets a descriptor of
@@ -459,13 +449,7 @@ pub fn device_permitted() -> io::Result<()> {
     let flags = libc::O_CLOEXEC | libc::O_NONBLOCK;
     // SAFETY: USERFAULTFD_IOC_NEW takes its flags by value and returns a new fd, which we close
     // at once.
-    let fd = unsafe {
-        libc::ioctl(
-            device.as_raw_fd(),
-            super::inject::USERFAULTFD_IOC_NEW as _,
-            flags,
-        )
-    };
+    let fd = unsafe { libc::ioctl(device.as_raw_fd(), USERFAULTFD_IOC_NEW as _, flags) };
     if fd < 0 {
         let e = io::Error::last_os_error();
         return Err(io::Error::new(
@@ -503,6 +487,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
+    use crate::kernel::abi::{UFFDIO_MOVE, UFFDIO_REGISTER};
     use crate::kernel::page_size;
 
     /// A userfaultfd of this test process itself (the tests run as root).
