@@ -13,7 +13,6 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::procfs::{self, keyed_number};
-use crate::event::OomKill;
 use crate::test_hooks::{self, Fault};
 
 /// How long a death the counters call an OOM kill waits for the kernel log's line about it:
@@ -110,6 +109,19 @@ pub fn memory_cgroup(pid: i32) -> Option<Cgroup> {
         })
 }
 
+/// An OOM kill, as the kernel's evidence tells it (the tracer writes it on the victim's `exit`
+/// line).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Kill {
+    /// The memory cgroup of the kill (its path under the hierarchy's root): the one whose limit
+    /// was hit, else the victim's; None when only the machine's count could be read.
+    pub cgroup: Option<String>,
+    /// That cgroup's memory limit in bytes; None when it has none.
+    pub limit: Option<u64>,
+    /// The kernel log's line about the kill, when the log could be read.
+    pub log: Option<String>,
+}
+
 /// What the OOM killer has done, as far as the trace has looked.
 #[derive(Debug)]
 pub struct OomWatch {
@@ -159,7 +171,7 @@ impl OomWatch {
     /// victim's cgroup (and, on v2, its ancestors), so the victim's count going up says it, and
     /// the machine's (`/proc/vmstat`) only where no cgroup count can be read; the cgroup is then
     /// the nearest of the victim's and its ancestors that has a limit.
-    pub fn killed(&mut self, pid: i32, cgroup: Option<&Cgroup>) -> Option<OomKill> {
+    pub fn killed(&mut self, pid: i32, cgroup: Option<&Cgroup>) -> Option<Kill> {
         let victim_counted = cgroup.and_then(|c| {
             let now = Cgroup::oom_kills(&c.dir, c.v2)?;
             let before = self.counts.insert(c.dir.clone(), now);
@@ -179,7 +191,7 @@ impl OomWatch {
                     .into_iter()
                     .find_map(|(path, dir)| Some((path, Cgroup::limit(&dir, c.v2)?)))
             });
-            return Some(OomKill {
+            return Some(Kill {
                 cgroup: limited
                     .as_ref()
                     .map(|(path, _)| path.clone())
@@ -220,7 +232,7 @@ impl OomWatch {
                 .unwrap_or_else(|| default_root(v2));
             root.join(p.trim_start_matches('/'))
         });
-        Some(OomKill {
+        Some(Kill {
             limit: dir.and_then(|d| Cgroup::limit(&d, v2)),
             cgroup: path,
             log: Some(log),

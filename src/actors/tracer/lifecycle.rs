@@ -572,7 +572,13 @@ impl Tracer {
                 // A zombie still names its cgroup; a reaped process, the last look's.
                 let cgroup =
                     oom::memory_cgroup(pid).or_else(|| process.and_then(|p| p.memory_cgroup));
-                self.oom.killed(pid, cgroup.as_ref())
+                self.oom
+                    .killed(pid, cgroup.as_ref())
+                    .map(|kill| crate::event::OomKill {
+                        cgroup: kill.cgroup,
+                        limit: kill.limit,
+                        log: kill.log,
+                    })
             }
             _ => None,
         };
