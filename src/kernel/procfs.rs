@@ -1,8 +1,10 @@
 //! What `/proc` says about a process: its mappings, its page tables (pagemap), its argv.
 
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
 use std::ops::Range;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
 use std::time::Instant;
@@ -17,78 +19,148 @@ pub fn sysctl(name: &str) -> Option<String> {
         .map(|v| v.trim().to_string())
 }
 
+/// A mapping's protection and sharing: the four letters of its `/proc/PID/maps` line
+/// (`rw-p`), or the flags `PROCMAP_QUERY` gives.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Prot(u8);
+
+impl Prot {
+    pub const NONE: Prot = Prot(0);
+    pub const READ: Prot = Prot(1);
+    pub const WRITE: Prot = Prot(1 << 1);
+    pub const EXEC: Prot = Prot(1 << 2);
+    /// `MAP_SHARED` (`s`, not `p`): not a protection, but the same line's fourth letter.
+    pub const SHARED: Prot = Prot(1 << 3);
+
+    pub const fn union(self, other: Prot) -> Prot {
+        Prot(self.0 | other.0)
+    }
+
+    /// Whether every flag of `other` is set here.
+    pub const fn contains(self, other: Prot) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    pub const fn is_shared(self) -> bool {
+        self.contains(Prot::SHARED)
+    }
+
+    /// The protection as the stream writes it, `"rw-"`: three letters, without the sharing.
+    pub fn rwx(self) -> &'static str {
+        const LETTERS: [&str; 8] = ["---", "r--", "-w-", "rw-", "--x", "r-x", "-wx", "rwx"];
+        LETTERS[usize::from(self.0 & 0b111)]
+    }
+
+    /// The permissions field of a maps line: `r` or `-`, `w` or `-`, `x` or `-`, `s` or `p`.
+    fn from_maps_field(field: &[u8]) -> Option<Prot> {
+        let [r, w, x, s] = field else {
+            return None;
+        };
+        let flag = |letter: u8, set: u8, flag: Prot| match letter {
+            b'-' | b'p' => Some(Prot::NONE),
+            l if l == set => Some(flag),
+            _ => None,
+        };
+        Some(
+            flag(*r, b'r', Prot::READ)?
+                | flag(*w, b'w', Prot::WRITE)?
+                | flag(*x, b'x', Prot::EXEC)?
+                | flag(*s, b's', Prot::SHARED)?,
+        )
+    }
+}
+
+impl std::ops::BitOr for Prot {
+    type Output = Prot;
+
+    fn bitor(self, other: Prot) -> Prot {
+        self.union(other)
+    }
+}
+
+/// As the maps file writes it: `rw-p`.
+impl std::fmt::Debug for Prot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let sharing = if self.is_shared() { "s" } else { "p" };
+        write!(f, "{}{sharing}", self.rwx())
+    }
+}
+
 /// One line of `/proc/PID/maps`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct MapsEntry {
     pub start: u64,
     pub end: u64,
-    /// `"rw-"`: read, write, exec.
-    pub prot: String,
-    pub shared: bool,
+    pub prot: Prot,
     /// The offset in the file of the mapping's first byte.
     pub offset: u64,
     /// The file's device, as `major:minor` in hex (with `inode`, which file it is).
     pub dev: String,
     pub inode: u64,
-    /// Empty for anonymous memory; `[heap]`, `[stack]`, `[vdso]` or a file path otherwise.
-    pub path: String,
+    /// Empty for anonymous memory; `[heap]`, `[stack]`, `[vdso]`, `[anon:NAME]` or a file's
+    /// path otherwise, as the kernel writes it: bytes, which need not be UTF-8.
+    pub path: OsString,
 }
 
 impl MapsEntry {
     /// Shared memory (not a file's pages): shared anonymous, `/dev/zero`, memfd, POSIX and
     /// SysV shared memory.
     pub fn is_shared_memory(&self) -> bool {
-        self.path.starts_with("[anon_shmem:")
-            || (self.shared
+        let path = self.path.as_bytes();
+        path.starts_with(b"[anon_shmem:")
+            || (self.prot.is_shared()
                 && (self.inode == 0
-                    || self.path.starts_with("/dev/zero")
-                    || self.path.starts_with("/memfd:")
-                    || self.path.starts_with("/dev/shm/")
-                    || self.path.starts_with("/SYSV")))
+                    || path.starts_with(b"/dev/zero")
+                    || path.starts_with(b"/memfd:")
+                    || path.starts_with(b"/dev/shm/")
+                    || path.starts_with(b"/SYSV")))
     }
 
     /// Private anonymous memory (with heap, stacks, and mappings named with
     /// `PR_SET_VMA_ANON_NAME`): what userfaultfd can follow for us.
     pub fn is_private_anon(&self) -> bool {
-        private_anon(self.shared, self.inode, &self.path)
+        private_anon(self.prot, self.inode, self.path.as_bytes())
+    }
+
+    /// Whether the path begins with `prefix` (bytes: `[vdso`, `/memfd:`).
+    pub fn path_starts_with(&self, prefix: &str) -> bool {
+        self.path.as_bytes().starts_with(prefix.as_bytes())
     }
 }
 
-fn private_anon(shared: bool, inode: u64, path: &str) -> bool {
-    !shared
+fn private_anon(prot: Prot, inode: u64, path: &[u8]) -> bool {
+    !prot.is_shared()
         && inode == 0
-        && (matches!(path, "" | "[heap]" | "[stack]") || path.starts_with("[anon:"))
+        && (matches!(path, b"" | b"[heap]" | b"[stack]") || path.starts_with(b"[anon:"))
 }
 
-/// A line of `/proc/PID/maps`, in the text read.
+/// A line of `/proc/PID/maps`, in the bytes read: the one reader of the file's lines.
 struct MapsLine<'a> {
     start: u64,
     end: u64,
-    perms: &'a [u8],
+    prot: Prot,
     offset: u64,
     dev: &'a str,
     inode: u64,
-    path: &'a str,
+    path: &'a [u8],
 }
 
 impl MapsLine<'_> {
-    fn parse(line: &str) -> Option<MapsLine<'_>> {
-        let mut fields = line.splitn(6, ' ');
-        let range = fields.next()?;
-        let perms = fields.next()?.as_bytes();
-        let offset = u64::from_str_radix(fields.next()?, 16).ok()?;
-        let dev = fields.next()?;
-        let inode = fields.next()?.parse().ok()?;
-        let path = fields.next().unwrap_or("").trim_start();
-        let (start, end) = range.split_once('-')?;
-        // `rw-p`: read, write, exec, then shared or private.
-        if perms.len() < 3 {
-            return None;
-        }
+    /// `start-end perms offset dev inode path`; None for a line that is not one (the path
+    /// may hold spaces: it is the rest of the line, after the padding).
+    fn parse(line: &[u8]) -> Option<MapsLine<'_>> {
+        let mut fields = line.splitn(6, |&b| b == b' ');
+        let mut text = || std::str::from_utf8(fields.next()?).ok();
+        let (start, end) = text()?.split_once('-')?;
+        let perms = text()?;
+        let offset = u64::from_str_radix(text()?, 16).ok()?;
+        let dev = text()?;
+        let inode = text()?.parse().ok()?;
+        let path = fields.next().unwrap_or(b"").trim_ascii_start();
         Some(MapsLine {
             start: u64::from_str_radix(start, 16).ok()?,
             end: u64::from_str_radix(end, 16).ok()?,
-            perms,
+            prot: Prot::from_maps_field(perms.as_bytes())?,
             offset,
             dev,
             inode,
@@ -96,26 +168,26 @@ impl MapsLine<'_> {
         })
     }
 
-    fn shared(&self) -> bool {
-        self.perms.get(3) == Some(&b's')
-    }
-
     fn entry(&self) -> MapsEntry {
         MapsEntry {
             start: self.start,
             end: self.end,
-            prot: String::from_utf8_lossy(&self.perms[..3]).into_owned(),
-            shared: self.shared(),
+            prot: self.prot,
             offset: self.offset,
             dev: self.dev.to_string(),
             inode: self.inode,
-            path: self.path.to_string(),
+            path: OsStr::from_bytes(self.path).to_os_string(),
         }
     }
 }
 
+/// The lines of a maps file, as read.
+fn maps_lines(bytes: &[u8]) -> impl Iterator<Item = MapsLine<'_>> {
+    bytes.split(|&b| b == b'\n').filter_map(MapsLine::parse)
+}
+
 /// A file of /proc as text. What a program names (its threads' names in `status` and `stat`, a
-/// mapped file's path, a cgroup's) need not be UTF-8: read lossily, never refused whole.
+/// cgroup's path) need not be UTF-8: read lossily, never refused whole.
 pub fn text(path: impl AsRef<std::path::Path>) -> io::Result<String> {
     let bytes = std::fs::read(path)?;
     Ok(match String::from_utf8(bytes) {
@@ -124,33 +196,53 @@ pub fn text(path: impl AsRef<std::path::Path>) -> io::Result<String> {
     })
 }
 
-pub fn parse_maps(text: &str) -> Vec<MapsEntry> {
-    text.lines()
-        .filter_map(MapsLine::parse)
-        .map(|m| m.entry())
-        .collect()
+/// The mappings of a maps file's bytes.
+pub fn parse_maps(bytes: &[u8]) -> Vec<MapsEntry> {
+    maps_lines(bytes).map(|m| m.entry()).collect()
 }
 
-/// The mappings of `/proc/PID/maps`. A path need not be UTF-8 (a file's name is bytes): such a
-/// line is read lossily, never the whole file refused.
+/// The mappings of `/proc/PID/maps`. A path is bytes (a file's name need not be UTF-8).
 pub fn read_maps(pid: i32) -> io::Result<Vec<MapsEntry>> {
-    Ok(parse_maps(&text(format!("/proc/{pid}/maps"))?))
+    read_maps_of(&open_maps(pid)?)
+}
+
+/// The mappings of an open maps file (`vmas::Vmas` keeps one open), read from its start.
+pub fn read_maps_of(file: &File) -> io::Result<Vec<MapsEntry>> {
+    Ok(parse_maps(&read_from_start(file)?))
+}
+
+/// `/proc/PID/maps`, open: read it with [`read_maps_of`].
+pub fn open_maps(pid: i32) -> io::Result<File> {
+    File::open(format!("/proc/{pid}/maps"))
+}
+
+/// The whole of a file of /proc, by reads at offsets from 0: the file may be shared (kept open
+/// and read again), and no read moves its offset.
+fn read_from_start(file: &File) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = file.read_at(&mut buf, bytes.len() as u64)?;
+        if n == 0 {
+            return Ok(bytes);
+        }
+        bytes.extend_from_slice(&buf[..n]);
+    }
 }
 
 /// The private anonymous mappings of `/proc/PID/maps` (`MapsEntry::is_private_anon`), in
 /// address order, and how many mappings there are: what a check reads of every mapping, without
 /// an entry made of each line.
 pub fn read_private_anon(pid: i32) -> io::Result<(usize, Vec<Range<u64>>)> {
-    let text = std::fs::read(format!("/proc/{pid}/maps"))?;
-    Ok(private_anon_ranges(&String::from_utf8_lossy(&text)))
+    Ok(private_anon_ranges(&read_from_start(&open_maps(pid)?)?))
 }
 
-fn private_anon_ranges(text: &str) -> (usize, Vec<Range<u64>>) {
+fn private_anon_ranges(bytes: &[u8]) -> (usize, Vec<Range<u64>>) {
     let mut count = 0;
     let mut anon = Vec::new();
-    for m in text.lines().filter_map(MapsLine::parse) {
+    for m in maps_lines(bytes) {
         count += 1;
-        if private_anon(m.shared(), m.inode, m.path) {
+        if private_anon(m.prot, m.inode, m.path) {
             anon.push(m.start..m.end);
         }
     }
@@ -916,7 +1008,8 @@ mod tests {
 
     #[test]
     fn maps_lines_parse_with_and_without_paths() {
-        let text = "55d0c0a00000-55d0c0a21000 rw-p 00000000 00:00 0                          [heap]\n\
+        let text =
+            b"55d0c0a00000-55d0c0a21000 rw-p 00000000 00:00 0                          [heap]\n\
                     7f0000000000-7f0000001000 r-xp 00001000 fd:01 1234   /usr/lib/libc.so.6\n\
                     7f0000002000-7f0000003000 rw-s 00000000 00:01 5      /dev/zero (deleted)\n\
                     7f0000004000-7f0000005000 ---p 00000000 00:00 0 \n";
@@ -924,18 +1017,53 @@ mod tests {
         assert_eq!(m.len(), 4);
         assert!(m[0].is_private_anon());
         assert_eq!(m[0].path, "[heap]");
+        assert_eq!(m[0].prot, Prot::READ | Prot::WRITE);
         assert!(!m[1].is_shared_memory());
         assert_eq!(m[1].path, "/usr/lib/libc.so.6");
+        assert_eq!(
+            (m[1].prot.rwx(), format!("{:?}", m[1].prot)),
+            ("r-x", "r-xp".into())
+        );
         assert!(m[2].is_shared_memory());
         assert!(!m[2].is_private_anon());
+        assert_eq!(m[2].prot, Prot::READ | Prot::WRITE | Prot::SHARED);
+        assert_eq!(
+            (m[2].prot.rwx(), format!("{:?}", m[2].prot)),
+            ("rw-", "rw-s".into())
+        );
         assert!(m[3].is_private_anon());
-        assert_eq!(m[3].prot, "---");
+        assert_eq!(m[3].prot, Prot::NONE);
+        assert_eq!(m[3].prot.rwx(), "---");
+    }
+
+    /// A path is the rest of its line, byte for byte: spaces, and bytes that are not UTF-8
+    /// (Latin-1 0xe9), kept; a line that is not a mapping's is left out, not the file.
+    #[test]
+    fn a_path_is_kept_as_the_bytes_of_its_line() {
+        let text = b"7f0000000000-7f0000001000 r--s 00000000 fd:01 77   /tmp/caf\xe9 au lait\n\
+                     not a mapping\n\
+                     7f0000002000-7f0000003000 rw?p 00000000 00:00 0\n\
+                     7f0000004000-7f0000005000 rw-p 00000000 00:00 0      [anon:\xff]\n";
+        let m = parse_maps(text);
+        assert_eq!(m.len(), 2, "{m:?}");
+        assert_eq!(m[0].path.as_bytes(), b"/tmp/caf\xe9 au lait");
+        assert_eq!(
+            (m[0].start, m[0].inode, m[0].dev.as_str()),
+            (0x7f00_0000_0000, 77, "fd:01")
+        );
+        assert!(m[1].is_private_anon());
+        let (count, anon) = private_anon_ranges(text);
+        assert_eq!(
+            (count, anon.len(), anon.first()),
+            (2, 1, Some(&(m[1].start..m[1].end)))
+        );
     }
 
     /// What a check reads of the mappings is what the entries say.
     #[test]
     fn the_private_anonymous_ranges_are_the_entries_ones() {
-        let text = "55d0c0a00000-55d0c0a21000 rw-p 00000000 00:00 0                          [heap]\n\
+        let text =
+            b"55d0c0a00000-55d0c0a21000 rw-p 00000000 00:00 0                          [heap]\n\
                     7f0000000000-7f0000001000 r-xp 00001000 fd:01 1234   /usr/lib/libc.so.6\n\
                     7f0000002000-7f0000003000 rw-s 00000000 00:01 5      /dev/zero (deleted)\n\
                     7f0000004000-7f0000005000 ---p 00000000 00:00 0 \n\

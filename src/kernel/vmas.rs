@@ -5,30 +5,27 @@
 use std::fs::File;
 use std::io;
 use std::ops::Range;
-use std::os::unix::fs::FileExt;
 use std::os::unix::io::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use linux_raw_sys::general::procmap_query;
 
-use super::procfs;
+use super::procfs::{self, Prot};
 
 // `PROCMAP_QUERY`, `_IOWR('f', 17, struct procmap_query)`: linux-raw-sys has the structure, not
 // the request.
 nix::ioctl_readwrite!(procmap_query_ioctl, b'f', 17, procmap_query);
 
-const VMA_READABLE: u64 =
-    linux_raw_sys::general::procmap_query_flags::PROCMAP_QUERY_VMA_READABLE as u64;
-const VMA_WRITABLE: u64 =
-    linux_raw_sys::general::procmap_query_flags::PROCMAP_QUERY_VMA_WRITABLE as u64;
-const VMA_EXECUTABLE: u64 =
-    linux_raw_sys::general::procmap_query_flags::PROCMAP_QUERY_VMA_EXECUTABLE as u64;
+use linux_raw_sys::general::procmap_query_flags::{
+    PROCMAP_QUERY_VMA_EXECUTABLE, PROCMAP_QUERY_VMA_READABLE, PROCMAP_QUERY_VMA_SHARED,
+    PROCMAP_QUERY_VMA_WRITABLE,
+};
 
-/// A mapping: where it is and its protection, as `/proc/PID/maps` writes it (`"rw-"`).
+/// A mapping: where it is, its protection and sharing.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Vma {
     pub range: Range<u64>,
-    pub prot: String,
+    pub prot: Prot,
 }
 
 /// An open `/proc/PID/maps`. Like `procfs::Pagemap`, it answers for the mm it was opened on.
@@ -42,7 +39,7 @@ pub struct Vmas {
 impl Vmas {
     pub fn open(pid: i32) -> io::Result<Self> {
         Ok(Self {
-            file: File::open(format!("/proc/{pid}/maps"))?,
+            file: procfs::open_maps(pid)?,
             query: AtomicBool::new(true),
         })
     }
@@ -108,13 +105,14 @@ impl Vmas {
             Ok(_) => Ok(Some(Vma {
                 range: arg.vma_start..arg.vma_end,
                 prot: [
-                    (VMA_READABLE, 'r'),
-                    (VMA_WRITABLE, 'w'),
-                    (VMA_EXECUTABLE, 'x'),
+                    (PROCMAP_QUERY_VMA_READABLE, Prot::READ),
+                    (PROCMAP_QUERY_VMA_WRITABLE, Prot::WRITE),
+                    (PROCMAP_QUERY_VMA_EXECUTABLE, Prot::EXEC),
+                    (PROCMAP_QUERY_VMA_SHARED, Prot::SHARED),
                 ]
-                .iter()
-                .map(|&(bit, c)| if arg.vma_flags & bit != 0 { c } else { '-' })
-                .collect(),
+                .into_iter()
+                .filter(|&(bit, _)| arg.vma_flags & bit as u64 != 0)
+                .fold(Prot::NONE, |prot, (_, flag)| prot | flag),
             })),
             // Nothing there; ESRCH: the mm is gone, and holds nothing.
             Err(nix::errno::Errno::ENOENT | nix::errno::Errno::ESRCH) => Ok(None),
@@ -137,16 +135,7 @@ impl Vmas {
     /// Every mapping of this mm, as `/proc/PID/maps` writes them. Unlike a read by pid, never
     /// another program's: after an exec of the process, this mm has none.
     pub fn read_maps(&self) -> io::Result<Vec<procfs::MapsEntry>> {
-        let mut text = Vec::new();
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            let n = self.file.read_at(&mut buf, text.len() as u64)?;
-            if n == 0 {
-                break;
-            }
-            text.extend_from_slice(&buf[..n]);
-        }
-        Ok(procfs::parse_maps(&String::from_utf8_lossy(&text)))
+        procfs::read_maps_of(&self.file)
     }
 }
 
@@ -161,7 +150,7 @@ mod tests {
         let here = &vmas as *const Vmas as u64;
         let stack = vmas.covering(here).unwrap().expect("our stack is mapped");
         assert!(stack.range.contains(&here));
-        assert_eq!(stack.prot, "rw-");
+        assert_eq!(stack.prot, Prot::READ | Prot::WRITE);
         let all = vmas.read_all().unwrap();
         assert!(all.contains(&stack), "{stack:?} not in {all:?}");
         assert_eq!(vmas.covering(0).unwrap(), None);
@@ -174,6 +163,61 @@ mod tests {
         assert_eq!(
             vmas.covering_each(&[0, here]).unwrap(),
             vec![None, Some(stack)]
+        );
+    }
+
+    /// A mapped file whose name is not UTF-8 (Latin-1 "café"): the open file and a read by pid
+    /// give its name byte for byte, and the query agrees on where it is and its protection.
+    #[test]
+    fn a_file_named_in_latin_1_is_read_by_its_bytes() {
+        use std::ffi::OsStr;
+        use std::os::unix::ffi::OsStrExt;
+
+        let mut name = std::env::temp_dir().into_os_string();
+        name.push(OsStr::from_bytes(b"/mevi-caf\xe9-"));
+        name.push(std::process::id().to_string());
+        let path = std::path::PathBuf::from(name);
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .unwrap();
+        file.set_len(4096).unwrap();
+        // SAFETY: a fresh shared mapping, read-only, at an address the kernel picks; nothing of
+        // ours is there, and it is unmapped below before the file goes.
+        let at = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(at, libc::MAP_FAILED);
+        let at = at as u64;
+        let me = std::process::id() as i32;
+        let vmas = Vmas::open(me).unwrap();
+        let by_file = vmas.read_maps().unwrap();
+        let by_pid = procfs::read_maps(me).unwrap();
+        let answer = vmas.covering(at).unwrap();
+        // SAFETY: the mapping made above, which nothing uses any more.
+        unsafe { libc::munmap(at as *mut libc::c_void, 4096) };
+        std::fs::remove_file(&path).unwrap();
+        for maps in [&by_file, &by_pid] {
+            let entry = maps
+                .iter()
+                .find(|m| m.start == at)
+                .expect("the file's mapping");
+            assert_eq!(entry.path, path.as_os_str());
+            assert_eq!(entry.prot, Prot::READ | Prot::SHARED);
+        }
+        let answer = answer.expect("the file's mapping");
+        assert_eq!(
+            (answer.range, answer.prot),
+            (at..at + 4096, Prot::READ | Prot::SHARED)
         );
     }
 }

@@ -9,7 +9,7 @@ use std::fs::File;
 use std::ops::{Deref, Range};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 
 use object::read::ReadCache;
@@ -145,8 +145,8 @@ impl CodeFiles {
     /// holds it. None for a file that cannot be opened as a regular file (nothing is kept of
     /// it: the next space to map it tries again).
     pub fn of(&mut self, tid: i32, m: &MapsEntry) -> Option<Arc<CodeFile>> {
-        if m.path.starts_with("[vdso") {
-            return Some(self.named(&m.path));
+        if m.path_starts_with("[vdso") {
+            return Some(self.named(&m.path.to_string_lossy()));
         }
         let (open, key) = open_mapped(tid, m)?;
         if let Some(file) = self.live.get(&key).and_then(Weak::upgrade) {
@@ -155,7 +155,12 @@ impl CodeFiles {
         let next = self.indexes.len() as u32;
         let index = *self.indexes.entry(key.clone()).or_insert(next);
         let copy = self.copies.get(&key).cloned();
-        let file = Arc::new(read_code_file(index, display_name(&m.path), open, copy));
+        let file = Arc::new(read_code_file(
+            index,
+            display_name(&m.path.to_string_lossy()),
+            open,
+            copy,
+        ));
         if let Some(copy) = &file.symbols {
             self.copies.insert(key.clone(), copy.clone());
         }
@@ -198,7 +203,7 @@ fn display_name(path: &str) -> String {
 /// file, else through `/proc/TID/map_files` (a file since deleted or replaced, or one in another
 /// mount namespace).
 fn open_mapped(tid: i32, m: &MapsEntry) -> Option<(File, FileKey)> {
-    if m.inode == 0 || !m.path.starts_with('/') {
+    if m.inode == 0 || !m.path_starts_with("/") {
         return None;
     }
     let same = |f: &File| {
@@ -215,7 +220,7 @@ fn open_mapped(tid: i32, m: &MapsEntry) -> Option<(File, FileKey)> {
     };
     // Never blocking: whatever now has the name (a FIFO a program put there) is looked at
     // before it is opened, and opened without waiting for a partner.
-    let open = |path: &str| {
+    let open = |path: &Path| {
         std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
@@ -225,11 +230,11 @@ fn open_mapped(tid: i32, m: &MapsEntry) -> Option<(File, FileKey)> {
     let named_is_it = std::fs::metadata(&m.path)
         .is_ok_and(|n| n.is_file() && n.ino() == m.inode && dev_name(n.dev()) == m.dev);
     let by_name = named_is_it
-        .then(|| open(&m.path))
+        .then(|| open(m.path.as_ref()))
         .flatten()
         .and_then(|f| Some((same(&f)?, f)));
     let (key, file) = by_name.or_else(|| {
-        let f = open(&format!("/proc/{tid}/map_files/{:x}-{:x}", m.start, m.end))?;
+        let f = open(format!("/proc/{tid}/map_files/{:x}-{:x}", m.start, m.end).as_ref())?;
         Some((same(&f)?, f))
     })?;
     Some((file, key))

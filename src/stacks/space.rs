@@ -41,10 +41,10 @@ impl SpaceCode {
         let mut unwinder = UnwinderX86_64::new();
         let mut mapped = Vec::new();
         for m in maps {
-            if m.prot.as_bytes().get(2) != Some(&b'x') {
+            if !m.prot.contains(procfs::Prot::EXEC) {
                 continue;
             }
-            let file = if m.inode != 0 || m.path.starts_with("[vdso") {
+            let file = if m.inode != 0 || m.path_starts_with("[vdso") {
                 files.of(tid, &m)
             } else {
                 None

@@ -251,7 +251,7 @@ impl Lane {
             space: self.space,
             start,
             end: stack.start,
-            prot: entry.prot,
+            prot: entry.prot.rwx().to_string(),
             kind: MapKind::Stack,
             path: None,
             tracked: true,

@@ -374,28 +374,29 @@ fn changed_ranges(old: &[MapsEntry], new: &[MapsEntry]) -> RangeSet<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel::procfs::Prot;
 
-    fn entry(start: u64, end: u64, prot: &str) -> MapsEntry {
+    fn entry(start: u64, end: u64, prot: Prot) -> MapsEntry {
         MapsEntry {
             start,
             end,
-            prot: prot.to_string(),
-            shared: false,
+            prot,
             offset: 0,
             dev: "00:00".to_string(),
             inode: 0,
-            path: String::new(),
+            path: Default::default(),
         }
     }
 
     #[test]
     fn only_what_differs_is_changed() {
-        let old = [entry(0x1000, 0x3000, "rw-"), entry(0x5000, 0x6000, "r--")];
+        let rw = Prot::READ | Prot::WRITE;
+        let old = [entry(0x1000, 0x3000, rw), entry(0x5000, 0x6000, Prot::READ)];
         // The first grew, the second is alike, a third is new.
         let new = [
-            entry(0x1000, 0x4000, "rw-"),
-            entry(0x5000, 0x6000, "r--"),
-            entry(0x8000, 0x9000, "rw-"),
+            entry(0x1000, 0x4000, rw),
+            entry(0x5000, 0x6000, Prot::READ),
+            entry(0x8000, 0x9000, rw),
         ];
         let changed: Vec<_> = changed_ranges(&old, &new).into_iter().collect();
         assert_eq!(changed, vec![0x1000..0x4000, 0x8000..0x9000]);

@@ -52,7 +52,7 @@ impl Tracer {
             None
         };
         let mapping = NewMapping {
-            prot: entry.prot.clone(),
+            prot: entry.prot.rwx().to_string(),
             kind: stream_kind(entry),
             path: stream_path(entry),
             follow,
@@ -339,22 +339,23 @@ impl Tracer {
 
 /// How the stream names a `/proc/PID/maps` entry.
 pub(super) fn stream_kind(entry: &MapsEntry) -> MapKind {
-    match entry.path.as_str() {
-        "[heap]" => MapKind::Heap,
-        "[stack]" => MapKind::Stack,
-        p if p.starts_with("/anon_hugepage") => MapKind::Hugetlb,
+    match entry.path.as_encoded_bytes() {
+        b"[heap]" => MapKind::Heap,
+        b"[stack]" => MapKind::Stack,
+        p if p.starts_with(b"/anon_hugepage") => MapKind::Hugetlb,
         _ if entry.is_shared_memory() => MapKind::Shmem,
-        "" => MapKind::Anon,
+        b"" => MapKind::Anon,
         // Named anonymous memory (prctl PR_SET_VMA_ANON_NAME): `[anon:NAME]`.
-        p if p.starts_with("[anon:") => MapKind::Anon,
+        p if p.starts_with(b"[anon:") => MapKind::Anon,
         _ => MapKind::File,
     }
 }
 
-/// The path the stream reports for a `/proc/PID/maps` entry, if it has one.
+/// The path the stream reports for a `/proc/PID/maps` entry, if it has one. The stream is
+/// UTF-8: a name that is not is written lossily (U+FFFD for each bad sequence), here only.
 pub(super) fn stream_path(entry: &MapsEntry) -> Option<String> {
-    (!entry.path.is_empty() && !matches!(entry.path.as_str(), "[heap]" | "[stack]"))
-        .then(|| entry.path.clone())
+    (!entry.path.is_empty() && !matches!(entry.path.as_encoded_bytes(), b"[heap]" | b"[stack]"))
+        .then(|| entry.path.to_string_lossy().into_owned())
 }
 
 #[cfg(test)]
@@ -369,7 +370,7 @@ mod tests {
                     7f0000004000-7f0000005000 ---p 00000000 00:00 0 \n\
                     7f0000006000-7f0000007000 rw-s 00000000 00:01 9      /memfd:pool (deleted)\n\
                     7f0000008000-7f0000009000 rw-p 00000000 00:00 0      [anon:arena]\n";
-        let m = crate::kernel::procfs::parse_maps(text);
+        let m = crate::kernel::procfs::parse_maps(text.as_bytes());
         let kinds: Vec<MapKind> = m.iter().map(stream_kind).collect();
         assert_eq!(
             kinds,

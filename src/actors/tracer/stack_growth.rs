@@ -65,7 +65,7 @@ impl Tracer {
                 space,
                 start: grown.start,
                 end: grown.end,
-                prot: vma.prot,
+                prot: vma.prot.rwx().to_string(),
                 kind: MapKind::Stack,
                 path: None,
                 tracked: !left_out,
