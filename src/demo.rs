@@ -59,8 +59,11 @@ pub fn workload() -> i32 {
     }
     let v: Vec<u8> = vec![1; 8 << 20];
     black_box(&v);
-    // Every thread has been joined: the fork copies a process with one thread.
-    match in_fork_child(child_work) {
+    // The one `unsafe` outside src/kernel: only the caller can know no other thread runs.
+    // SAFETY: every thread has been joined: the fork copies a process with one thread.
+    #[allow(unsafe_code)]
+    let forked = unsafe { in_fork_child(child_work) };
+    match forked {
         Ok(true) => {
             // Not println!: a reader gone (`demo 2>&1 | head`) is no reason to panic.
             use std::io::Write as _;

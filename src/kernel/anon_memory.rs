@@ -96,11 +96,17 @@ impl Drop for AnonMapping {
 }
 
 /// Runs `child` in a forked child process, which then `_exit`s with 0, and waits for it; true if
-/// it exited with 0. Call it only while this process has a single thread running, as `fork`
-/// requires of a child that does more than async-signal-safe work.
-pub fn in_fork_child(child: fn()) -> io::Result<bool> {
-    // SAFETY: the caller runs no other thread; the child runs `child` and leaves with `_exit`,
-    // never returning into the parent's code.
+/// it exited with 0.
+///
+/// # Safety
+///
+/// This process must have a single thread running: the child is a copy of one thread only,
+/// and `child` may do more than async-signal-safe work (allocate, take locks), which in a copy
+/// of a threaded process can find a lock held forever or a heap half-updated by a thread that
+/// is not there.
+pub unsafe fn in_fork_child(child: fn()) -> io::Result<bool> {
+    // SAFETY: the caller runs no other thread (this function's contract); the child runs
+    // `child` and leaves with `_exit`, never returning into the parent's code.
     match unsafe { libc::fork() } {
         0 => {
             child();

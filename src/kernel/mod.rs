@@ -2,6 +2,9 @@
 //! starting the traced program. The `unsafe` of the crate lives here, each block with the
 //! invariant it relies on.
 
+// Every `unsafe` block says, in a `// SAFETY:` comment, why what it relies on holds.
+#![warn(clippy::undocumented_unsafe_blocks)]
+
 pub mod abi;
 pub mod anon_memory;
 pub mod attach;

@@ -355,6 +355,9 @@ pub fn spawn_seized(p: &Prepared) -> io::Result<Spawned> {
     // SAFETY: the child only makes async-signal-safe calls (dup2, signal, raise, setrlimit, prctl, execve,
     // write, _exit) on memory prepared above, which fork copies.
     match unsafe { fork() }.map_err(io::Error::from)? {
+        // SAFETY: the child of the fork above, alone in its copy of our memory: every pointer
+        // passed (argv, env, the filter, the rlimit, the messages) is to memory prepared before
+        // the fork and live in the copy, and each call is async-signal-safe.
         ForkResult::Child => unsafe {
             if p.stdout_to_stderr {
                 libc::dup2(2, 1);
