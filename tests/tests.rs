@@ -14,6 +14,7 @@ mod hostile;
 mod lifecycle;
 mod memory;
 mod page;
+mod paths;
 mod pressure;
 mod process_order;
 mod raw_thread;
