@@ -1,6 +1,9 @@
 //! Kernel plumbing the actors call: ptrace injection, userfaultfd ioctls, /proc parsing, and
 //! starting the traced program. The `unsafe` of the crate lives here, each block with the
-//! invariant it relies on.
+//! invariant it relies on (outside, only the demo's call of the unsafe fn
+//! `anon_memory::in_fork_child`, whose contract its caller alone can keep). It names nothing above it (what it finds, e.g. an OOM kill, is a
+//! type of its own that the actors turn into the stream's), and the numbers of the kernel's
+//! ABI that several of its files share live in `abi`, which names none of them.
 
 // Every `unsafe` block says, in a `// SAFETY:` comment, why what it relies on holds.
 #![warn(clippy::undocumented_unsafe_blocks)]
