@@ -18,7 +18,8 @@
 //! The files: this one is the actor (its state, its loop, reading the descriptor); `inbox.rs`
 //! turns the tracer's messages into lines, `faults.rs` resolves what the descriptor says,
 //! `attribution.rs` says whose each first touch is;
-//! `handle.rs` is the tracer's end. The pure rules have files of their own, with their tests:
+//! `handle.rs` is the tracer's end, `woken.rs` the threads it woke that may not have run
+//! since (which the tracer asks about before a change). The pure rules have files of their own, with their tests:
 //! `fences.rs` (R2), `touches.rs` (R9), `pages.rs` (R3, R4), `guards.rs` (R4).
 
 mod attribution;

@@ -12,10 +12,15 @@
 //!
 //! The rooms: this file has the loop and the one place every [`Stop`] is matched;
 //! `lifecycle.rs` follows threads and processes (clone, fork, exec, exit, job control);
-//! `layout.rs` reports layout syscalls; `names.rs` threads naming themselves; `untaken.rs` ends
+//! `layout.rs` reports layout syscalls; `stacks.rs` takes their call stacks (`--stacks`);
+//! `escapes.rs` answers seccomp stops that are not the program's layout changes;
+//! `names.rs` threads naming themselves; `untaken.rs` ends
 //! a process that cannot take a fatal signal, as untraced; `notif.rs` sees
-//! those a program's own filter hides from ours; `races.rs` holds and describes again what raced;
-//! `spaces.rs` makes address spaces (injection, registration, snapshots); `scans.rs`,
+//! those a program's own filter hides from ours; `lending.rs` lends a thread to a ptrace
+//! caller of its own space (LeakSanitizer); `races.rs` holds and describes again what raced;
+//! `woken.rs` holds a change until the threads the lane woke in its reach have run;
+//! `spaces.rs` makes address spaces (injection, registration, snapshots); `mappings.rs` writes
+//! a mapping to its lane and follows it (registered, or by scans); `scans.rs`,
 //! `stack_growth.rs` and `unseen.rs` follow pages by page-table scans; `attach.rs` is `attach`;
 //! `rss.rs` the `rss` lines; `shared.rs` frames shared since a fork (`unshared` lines);
 //! `pressure.rs` what the kernel takes away unasked; `checkpoints.rs` is `--verify`;
