@@ -35,6 +35,7 @@ mod pressure;
 mod races;
 mod rss;
 mod scans;
+mod shadow;
 mod shared;
 mod spaces;
 mod stack_growth;
