@@ -5,6 +5,7 @@
 
 pub mod frames;
 pub mod processes;
+pub mod remap;
 pub mod sites;
 
 use std::collections::{BTreeMap, HashSet};
@@ -14,6 +15,7 @@ use std::ops::Range;
 use rangemap::{RangeMap, RangeSet};
 
 use self::frames::{Frame, FrameChange, SharedFrames};
+use self::remap::Remap;
 use crate::event::{
     Event, EvictedHow, ForkKind, Line, MapCause, MapKind, PageState, SpaceId, WarningKind,
 };
@@ -279,24 +281,27 @@ impl AddressSpace {
     }
 
     fn remap(&mut self, old: Range<u64>, new: Range<u64>, dontunmap: bool) {
-        let old_len = old.end - old.start;
-        let moved_len = old_len.min(new.end - new.start);
-        let src = old.start..old.start + moved_len;
+        let remap = Remap::new(old.clone(), new.clone());
+        let src = remap.source();
         let pieces: Vec<(Range<u64>, Mapping)> = self
             .mappings
             .overlapping(&old)
-            .map(|(r, m)| (r.start.max(old.start)..r.end.min(old.end), m.clone()))
+            .map(|(r, m)| (r.clone(), m.clone()))
             .collect();
-        let clip = |r: &Range<u64>| r.start.max(src.start)..r.end.min(src.end);
-        let resident: Vec<Range<u64>> = self.resident.overlapping(&src).map(clip).collect();
-        let zero: Vec<Range<u64>> = self.zero.overlapping(&src).map(clip).collect();
-        let swapped: Vec<Range<u64>> = self.swapped.overlapping(&src).map(clip).collect();
+        let shifted = |set: &RangeSet<u64>| -> Vec<Range<u64>> {
+            set.overlapping(&src)
+                .filter_map(|r| remap.shifted(r))
+                .collect()
+        };
+        let resident = shifted(&self.resident);
+        let zero = shifted(&self.zero);
+        let swapped = shifted(&self.swapped);
         let by = new.start.wrapping_sub(old.start);
         // Moved pages map the frames they mapped: taken out here without letting them go.
         let shared: Vec<(Range<u64>, Frame)> = self
             .shared
             .overlapping(&src)
-            .map(|(r, f)| (clip(r), f.moved(by)))
+            .filter_map(|(r, f)| remap.shifted(r).map(|moved| (moved, f.moved(by))))
             .collect();
         for (r, _) in &shared {
             self.shared_bytes -= r.end - r.start;
@@ -309,33 +314,27 @@ impl AddressSpace {
             self.replace(old.clone(), None, None);
         }
         self.replace(new.clone(), None, None);
-        let shift = |a: u64| a - old.start + new.start;
         let mut last: Option<Mapping> = None;
         for (r, m) in pieces {
-            let start = shift(r.start);
-            let end = shift(r.end).min(new.end);
-            if start < end {
-                self.mappings.insert(start..end, m.clone());
+            if let Some(moved) = remap.shifted(&r) {
+                self.mappings.insert(moved, m.clone());
             }
             last = Some(m);
         }
         // A grown tail belongs to the mapping that was at the old end.
-        if new.end - new.start > old_len
-            && let Some(m) = last
-        {
-            self.mappings.insert(new.start + old_len..new.end, m);
+        if let (Some(grown), Some(m)) = (remap.grown(), last) {
+            self.mappings.insert(grown, m);
         }
         for r in resident {
-            self.add_resident(shift(r.start)..shift(r.end));
+            self.add_resident(r);
         }
         for r in zero {
-            self.zero.insert(shift(r.start)..shift(r.end));
+            self.zero.insert(r);
         }
         for r in swapped {
-            self.swapped.insert(shift(r.start)..shift(r.end));
+            self.swapped.insert(r);
         }
-        for (r, frame) in shared {
-            let moved = shift(r.start)..shift(r.end);
+        for (moved, frame) in shared {
             self.shared_bytes += moved.end - moved.start;
             self.shared.insert(moved, frame);
         }

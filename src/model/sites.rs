@@ -9,6 +9,7 @@ use rangemap::{RangeMap, RangeSet};
 
 use crate::event::{Event, ForkKind, Frame, Line, MapCause, SiteId, SpaceId, Truncated};
 
+use super::remap::Remap;
 use super::{AddressSpace, Replay};
 
 /// What bytes are counted under: a site, or none ("(no stack)": lines without a `site`).
@@ -324,16 +325,13 @@ impl SpaceSites {
             set(&mut self.sites, old.clone(), None);
         }
         set(&mut self.sites, new.clone(), None);
-        let shift = |a: u64| a - old.start + new.start;
+        let remap = Remap::new(old.clone(), new);
         for (r, s) in &pieces {
-            let moved = shift(r.start)..shift(r.end).min(new.end);
-            set(&mut self.sites, moved, Some(*s));
+            if let Some(moved) = remap.shifted(r) {
+                set(&mut self.sites, moved, Some(*s));
+            }
         }
-        let old_len = old.end - old.start;
-        if new.end - new.start <= old_len {
-            return None;
-        }
-        let tail = new.start + old_len..new.end;
+        let tail = remap.grown()?;
         let at_end = pieces
             .last()
             .filter(|(r, _)| r.end == old.end)

@@ -16,6 +16,7 @@ use nix::unistd::Pid;
 use rangemap::RangeSet;
 
 use super::checkpoints::PATIENCE;
+use super::shadow::Marks;
 use super::spaces::Origin;
 use super::{Process, ProgramEnd, Thread, TraceError, Tracer};
 use crate::actors::sequencer::SequencerMessage;
@@ -118,7 +119,7 @@ impl Tracer {
         };
         let changed = changed_ranges(&last.maps, &maps);
         if !changed.is_empty() {
-            let seen_before = s.scans.borrow().seen_within(&changed);
+            let seen_before = s.shadow.within_set(Marks::SEEN, &changed);
             self.describe_from(pid, space, changed.clone(), &maps);
             self.found_in_redescribed(space, &changed, &seen_before);
         }
@@ -131,18 +132,18 @@ impl Tracer {
     /// (`seen_before`) were made by faults since the attach, as those a scan finds: counted as
     /// found, or `unseen` would take each for one that came and went.
     fn found_in_redescribed(
-        &self,
+        &mut self,
         space: SpaceId,
         changed: &RangeSet<u64>,
         seen_before: &RangeSet<u64>,
     ) {
-        let Some(s) = self.spaces.get(&space) else {
+        let page = self.config.lane.page_size;
+        let Some(s) = self.spaces.get_mut(&space) else {
             return;
         };
         let Some(pagemap) = s.pagemap.as_ref() else {
             return;
         };
-        let page = self.config.lane.page_size;
         let mut found = 0;
         for range in changed.iter() {
             let Ok(runs) = pagemap.populated(range.clone()) else {
@@ -154,27 +155,27 @@ impl Tracer {
                     new.remove(r.clone());
                 }
                 // Only what the description wrote as resident (seen now).
-                let written = s.scans.borrow().seen_within(&new);
+                let written = s.shadow.within_set(Marks::SEEN, &new);
                 found += super::scans::faults_found(&written, seen_before, run.huge, page);
             }
         }
-        s.scans.borrow_mut().found += found;
+        s.scans.found += found;
     }
 
     /// In an attached space, whose releases are not stopped at: the pages of `range` written
     /// as resident and absent now (`runs`: what is present) are written as a `discard`, with
     /// `advice` "scan" (dropped by some syscall, or by the kernel, since the last scan).
     pub(super) fn write_gone(
-        &self,
+        &mut self,
         pid: i32,
         space: SpaceId,
         range: Range<u64>,
         runs: &[PopulatedRun],
     ) {
-        let Some(s) = self.spaces.get(&space) else {
+        let Some(s) = self.spaces.get_mut(&space) else {
             return;
         };
-        let gone = s.scans.borrow_mut().gone(&range, runs);
+        let gone = s.shadow.gone(&range, runs);
         for r in gone.iter() {
             s.lane.observed(Event::Discard {
                 pid,

@@ -297,18 +297,21 @@ impl Tracer {
     /// read the kernel's side (the threads must not run before that). A lane that cannot check
     /// sends its `verify` line as skipped and drops the reply; an answer that does not come in
     /// time is given up with a warning.
-    pub(super) fn check(&self, targets: &[(SpaceId, i32)], point: VerifyPoint) {
+    pub(super) fn check(&mut self, targets: &[(SpaceId, i32)], point: VerifyPoint) {
         let mut answers = Vec::new();
         for &(id, tid) in targets {
-            let Some(space) = self.spaces.get(&id) else {
+            if !self.spaces.contains_key(&id) {
                 continue;
-            };
+            }
             let Some(pid) = self.threads.get(&tid).map(|t| t.pid) else {
                 continue;
             };
             // Ranges followed by scans are read now, while the threads are stopped: the check
             // then compares a stream that is exact there too.
             self.scan_whole(pid, id);
+            let Some(space) = self.spaces.get(&id) else {
+                continue;
+            };
             let (done, answer) = mpsc::sync_channel(1);
             space.lane.send(LaneMessage::Checkpoint {
                 pid,

@@ -9,12 +9,14 @@ use rangemap::RangeSet;
 use super::Tracer;
 use super::mappings::{MapAt, NewMapping};
 use super::scans::Running;
+use super::shadow::Marks;
 use crate::actors::lane::{Dropped, LaneMessage, PagesAtExit};
 use crate::actors::sequencer::Stamped;
 use crate::event::{Event, Follow, MapKind, SpaceId, prot_string};
 use crate::kernel::procfs;
 use crate::kernel::ptrace::Resume;
 use crate::kernel::syscall::{self, DiscardAdvice, LayoutSyscall, SeccompEntry, SyscallReturn};
+use crate::model::remap::Remap;
 
 /// What a layout syscall's exit report says beyond its lines.
 #[derive(Default)]
@@ -281,9 +283,8 @@ impl Tracer {
             LayoutSyscall::Munmap { addr, len } => {
                 let range = addr..addr.saturating_add(len);
                 add(range.clone());
-                if let Some(s) = self.spaces.get(&by.space) {
-                    s.scans.borrow_mut().forget(range.clone());
-                    s.pressure.borrow_mut().forget(range.clone());
+                if let Some(s) = self.spaces.get_mut(&by.space) {
+                    s.shadow.forget(range.clone());
                 }
                 self.observed(
                     by.space,
@@ -336,11 +337,8 @@ impl Tracer {
                 }
                 let old = old_addr..old_addr.saturating_add(old_len);
                 let new = rval..rval.saturating_add(new_len);
-                if let Some(s) = self.spaces.get(&by.space) {
-                    s.scans
-                        .borrow_mut()
-                        .moved(old.clone(), new.clone(), dontunmap);
-                    s.pressure.borrow_mut().moved(old, new.clone(), dontunmap);
+                if let Some(s) = self.spaces.get_mut(&by.space) {
+                    s.shadow.moved(&Remap::new(old, new.clone()), dontunmap);
                 }
                 // The moved or grown mapping keeps its registration (EVENT_REMAP); this only
                 // matters where the kernel made a new VMA, and fails harmlessly elsewhere.
@@ -442,10 +440,9 @@ impl Tracer {
         let trackable = anon && !shared && flags & libc::MAP_HUGETLB == 0;
         let followed = self.spaces.get(&by.space).is_some_and(|s| s.uffd.is_some());
         let grows_down = flags & libc::MAP_GROWSDOWN != 0;
-        if let Some(s) = self.spaces.get(&by.space) {
+        if let Some(s) = self.spaces.get_mut(&by.space) {
             // What was mapped there before (MAP_FIXED) is gone, with its advice.
-            s.scans.borrow_mut().forget(range.clone());
-            s.pressure.borrow_mut().forget(range.clone());
+            s.shadow.forget(range.clone());
         }
         if trackable
             && followed
@@ -520,7 +517,7 @@ impl Tracer {
         if old == new {
             return;
         }
-        let Some(space) = self.spaces.get(&by.space) else {
+        let Some(space) = self.spaces.get_mut(&by.space) else {
             return;
         };
         if new > old && space.uffd.is_some() {
@@ -529,10 +526,9 @@ impl Tracer {
                 range: old..new,
             });
         }
-        let shrunk_scanned = new < old && space.scans.borrow().followed.overlaps(&(new..old));
+        let shrunk_scanned = new < old && space.shadow.overlaps(Marks::SCANNED, &(new..old));
         if new < old {
-            space.scans.borrow_mut().forget(new..old);
-            space.pressure.borrow_mut().forget(new..old);
+            space.shadow.forget(new..old);
         }
         let follow = if new > old {
             self.follow(by.space, by.pid, old..new, old..new, false)
@@ -543,12 +539,13 @@ impl Tracer {
         // which pages are already there.
         let at_exit =
             follow.and_then(|f| self.present_in_followed(f, by.pid, by.tid, by.space, old..new));
+        let exit_site = self.exit_site;
+        let Some(space) = self.spaces.get_mut(&by.space) else {
+            return;
+        };
         if new > old {
             let present = at_exit.as_ref().map_or(&[][..], |a| &a.present[..]);
-            space
-                .pressure
-                .borrow_mut()
-                .described(old..new, at_exit.is_some(), present);
+            space.shadow.described(old..new, at_exit.is_some(), present);
         }
         let scanned = shrunk_scanned || follow == Some(Follow::Scans);
         let event = Event::Brk {
@@ -564,7 +561,7 @@ impl Tracer {
             } else {
                 Follow::Faults
             },
-            site: self.exit_site,
+            site: exit_site,
         };
         match at_exit {
             Some(at_exit) => space.lane.send(LaneMessage::Mapped {
@@ -592,14 +589,9 @@ impl Tracer {
             },
             Some(_) => match self.present_at(by.pid, by.tid, by.space, range.clone()) {
                 Some(pages) => {
-                    space
-                        .scans
-                        .borrow_mut()
-                        .discarded(range.clone(), &pages.present);
-                    space
-                        .pressure
-                        .borrow_mut()
-                        .discarded(range.clone(), &pages.present);
+                    if let Some(space) = self.spaces.get_mut(&by.space) {
+                        space.shadow.discarded(range.clone(), &pages.present);
+                    }
                     pages
                 }
                 None => {

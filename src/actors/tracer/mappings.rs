@@ -6,6 +6,7 @@ use std::ops::Range;
 use std::time::Instant;
 
 use super::Tracer;
+use super::shadow::Marks;
 use crate::actors::lane::{LaneMessage, PagesAtExit};
 use crate::actors::sequencer::Stamped;
 use crate::event::{Event, Follow, MapCause, MapKind, PageState, SpaceId, WarningKind};
@@ -35,7 +36,7 @@ pub(super) struct NewMapping {
 impl Tracer {
     /// Sends `at.range` (all or part of a `/proc/PID/maps` entry) to its lane as that mapping,
     /// registered if it is private anonymous memory; whether it is tracked.
-    pub(super) fn send_maps_entry(&self, at: MapAt, entry: &MapsEntry) -> bool {
+    pub(super) fn send_maps_entry(&mut self, at: MapAt, entry: &MapsEntry) -> bool {
         // The whole mapping, never a part: registering part of an unregistered mapping (another
         // thread's, not reported yet) would split it, and the program could then see EFAULT from
         // an mremap that spans the two halves.
@@ -67,7 +68,7 @@ impl Tracer {
             || self
                 .spaces
                 .get(&space)
-                .is_some_and(|s| s.scans.borrow().stacks.overlaps(&(entry.start..entry.end)))
+                .is_some_and(|s| s.shadow.overlaps(Marks::STACK, &(entry.start..entry.end)))
     }
 
     /// Follows a private anonymous mapping, of which a line describes `described`: by scans if
@@ -76,7 +77,7 @@ impl Tracer {
     /// rest of the mapping may be another syscall's, not reported yet. `pid` is a process of
     /// the space, to read its mappings through.
     pub(super) fn follow(
-        &self,
+        &mut self,
         space: SpaceId,
         pid: i32,
         mapping: Range<u64>,
@@ -87,14 +88,15 @@ impl Tracer {
         // stream has already, in part or whole (described again, grown in place, a fork child's
         // copy), is followed as it was: the choice is made once, as it is made.
         // A stack left out is still one: its growth is looked for (stack_growth.rs).
-        if grows_down && let Some(s) = self.spaces.get(&space) {
-            s.scans.borrow_mut().stacks.insert(mapping.clone());
+        if grows_down && let Some(s) = self.spaces.get_mut(&space) {
+            s.shadow.add(mapping.clone(), Marks::STACK);
         }
         if self.config.selection.selects_ranges() {
-            let s = self.spaces.get(&space)?;
-            let chosen = s.pressure.borrow().chosen_for(&mapping);
-            if !chosen.unwrap_or_else(|| self.config.selection.selects_range(&mapping)) {
-                s.pressure.borrow_mut().leave_out(described);
+            let selection = &self.config.selection;
+            let s = self.spaces.get_mut(&space)?;
+            let chosen = s.shadow.chosen_for(&mapping);
+            if !chosen.unwrap_or_else(|| selection.selects_range(&mapping)) {
+                s.shadow.leave_out(described);
                 return None;
             }
         }
@@ -102,9 +104,10 @@ impl Tracer {
             || self.merged_into_scanned(space, pid, &mapping)
             || self.merged_into_unselected(space, pid, &mapping)
         {
-            let s = self.spaces.get(&space)?;
-            s.scans.borrow_mut().followed.insert(described);
-            tick::hasten(self.config.sample);
+            let sample = self.config.sample;
+            let s = self.spaces.get_mut(&space)?;
+            s.shadow.add(described, Marks::SCANNED);
+            tick::hasten(sample);
             Some(Follow::Scans)
         } else {
             self.register(space, mapping).then_some(Follow::Faults)
@@ -124,10 +127,10 @@ impl Tracer {
         let Some(s) = self.spaces.get(&space) else {
             return false;
         };
-        let beside_left_out = {
-            let p = s.pressure.borrow();
-            p.leaves_out(range.start.saturating_sub(1)) || p.leaves_out(range.end)
-        };
+        let beside_left_out = s
+            .shadow
+            .contains(Marks::LEFT_OUT, range.start.saturating_sub(1))
+            || s.shadow.contains(Marks::LEFT_OUT, range.end);
         if !beside_left_out {
             return false;
         }
@@ -147,10 +150,10 @@ impl Tracer {
         let Some(s) = self.spaces.get(&space) else {
             return;
         };
-        if !s.scans.borrow().followed.overlaps(&range) {
+        if !s.shadow.overlaps(Marks::SCANNED, &range) {
             // What the stream tracks there: a mapping not selected (`--region`, `--min-size`)
             // stays unregistered where it went.
-            let tracked = s.pressure.borrow().tracked_within(&range);
+            let tracked = s.shadow.within(Marks::TRACKED, &range);
             for part in tracked {
                 self.register(space, part);
             }
@@ -187,7 +190,7 @@ impl Tracer {
     /// thread before the range was registered): for a tracked range the lane reads which, in its
     /// own order (docs/ordering.md). A range whose pages cannot be read is unregistered and
     /// written untracked.
-    pub(super) fn send_map(&self, at: MapAt, mapping: NewMapping) -> bool {
+    pub(super) fn send_map(&mut self, at: MapAt, mapping: NewMapping) -> bool {
         let MapAt {
             pid,
             tid,
@@ -195,19 +198,20 @@ impl Tracer {
             range,
             cause,
         } = at;
-        let Some(space) = self.spaces.get(&space_id) else {
+        if !self.spaces.contains_key(&space_id) {
             tracing::debug!(space_id, "a mapping for a space that is gone");
             return false;
-        };
+        }
         let at_exit = mapping
             .follow
             .and_then(|f| self.present_in_followed(f, pid, tid, space_id, range.clone()));
         let tracked = at_exit.is_some();
         let present = at_exit.as_ref().map_or(&[][..], |a| &a.present[..]);
-        space
-            .pressure
-            .borrow_mut()
-            .described(range.clone(), tracked, present);
+        let exit_site = self.exit_site;
+        let Some(space) = self.spaces.get_mut(&space_id) else {
+            return false;
+        };
+        space.shadow.described(range.clone(), tracked, present);
         let event = Event::Map {
             pid,
             tid,
@@ -222,11 +226,7 @@ impl Tracer {
             follow: mapping.follow.filter(|_| tracked).unwrap_or_default(),
             cause,
             // The program's own change has the syscall's stack; a range described again, none.
-            site: if cause.is_none() {
-                self.exit_site
-            } else {
-                None
-            },
+            site: if cause.is_none() { exit_site } else { None },
         };
         match at_exit {
             Some(at_exit) => space.lane.send(LaneMessage::Mapped {
@@ -242,7 +242,7 @@ impl Tracer {
     /// read is unregistered again; a scanned one's are what the stream has there from now on
     /// (scans.rs), and one whose pages cannot be read is followed no more.
     pub(super) fn present_in_followed(
-        &self,
+        &mut self,
         follow: Follow,
         pid: i32,
         tid: i32,
@@ -253,11 +253,10 @@ impl Tracer {
             Follow::Faults => self.present_or_unregister(pid, tid, space, range),
             Follow::Scans => {
                 let pages = self.present_at(pid, tid, space, range.clone());
-                if let Some(s) = self.spaces.get(&space) {
-                    let mut scans = s.scans.borrow_mut();
+                if let Some(s) = self.spaces.get_mut(&space) {
                     match &pages {
-                        Some(pages) => scans.described(range, &pages.present),
-                        None => scans.forget(range),
+                        Some(pages) => s.shadow.scanned_as(range, &pages.present),
+                        None => s.shadow.forget_scanned(range),
                     }
                 }
                 pages

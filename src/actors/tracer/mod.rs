@@ -40,6 +40,7 @@ mod pressure;
 mod races;
 mod rss;
 mod scans;
+mod shadow;
 mod shared;
 mod spaces;
 mod stack_growth;

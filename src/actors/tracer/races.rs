@@ -98,10 +98,9 @@ impl Tracer {
             ?ranges,
             "describing ranges again from the kernel"
         );
-        let Some(space_ref) = self.spaces.get(&space) else {
+        if !self.spaces.contains_key(&space) {
             return;
-        };
-        let followed = space_ref.uffd.is_some();
+        }
         // A range followed by scans stays so only where a private anonymous mapping is left (it
         // is the memory of the advice); a hole or another mapping now there is not. Except where
         // a begun syscall may be changing it: its report decides (a move takes the advice along).
@@ -109,22 +108,25 @@ impl Tracer {
         for r in self.begun_may_change(space).iter() {
             settled.remove(r.clone());
         }
-        space_ref
-            .scans
-            .borrow_mut()
-            .keep_private_anon(&settled, maps);
+        let Some(space_ref) = self.spaces.get_mut(&space) else {
+            return;
+        };
+        let followed = space_ref.uffd.is_some();
+        space_ref.shadow.keep_private_anon(&settled, maps);
         for range in ranges.iter() {
+            let Some(space_ref) = self.spaces.get_mut(&space) else {
+                return;
+            };
             // What is tracked or left out stays so (the selection's choice); pages in swap or
             // freed lazily are found again by the next look. A hole is no mapping any more.
             {
-                let mut pressure = space_ref.pressure.borrow_mut();
-                pressure.forget_pages(range.clone());
+                space_ref.shadow.forget_pages(range.clone());
                 let mut holes: RangeSet<u64> = std::iter::once(range.clone()).collect();
                 for m in maps.iter() {
                     holes.remove(m.start..m.end);
                 }
                 for hole in holes.iter() {
-                    pressure.forget(hole.clone());
+                    space_ref.shadow.forget_tracking(hole.clone());
                 }
             }
             space_ref.lane.observed(Event::Unmap {
@@ -141,7 +143,10 @@ impl Tracer {
                 .filter(|m| m.start < range.end && range.start < m.end)
             {
                 let clip = entry.start.max(range.start)..entry.end.min(range.end);
-                if entry.is_private_anon() && followed {
+                if entry.is_private_anon()
+                    && followed
+                    && let Some(space_ref) = self.spaces.get(&space)
+                {
                     // As at an mmap's exit: a racing touch of a mapping registered here waits for
                     // this description.
                     space_ref.lane.send(LaneMessage::Fence {

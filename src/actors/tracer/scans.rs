@@ -9,9 +9,10 @@ use std::time::Instant;
 
 use rangemap::RangeSet;
 
+use super::shadow::{Marks, Shadow};
 use super::{COST_FACTOR, Tracer};
 use crate::event::{Event, FoundBy, SpaceId};
-use crate::kernel::procfs::{self, PopulatedRun};
+use crate::kernel::procfs;
 use crate::kernel::syscall::{HugeAdvice, LayoutSyscall};
 use crate::kernel::thp::ThpPolicy;
 use crate::kernel::tick;
@@ -38,16 +39,10 @@ pub(super) enum Running {
     OthersMayRun,
 }
 
-/// A space's ranges followed by scans.
+/// When a space's ranges followed by scans are read next, and what the scans found (the ranges
+/// and their pages are in the space's shadow: shadow.rs).
 #[derive(Debug)]
 pub(super) struct Scans {
-    /// The ranges followed by scans (as far as lines have described them), never registered.
-    pub(super) followed: RangeSet<u64>,
-    /// Their pages already written as resident.
-    seen: RangeSet<u64>,
-    /// Mappings that grow down (stacks), never followed by scans, whatever their advice: their
-    /// growth is seen only as a fault below them.
-    pub(super) stacks: RangeSet<u64>,
     /// When the next timed scan is due.
     due: Instant,
     /// Faults the scans found, a huge page counting as one (unseen.rs).
@@ -57,166 +52,29 @@ pub(super) struct Scans {
 }
 
 impl Scans {
-    /// A space's, with what it inherits: a fork child's mappings are its parent's, with the same
-    /// advice and the same growing down. Its first timed scan is due at `first_due`.
-    pub(super) fn new(followed: RangeSet<u64>, stacks: RangeSet<u64>, first_due: Instant) -> Self {
+    /// A space's, whose first timed scan is due at `first_due`.
+    pub(super) fn new(first_due: Instant) -> Self {
         Self {
-            followed,
-            seen: RangeSet::new(),
-            stacks,
             due: first_due,
             found: 0,
             faults_gone: 0,
         }
     }
+}
 
-    /// The pages of `range` are as a `map` line described them: those of `present`.
-    pub(super) fn described(&mut self, range: Range<u64>, present: &[Range<u64>]) {
-        self.seen.remove(range.clone());
-        for p in present {
-            let clip = p.start.max(range.start)..p.end.min(range.end);
-            if !clip.is_empty() {
-                self.seen.insert(clip);
-            }
+/// What a timed scan reads: what is followed and not seen yet, in pieces joined across small
+/// gaps. A page seen leaves through a syscall stopped at, whose report says so, or unseen by us
+/// (reclaim, io_uring, `int $0x80`): then it stays resident in the stream, and a check says the
+/// stream and the kernel differ there.
+fn not_seen(shadow: &Shadow) -> RangeSet<u64> {
+    let mut pieces: Vec<Range<u64>> = Vec::new();
+    for gap in shadow.unseen().iter().cloned() {
+        match pieces.last_mut() {
+            Some(last) if gap.start - last.end < JOIN_GAP => last.end = gap.end,
+            _ => pieces.push(gap),
         }
     }
-
-    /// What of `within` the stream has seen present.
-    pub(super) fn seen_within(&self, within: &RangeSet<u64>) -> RangeSet<u64> {
-        let mut seen = RangeSet::new();
-        for w in within.iter() {
-            for r in self.seen.overlapping(w) {
-                seen.insert(r.start.max(w.start)..r.end.min(w.end));
-            }
-        }
-        seen
-    }
-
-    /// `range` is no longer mapped (or no longer followed).
-    pub(super) fn forget(&mut self, range: Range<u64>) {
-        if !range.is_empty() {
-            self.followed.remove(range.clone());
-            self.seen.remove(range.clone());
-            self.stacks.remove(range);
-        }
-    }
-
-    /// A discard dropped every page of `range` absent at its exit.
-    pub(super) fn discarded(&mut self, range: Range<u64>, present_at_exit: &[Range<u64>]) {
-        for (run, present) in procfs::split_by_presence(range, present_at_exit) {
-            if !present {
-                self.seen.remove(run);
-            }
-        }
-    }
-
-    /// The pages of `range` left memory (reclaimed): a page made there again is to be found.
-    pub(super) fn dropped(&mut self, range: Range<u64>) {
-        self.seen.remove(range);
-    }
-
-    /// The pages of `range` written as resident that `runs` (what is present now) no longer
-    /// has: seen no more, and returned.
-    pub(super) fn gone(&mut self, range: &Range<u64>, runs: &[PopulatedRun]) -> RangeSet<u64> {
-        let mut gone: RangeSet<u64> = RangeSet::new();
-        for seen in self.seen.overlapping(range) {
-            gone.insert(seen.start.max(range.start)..seen.end.min(range.end));
-        }
-        for run in runs {
-            gone.remove(run.range.clone());
-        }
-        for r in gone.iter() {
-            self.seen.remove(r.clone());
-        }
-        gone
-    }
-
-    /// An mremap moved `old` to `new` (DONTUNMAP: leaving `old` mapped and empty); the part of
-    /// `new` beyond the old length, if any, is the same mapping grown.
-    pub(super) fn moved(&mut self, old: Range<u64>, new: Range<u64>, dontunmap: bool) {
-        // A mapping that grows down still does where it went (`VM_GROWSDOWN` moves with it):
-        // under `--faults scan` its growth there is looked for (the lane, under faults, forgets
-        // it).
-        let stacks: Vec<Range<u64>> = self.stacks.overlapping(&old).cloned().collect();
-        self.stacks.remove(old.clone());
-        let followed: Vec<Range<u64>> = self.followed.overlapping(&old).cloned().collect();
-        if followed.is_empty() {
-            // Whatever was mapped where it went is gone (MREMAP_FIXED); in place, it grew into
-            // free space, where nothing is followed.
-            if new.start == old.start {
-                self.forget(old.end.min(new.end)..new.end);
-            } else {
-                self.forget(new);
-            }
-            return;
-        }
-        let seen: Vec<Range<u64>> = self.seen.overlapping(&old).cloned().collect();
-        let shift = |r: &Range<u64>| {
-            let s = r.start.max(old.start);
-            let e = r.end.min(old.end).min(old.start + (new.end - new.start));
-            (s < e).then(|| new.start + (s - old.start)..new.start + (e - old.start))
-        };
-        let tail_followed = followed.iter().any(|r| r.contains(&(old.end - 1)));
-        if dontunmap {
-            self.seen.remove(old.clone());
-        } else {
-            self.forget(old.clone());
-        }
-        self.forget(new.clone());
-        for r in followed.iter().filter_map(shift) {
-            self.followed.insert(r);
-        }
-        for r in seen.iter().filter_map(shift) {
-            self.seen.insert(r);
-        }
-        for r in stacks.iter().filter_map(shift) {
-            self.stacks.insert(r);
-        }
-        let grown = new.start + (old.end - old.start)..new.end;
-        if tail_followed && !grown.is_empty() {
-            if stacks.iter().any(|r| r.contains(&(old.end - 1))) {
-                self.stacks.insert(grown.clone());
-            }
-            self.followed.insert(grown);
-        }
-    }
-
-    /// Keeps followed (and seen) only what lies in a private anonymous mapping of `maps`: the
-    /// ranges of `within` where a hole or another mapping is now are followed no more.
-    pub(super) fn keep_private_anon(&mut self, within: &RangeSet<u64>, maps: &[procfs::MapsEntry]) {
-        for range in within.iter() {
-            let mut gone: RangeSet<u64> = std::iter::once(range.clone()).collect();
-            for m in maps.iter().filter(|m| m.is_private_anon()) {
-                gone.remove(m.start..m.end);
-            }
-            for part in gone.iter() {
-                self.forget(part.clone());
-            }
-        }
-    }
-
-    /// The pages followed by scans that no scan found yet: not resident in the stream.
-    pub(super) fn unseen(&self) -> RangeSet<u64> {
-        self.followed
-            .iter()
-            .flat_map(|f| self.seen.gaps(f))
-            .collect()
-    }
-
-    /// What a timed scan reads: what is followed and not seen yet, in pieces joined across
-    /// small gaps. A page seen leaves through a syscall stopped at, whose report says so, or
-    /// unseen by us (reclaim, io_uring, `int $0x80`): then it stays resident in the stream, and
-    /// a check says the stream and the kernel differ there.
-    fn not_seen(&self) -> RangeSet<u64> {
-        let mut pieces: Vec<Range<u64>> = Vec::new();
-        for gap in self.followed.iter().flat_map(|f| self.seen.gaps(f)) {
-            match pieces.last_mut() {
-                Some(last) if gap.start - last.end < JOIN_GAP => last.end = gap.end,
-                _ => pieces.push(gap),
-            }
-        }
-        pieces.into_iter().collect()
-    }
+    pieces.into_iter().collect()
 }
 
 impl Tracer {
@@ -239,13 +97,12 @@ impl Tracer {
         if !s.follows_pages() {
             return false;
         }
-        let scans = s.scans.borrow();
-        let stack = grows_down || scans.stacks.overlaps(range);
+        let stack = grows_down || s.shadow.overlaps(Marks::STACK, range);
         if s.scans_only {
             // A stack's growth is found by asking for the mapping below it.
             return !stack || s.vmas.is_some();
         }
-        !stack && (scans.followed.overlaps(range) || self.config.thp == ThpPolicy::Always)
+        !stack && (s.shadow.overlaps(Marks::SCANNED, range) || self.config.thp == ThpPolicy::Always)
     }
 
     /// `MADV_HUGEPAGE` (where the policy lets it matter) or `MADV_COLLAPSE`, at its entry: the
@@ -273,14 +130,15 @@ impl Tracer {
         let Some((_, space)) = self.space_of(tid) else {
             return;
         };
-        let Some(s) = self.spaces.get(&space) else {
+        let sample = self.config.sample;
+        let Some(s) = self.spaces.get_mut(&space) else {
             return;
         };
         let (Some(uffd), Some(_)) = (s.uffd.as_ref(), s.pagemap.as_ref()) else {
             return;
         };
         // Advised again (common under `always`): nothing to read.
-        if s.scans.borrow().followed.gaps(&range).next().is_none() {
+        if s.shadow.covers(Marks::SCANNED, &range) {
             return;
         }
         let Ok(maps) = procfs::read_maps(tid) else {
@@ -288,7 +146,6 @@ impl Tracer {
         };
         let mut converted = RangeSet::new();
         {
-            let mut scans = s.scans.borrow_mut();
             for entry in maps.iter().filter(|m| m.is_private_anon()) {
                 let whole = entry.start..entry.end;
                 if whole.end <= range.start || range.end <= whole.start {
@@ -298,12 +155,12 @@ impl Tracer {
                     HugeAdvice::Advise => whole.start.max(range.start)..whole.end.min(range.end),
                     HugeAdvice::Collapse => whole.clone(),
                 };
-                let stack = entry.path == "[stack]" || scans.stacks.overlaps(&whole);
-                if part.is_empty() || stack || scans.followed.overlaps(&part) {
+                let stack = entry.path == "[stack]" || s.shadow.overlaps(Marks::STACK, &whole);
+                if part.is_empty() || stack || s.shadow.overlaps(Marks::SCANNED, &part) {
                     continue;
                 }
                 // Only what the stream tracks: a mapping the selection left out stays so.
-                if s.pressure.borrow().tracked_within(&part) != [part.clone()] {
+                if !s.shadow.covers(Marks::TRACKED, &part) {
                     continue;
                 }
                 if let Err(e) = uffd.unregister(part.start, part.end) {
@@ -314,8 +171,8 @@ impl Tracer {
                     );
                     continue;
                 }
-                scans.followed.insert(part.clone());
-                tick::hasten(self.config.sample);
+                s.shadow.add(part.clone(), Marks::SCANNED);
+                tick::hasten(sample);
                 converted.insert(part);
             }
         }
@@ -333,11 +190,10 @@ impl Tracer {
         let Some(s) = self.spaces.get(&space) else {
             return false;
         };
-        let beside = {
-            let scans = s.scans.borrow();
-            scans.followed.contains(&range.start.saturating_sub(1))
-                || scans.followed.contains(&range.end)
-        };
+        let beside = s
+            .shadow
+            .contains(Marks::SCANNED, range.start.saturating_sub(1))
+            || s.shadow.contains(Marks::SCANNED, range.end);
         if !beside {
             return false;
         }
@@ -348,7 +204,7 @@ impl Tracer {
             .find(|m| m.start <= range.start && range.start < m.end)
             .is_some_and(|m| {
                 let whole = m.start..m.end;
-                whole != *range && s.scans.borrow().followed.overlaps(&whole)
+                whole != *range && s.shadow.overlaps(Marks::SCANNED, &whole)
             })
     }
 
@@ -356,13 +212,13 @@ impl Tracer {
     pub(super) fn has_scanned(&self, space: SpaceId) -> bool {
         self.spaces
             .get(&space)
-            .is_some_and(|s| !s.scans.borrow().followed.is_empty())
+            .is_some_and(|s| s.shadow.any(Marks::SCANNED))
     }
 
     /// A syscall about to release part of a range followed by scans (unmap, discard, move, map
     /// over): the pages there now are reported first, so that a page present until the release
     /// is not lost. Read while its thread is stopped at the syscall's entry.
-    pub(super) fn scan_before(&self, tid: i32, call: &LayoutSyscall) {
+    pub(super) fn scan_before(&mut self, tid: i32, call: &LayoutSyscall) {
         let Some((pid, space)) = self.space_of(tid) else {
             return;
         };
@@ -377,7 +233,7 @@ impl Tracer {
     /// An `execve` about to run: if it succeeds, the space's mm is gone by its first stop after,
     /// with the pages touched since the last scan. They are read now (those the space's other
     /// threads touch until the exec kills them are not: `unseen` counts them).
-    pub(super) fn scan_before_exec(&self, tid: i32) {
+    pub(super) fn scan_before_exec(&mut self, tid: i32) {
         if let Some((pid, space)) = self.space_of(tid)
             && self.has_scanned(space)
         {
@@ -417,7 +273,7 @@ impl Tracer {
     /// Reads every range of `space` followed by scans, and every tracked page for what left
     /// memory or came back (pressure.rs), at a point where its threads are all stopped (a
     /// check, its last exit stop): the stream is then exact there.
-    pub(super) fn scan_whole(&self, pid: i32, space: SpaceId) {
+    pub(super) fn scan_whole(&mut self, pid: i32, space: SpaceId) {
         // Before a check, also the growth of stacks the selection left out.
         self.find_stack_growth(pid, space);
         if self.has_scanned(space) {
@@ -430,7 +286,7 @@ impl Tracer {
     /// its `fork` line comes after them, as it does after the faults of a space followed by
     /// faults. The child's copies are then the parent's pages the stream has (the tree counts
     /// the frames they share once: docs/schema.md, "The tree's figure").
-    pub(super) fn scan_at_fork(&self, pid: i32, space: SpaceId) {
+    pub(super) fn scan_at_fork(&mut self, pid: i32, space: SpaceId) {
         if self.has_scanned(space) {
             self.scan(pid, space, &everywhere(), Running::OthersMayRun);
         }
@@ -440,7 +296,7 @@ impl Tracer {
     /// ranges followed by scans are read for the last time (the mm is still whole here). Its
     /// io_uring workers may still run (checkpoints.rs): what they touch after this is not seen,
     /// unless `--verify` checks the space once they are gone.
-    pub(super) fn scan_at_exit(&self, tid: i32) {
+    pub(super) fn scan_at_exit(&mut self, tid: i32) {
         if let Some((pid, space)) = self.space_of(tid)
             && self.space_is_quiescent(space)
         {
@@ -461,9 +317,8 @@ impl Tracer {
             .spaces
             .iter()
             .filter_map(|(&id, s)| {
-                let scans = s.scans.borrow();
-                let sampled = !scans.followed.is_empty() || s.sampled.is_some();
-                (sampled && scans.due <= now).then_some((scans.due, id))
+                let sampled = s.shadow.any(Marks::SCANNED) || s.sampled.is_some();
+                (sampled && s.scans.due <= now).then_some((s.scans.due, id))
             })
             .collect();
         // The longest waiting first.
@@ -483,14 +338,14 @@ impl Tracer {
             self.find_stack_growth(pid, space);
             let within = match self.spaces.get(&space) {
                 Some(s) if s.sampled.is_some() => everywhere(),
-                Some(s) => s.scans.borrow().not_seen(),
+                Some(s) => not_seen(&s.shadow),
                 None => continue,
             };
             self.scan(pid, space, &within, Running::OthersMayRun);
             let took = tick::thread_cpu_time().saturating_sub(began);
-            if let Some(s) = self.spaces.get(&space) {
-                s.scans.borrow_mut().due =
-                    Instant::now() + self.config.sample.max(took * COST_FACTOR);
+            let next = Instant::now() + self.config.sample.max(took * COST_FACTOR);
+            if let Some(s) = self.spaces.get_mut(&space) {
+                s.scans.due = next;
             }
         }
     }
@@ -500,22 +355,14 @@ impl Tracer {
     /// changing (a page of a mapping placed there is not the old mapping's, and the syscall's
     /// report comes after this). In a space whose syscalls are not stopped at (`attach`), pages
     /// written and now gone are written as a `discard` too.
-    fn scan(&self, pid: i32, space: SpaceId, within: &RangeSet<u64>, running: Running) {
+    fn scan(&mut self, pid: i32, space: SpaceId, within: &RangeSet<u64>, running: Running) {
         let Some(s) = self.spaces.get(&space) else {
             return;
         };
-        let Some(pagemap) = s.pagemap.as_ref() else {
+        let Some(pagemap) = s.pagemap.clone() else {
             return;
         };
-        let mut ranges: RangeSet<u64> = RangeSet::new();
-        {
-            let scans = s.scans.borrow();
-            for w in within.iter() {
-                for f in scans.followed.overlapping(w) {
-                    ranges.insert(f.start.max(w.start)..f.end.min(w.end));
-                }
-            }
-        }
+        let mut ranges = s.shadow.within_set(Marks::SCANNED, within);
         if running == Running::OthersMayRun {
             for r in self.begun_may_change(space).iter() {
                 ranges.remove(r.clone());
@@ -533,21 +380,27 @@ impl Tracer {
                     continue;
                 }
             };
-            if s.sampled.is_some() {
+            if self.spaces.get(&space).is_some_and(|s| s.sampled.is_some()) {
                 self.write_gone(pid, space, range.clone(), &runs);
             }
+            let Some(s) = self.spaces.get_mut(&space) else {
+                return;
+            };
             for run in runs {
-                let new: Vec<Range<u64>> = {
-                    let mut scans = s.scans.borrow_mut();
-                    let mut new: RangeSet<u64> = std::iter::once(run.range.clone()).collect();
-                    for seen in scans.seen.overlapping(&run.range) {
-                        new.remove(seen.clone());
-                    }
-                    scans.found += faults_found(&new, &scans.seen, run.huge, page);
-                    scans.seen.insert(run.range.clone());
-                    new.into_iter().collect()
+                let mut new: RangeSet<u64> = std::iter::once(run.range.clone()).collect();
+                for seen in s.shadow.within(Marks::SEEN, &run.range) {
+                    new.remove(seen);
+                }
+                // The pages seen in the huge frames of the run, before it.
+                let frames = run.range.start / HUGE_PAGE * HUGE_PAGE
+                    ..run.range.end.div_ceil(HUGE_PAGE) * HUGE_PAGE;
+                let seen_before: RangeSet<u64> = match run.huge {
+                    true => s.shadow.within(Marks::SEEN, &frames).into_iter().collect(),
+                    false => RangeSet::new(),
                 };
-                for r in new {
+                s.scans.found += faults_found(&new, &seen_before, run.huge, page);
+                s.shadow.add(run.range.clone(), Marks::SEEN);
+                for r in new.iter() {
                     s.lane.observed(Event::Resident {
                         pid,
                         tid: None,
@@ -604,58 +457,19 @@ mod tests {
     }
 
     #[test]
-    fn a_move_takes_the_advice_and_the_pages_seen_along() {
-        let mut scans = Scans::new(set(&[(0x10, 0x20)]), RangeSet::new(), Instant::now());
-        scans.described(
-            0x10 * P..0x20 * P,
-            &[0x11 * P..0x12 * P, 0x1f * P..0x20 * P],
-        );
-        // Moved and grown by 8 pages: the tail is the same mapping, with no page seen.
-        scans.moved(0x10 * P..0x20 * P, 0x40 * P..0x58 * P, false);
-        assert_eq!(scans.followed, set(&[(0x40, 0x58)]));
-        assert_eq!(scans.seen, set(&[(0x41, 0x42), (0x4f, 0x50)]));
-    }
-
-    #[test]
-    fn a_stack_moved_still_grows_down_where_it_went() {
-        let mut scans = Scans::new(set(&[(0x10, 0x20)]), set(&[(0x10, 0x20)]), Instant::now());
-        scans.moved(0x10 * P..0x20 * P, 0x40 * P..0x48 * P, false);
-        assert_eq!(scans.stacks, set(&[(0x40, 0x48)]));
-    }
-
-    #[test]
-    fn a_move_of_part_of_a_range_leaves_the_rest() {
-        let mut scans = Scans::new(set(&[(0x10, 0x20)]), RangeSet::new(), Instant::now());
-        scans.described(0x10 * P..0x20 * P, &Vec::from_iter(set(&[(0x10, 0x20)])));
-        // The first 4 pages moved, shrunk to 2; DONTUNMAP would leave them mapped but empty.
-        scans.moved(0x10 * P..0x14 * P, 0x40 * P..0x42 * P, true);
-        assert_eq!(scans.followed, set(&[(0x10, 0x20), (0x40, 0x42)]));
-        assert_eq!(scans.seen, set(&[(0x14, 0x20), (0x40, 0x42)]));
-    }
-
-    #[test]
-    fn a_move_of_a_range_followed_by_faults_changes_nothing() {
-        let mut scans = Scans::new(set(&[(0x10, 0x20)]), RangeSet::new(), Instant::now());
-        scans.moved(0x30 * P..0x34 * P, 0x10 * P..0x14 * P, false);
-        // The destination was mapped over: not followed by scans any more.
-        assert_eq!(scans.followed, set(&[(0x14, 0x20)]));
-    }
-
-    #[test]
     fn a_timed_scan_reads_what_is_unseen_joined_across_small_gaps() {
-        let mut scans = Scans::new(
-            set(&[(0x10, 0x20), (0x1000, 0x1010)]),
-            RangeSet::new(),
-            Instant::now(),
-        );
-        scans.described(0x10 * P..0x20 * P, &Vec::from_iter(set(&[(0x12, 0x14)])));
+        let mut shadow = Shadow::default();
+        for r in set(&[(0x10, 0x20), (0x1000, 0x1010)]).iter() {
+            shadow.add(r.clone(), Marks::SCANNED);
+        }
+        shadow.scanned_as(0x10 * P..0x20 * P, &Vec::from_iter(set(&[(0x12, 0x14)])));
         // 0x10-0x12 and 0x14-0x20 are one piece (a gap of 2 pages); 0x1000 is 16 MiB further.
-        assert_eq!(scans.not_seen(), set(&[(0x10, 0x20), (0x1000, 0x1010)]));
-        scans.described(
+        assert_eq!(not_seen(&shadow), set(&[(0x10, 0x20), (0x1000, 0x1010)]));
+        shadow.scanned_as(
             0x1000 * P..0x1010 * P,
             &Vec::from_iter(set(&[(0x1000, 0x1010)])),
         );
-        assert_eq!(scans.not_seen(), set(&[(0x10, 0x20)]));
+        assert_eq!(not_seen(&shadow), set(&[(0x10, 0x20)]));
     }
 
     #[test]
@@ -668,14 +482,5 @@ mod tests {
         // The second frame had a page seen already: filled by a collapse, no fault.
         let seen = set(&[(huge + 3, huge + 4)]);
         assert_eq!(faults_found(&new, &seen, true, P), 1);
-    }
-
-    #[test]
-    fn a_discard_forgets_only_the_pages_absent_at_its_exit() {
-        let mut scans = Scans::new(set(&[(0x10, 0x20)]), RangeSet::new(), Instant::now());
-        scans.described(0x10 * P..0x20 * P, &Vec::from_iter(set(&[(0x10, 0x20)])));
-        // Another thread touched 0x12 again before the exit: still there, still seen.
-        scans.discarded(0x10 * P..0x14 * P, &Vec::from_iter(set(&[(0x12, 0x13)])));
-        assert_eq!(scans.seen, set(&[(0x12, 0x13), (0x14, 0x20)]));
     }
 }

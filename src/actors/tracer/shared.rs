@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use rangemap::RangeSet;
 
+use super::shadow::Marks;
 use super::{COST_FACTOR, Tracer};
 use crate::event::{Event, SpaceId};
 use crate::kernel::tick;
@@ -49,7 +50,7 @@ impl Tracer {
         let spaces: Vec<SpaceId> = self
             .spaces
             .iter()
-            .filter(|(_, s)| !s.pressure.borrow().shared.is_empty())
+            .filter(|(_, s)| s.shadow.any(Marks::SHARED))
             .map(|(&id, _)| id)
             .collect();
         for space in spaces {
@@ -64,23 +65,22 @@ impl Tracer {
 
     /// Reads the pages of `space` taken for shared and writes `unshared` lines for those that
     /// map a frame of the space's own now and did at the read before.
-    pub(super) fn look_for_unshared(&self, pid: i32, space: SpaceId) {
-        let Some(s) = self.spaces.get(&space) else {
+    pub(super) fn look_for_unshared(&mut self, pid: i32, space: SpaceId) {
+        let Some(s) = self.spaces.get_mut(&space) else {
             return;
         };
-        let Some(pagemap) = s.pagemap.as_ref().filter(|_| s.follows_pages()) else {
+        let Some(pagemap) = s.pagemap.clone().filter(|_| s.follows_pages()) else {
             return;
         };
-        let ranges: Vec<Range<u64>> = s.pressure.borrow().shared.iter().cloned().collect();
+        let ranges: Vec<Range<u64>> = s.shadow.ranges(Marks::SHARED).into_iter().collect();
         if ranges.is_empty() {
             return;
         }
-        let seen_before = std::mem::take(&mut s.pressure.borrow_mut().exclusive_seen);
+        let seen_before = s.shadow.ranges(Marks::EXCLUSIVE_SEEN);
         let mut seen: RangeSet<u64> = RangeSet::new();
         // What is not found of the space's own stays taken for shared: a page absent or in
         // swap at this read (moved by a syscall not reported yet, under migration, read back
         // since) is read again; the layout lines drop what is really gone.
-        let mut still = s.pressure.borrow().shared.clone();
         for (range, (_, runs)) in ranges.iter().zip(pagemap.populated_each(&ranges)) {
             let runs = match runs {
                 Ok(runs) => runs,
@@ -106,7 +106,7 @@ impl Tracer {
                         .map(|b| b.start.max(r.start)..b.end.min(r.end))
                         .collect();
                     for w in written {
-                        still.remove(w.clone());
+                        s.shadow.remove(w.clone(), Marks::SHARED);
                         seen.remove(w.clone());
                         s.lane.observed(Event::Unshared {
                             pid,
@@ -118,9 +118,7 @@ impl Tracer {
                 }
             }
         }
-        let mut p = s.pressure.borrow_mut();
-        p.shared = still;
-        p.exclusive_seen = seen;
+        s.shadow.replace(Marks::EXCLUSIVE_SEEN, &seen);
     }
 }
 

@@ -1,16 +1,14 @@
 //! Address spaces: making one (a userfaultfd injected into the tracee, a lane, a snapshot of
 //! its mappings with their present pages: mappings.rs), and ending one.
 
-use std::cell::RefCell;
 use std::sync::Arc;
-
-use rangemap::RangeSet;
 
 use super::USER_SPACE_END;
 use super::attach::Sampled;
 use super::mappings::MapAt;
 use super::pressure::Pressure;
 use super::scans::{Scans, everywhere};
+use super::shadow::Shadow;
 use super::{FollowBy, Tracer};
 use crate::actors::lane::{Lane, LaneHandle, LaneMessage};
 use crate::actors::sequencer::{SequencerMessage, Stamped};
@@ -30,9 +28,11 @@ pub(super) struct Space {
     pub(super) brk: u64,
     /// Processes living in this space (more than one after vfork or clone(CLONE_VM)).
     pub(super) members: usize,
-    /// The ranges followed by scans rather than faults (transparent huge pages; every range
-    /// under `FollowBy::Scans`).
-    pub(super) scans: RefCell<Scans>,
+    /// What the tracer follows of it beside the stream: ranges followed by scans and their
+    /// pages seen, stacks, what it tracks, left out, has in swap, freed lazily or shared.
+    pub(super) shadow: Shadow,
+    /// When its ranges followed by scans are read next, and what scans found (scans.rs).
+    pub(super) scans: Scans,
     /// Followed by scans only: `--faults scan`, or a space that could get no userfaultfd (a
     /// `scans_instead` warning said why).
     pub(super) scans_only: bool,
@@ -42,8 +42,8 @@ pub(super) struct Space {
     pub(super) sampled: Option<Sampled>,
     /// Its program is one `--only` selects (or there is no `--only`).
     pub(super) selected: bool,
-    /// What it tracks and what of it the kernel can take away unasked (pressure.rs).
-    pub(super) pressure: RefCell<Pressure>,
+    /// When what of it the kernel can take away unasked is looked at next (pressure.rs).
+    pub(super) pressure: Pressure,
 }
 
 impl Space {
@@ -69,15 +69,11 @@ pub(super) enum Origin {
 pub(super) struct Inherited {
     /// The parent's program break (the child's mm is a copy, brk included).
     pub(super) brk: u64,
-    /// The parent's ranges followed by scans: the child's copies have the same advice.
-    pub(super) scanned: RangeSet<u64>,
-    /// The parent's mappings that grow down: the child's copies do too.
-    pub(super) stacks: RangeSet<u64>,
     /// Whether the parent's memory is followed (`--only`): the child runs the same program.
     pub(super) selected: bool,
-    /// What of the parent's the stream tracks, left out, and has freed lazily: the child's
-    /// copies are as they were.
-    pub(super) pressure: Pressure,
+    /// The parent's shadow as its copies inherit it: followed by scans, growing down, tracked,
+    /// left out and freed lazily as the parent's were (`Shadow::inheriting`).
+    pub(super) shadow: Shadow,
 }
 
 impl Tracer {
@@ -221,7 +217,7 @@ impl Tracer {
             Origin::Exec { .. } | Origin::Attach => None,
             Origin::Fork(_) => Some(MapCause::Redescribe),
         };
-        let (brk, scanned, stacks, pressure) = match origin {
+        let (brk, mut shadow) = match origin {
             Origin::Exec { .. } | Origin::Attach => {
                 let (former_tid, attached) = match origin {
                     Origin::Exec { former_tid } => (former_tid, false),
@@ -242,7 +238,7 @@ impl Tracer {
                     .map(|e| e.end)
                     .or_else(|| procfs::start_brk(tid))
                     .unwrap_or(0);
-                (brk, RangeSet::new(), RangeSet::new(), Pressure::default())
+                (brk, Shadow::default())
             }
             Origin::Fork(inherited) => {
                 if let Some(birth) = self.announce.remove(&id) {
@@ -259,14 +255,12 @@ impl Tracer {
                     cause: Some(MapCause::Redescribe),
                     site: None,
                 });
-                (
-                    inherited.brk,
-                    inherited.scanned,
-                    inherited.stacks,
-                    inherited.pressure,
-                )
+                (inherited.brk, inherited.shadow)
             }
         };
+        // The parent's, as the tracer had it when it handled the fork: what is no longer
+        // private anonymous memory in the child is not followed by scans.
+        shadow.keep_private_anon(&everywhere(), &maps);
         self.spaces.insert(
             id,
             Space {
@@ -279,15 +273,9 @@ impl Tracer {
                 vmas,
                 sampled: self.attaching().then(|| Sampled::new(maps.clone())),
                 selected,
-                pressure: RefCell::new(pressure),
-                scans: RefCell::new({
-                    // The parent's, as the tracer had them when it handled the fork: what is
-                    // no longer private anonymous memory in the child is not followed.
-                    let first_due = std::time::Instant::now() + self.config.sample;
-                    let mut scans = Scans::new(scanned, stacks, first_due);
-                    scans.keep_private_anon(&everywhere(), &maps);
-                    scans
-                }),
+                pressure: Pressure::default(),
+                shadow,
+                scans: Scans::new(std::time::Instant::now() + self.config.sample),
             },
         );
         for (what, message) in warnings {
@@ -317,24 +305,19 @@ impl Tracer {
     }
 
     /// What a fork child of a process in `parent` has of its space (nothing without one).
-    pub(super) fn inherited_from(&self, parent: Option<SpaceId>) -> Inherited {
-        let parent = parent.and_then(|s| self.spaces.get(&s));
+    pub(super) fn inherited_from(&mut self, parent: Option<SpaceId>) -> Inherited {
+        let parent = parent.and_then(|s| self.spaces.get_mut(&s));
+        let shadow = parent.as_ref().map(|s| Shadow::inheriting(&s.shadow));
         Inherited {
-            brk: parent.map_or(0, |s| s.brk),
-            scanned: parent
-                .map(|s| s.scans.borrow().followed.clone())
-                .unwrap_or_default(),
-            stacks: parent
-                .map(|s| s.scans.borrow().stacks.clone())
-                .unwrap_or_default(),
-            selected: parent.is_none_or(|s| s.selected),
-            pressure: parent
-                .map(|s| {
-                    let mut parent = s.pressure.borrow_mut();
-                    parent.forked();
-                    Pressure::inheriting(&parent)
-                })
-                .unwrap_or_default(),
+            brk: parent.as_ref().map_or(0, |s| s.brk),
+            selected: parent.as_ref().is_none_or(|s| s.selected),
+            shadow: match parent {
+                Some(parent) => {
+                    parent.shadow.forked();
+                    shadow.unwrap_or_default()
+                }
+                None => Shadow::default(),
+            },
         }
     }
 
@@ -449,7 +432,13 @@ impl Tracer {
     }
 
     /// Describes a space whole, as its page tables say: every mapping, with its present pages.
-    fn send_snapshot(&self, id: SpaceId, tid: i32, maps: &[MapsEntry], cause: Option<MapCause>) {
+    fn send_snapshot(
+        &mut self,
+        id: SpaceId,
+        tid: i32,
+        maps: &[MapsEntry],
+        cause: Option<MapCause>,
+    ) {
         for entry in maps {
             let at = MapAt {
                 pid: tid,

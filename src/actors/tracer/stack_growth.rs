@@ -5,6 +5,7 @@
 use std::ops::Range;
 
 use super::Tracer;
+use super::shadow::Marks;
 use crate::event::{Event, Follow, MapKind, PageState, SpaceId};
 
 impl Tracer {
@@ -16,18 +17,18 @@ impl Tracer {
     /// stack grew down to its start; if it ends there, another mapping lies below. Looked for
     /// before every scan of the space, so the growth's line comes before any page in it, and
     /// before a check (the stream must have the grown part, even with no page left in it).
-    pub(super) fn find_stack_growth(&self, pid: i32, space: SpaceId) {
-        let Some(s) = self.spaces.get(&space) else {
+    pub(super) fn find_stack_growth(&mut self, pid: i32, space: SpaceId) {
+        let Some(s) = self.spaces.get_mut(&space) else {
             return;
         };
         // An attached space's growth is in its sampled layout (attach.rs).
         let Some(vmas) = s.vmas.as_ref().filter(|_| s.sampled.is_none()) else {
             return;
         };
-        let stacks: Vec<Range<u64>> = s.scans.borrow().stacks.iter().cloned().collect();
+        let stacks: Vec<Range<u64>> = s.shadow.ranges(Marks::STACK).into_iter().collect();
         for (i, stack) in stacks.iter().enumerate() {
             // Under faults, a stack followed grows through the lane; one left out, here.
-            let left_out = s.pressure.borrow().leaves_out(stack.start);
+            let left_out = s.shadow.contains(Marks::LEFT_OUT, stack.start);
             if !s.scans_only && !left_out {
                 continue;
             }
@@ -48,16 +49,15 @@ impl Tracer {
             if grown.is_empty() {
                 continue;
             }
-            {
-                let mut scans = s.scans.borrow_mut();
-                scans.stacks.insert(grown.clone());
-                if !left_out {
-                    scans.followed.insert(grown.clone());
-                }
-            }
             match left_out {
-                true => s.pressure.borrow_mut().leave_out(grown.clone()),
-                false => s.pressure.borrow_mut().described(grown.clone(), true, &[]),
+                true => {
+                    s.shadow.add(grown.clone(), Marks::STACK);
+                    s.shadow.leave_out(grown.clone());
+                }
+                false => {
+                    s.shadow.add(grown.clone(), Marks::STACK | Marks::SCANNED);
+                    s.shadow.described(grown.clone(), true, &[]);
+                }
             }
             s.lane.observed(Event::Map {
                 pid,

@@ -21,8 +21,8 @@ impl Tracer {
     /// is written if it was the last process in it.
     pub(super) fn faults_leaving(&mut self, pid: i32, space: SpaceId, now: Option<u64>) {
         let made = self.faults_in_space(pid, now);
-        if let Some(s) = self.spaces.get(&space) {
-            s.scans.borrow_mut().faults_gone += made;
+        if let Some(s) = self.spaces.get_mut(&space) {
+            s.scans.faults_gone += made;
         }
         if let (Some(p), Some(now)) = (self.processes.get_mut(&pid), now) {
             p.faults_at_join = now;
@@ -54,8 +54,8 @@ impl Tracer {
             return;
         };
         let made = self.faults_in_space(pid, p.faults_at_exit);
-        if let Some(s) = p.space.and_then(|space| self.spaces.get(&space)) {
-            s.scans.borrow_mut().faults_gone += made;
+        if let Some(s) = p.space.and_then(|space| self.spaces.get_mut(&space)) {
+            s.scans.faults_gone += made;
         }
     }
 
@@ -72,10 +72,7 @@ impl Tracer {
             .filter(|(_, p)| p.space == Some(space))
             .map(|(&pid, _)| pid)
             .collect();
-        let (found, gone) = {
-            let scans = s.scans.borrow();
-            (scans.found, scans.faults_gone)
-        };
+        let (found, gone) = (s.scans.found, s.scans.faults_gone);
         let faults = gone
             + members
                 .into_iter()
