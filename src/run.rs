@@ -4,16 +4,16 @@ use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
+use crate::actors::control::RunControl;
 use crate::actors::lane::LaneConfig;
 use crate::actors::sequencer::Sequencer;
 use crate::actors::state::{ReportTap, RunReport, StateActor, StateOptions, WaitsForRoom};
 use crate::actors::supervisor::{self, Supervisor};
 use crate::actors::symbolizer::SymbolizerActor;
 use crate::actors::tracer::{
-    self, FollowBy, ProgramEnd, ProgramSignals, Target, TraceError, Tracer, TracerConfig,
+    FollowBy, ProgramEnd, ProgramSignals, Target, TraceError, Tracer, TracerConfig,
 };
 use crate::event::{Event, SCHEMA, VerifyTotals};
 use crate::kernel::thp::ThpPolicy;
@@ -374,8 +374,16 @@ pub fn run(options: RunOptions) -> RunOutcome {
     let touch_stacks = shared
         .zip(options.touch_stacks)
         .map(|(shared, period)| (shared, Arc::new(TouchSamplers::new(period))));
-    let (state, state_handle) =
-        StateActor::new(STATE_CAPACITY, writer, state_options, report, sites);
+    // What the signal handlers and the stream's writer tell the tracer and the run's end.
+    let control = RunControl::new();
+    let (state, state_handle) = StateActor::new(
+        STATE_CAPACITY,
+        writer,
+        state_options,
+        report,
+        sites,
+        control.clone(),
+    );
     // `--threads`: the lanes read the name of each thread whose fault they resolve.
     let thread_names = (!options.selection.threads.is_empty())
         .then(|| Arc::new(ThreadNames::new(options.selection.threads.clone())));
@@ -443,7 +451,11 @@ pub fn run(options: RunOptions) -> RunOutcome {
         );
     }
     let signals = Arc::new(ProgramSignals::default());
-    on_signals(&runtime, options.attach.is_none().then(|| signals.clone()));
+    on_signals(
+        &runtime,
+        &control,
+        options.attach.is_none().then(|| signals.clone()),
+    );
 
     let config = TracerConfig {
         target,
@@ -471,6 +483,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
         sequencer_handle,
         supervisor.clone(),
         signals,
+        control.clone(),
     );
     let traced = std::thread::Builder::new()
         .name("mevi-actors-tracer".into())
@@ -489,14 +502,14 @@ pub fn run(options: RunOptions) -> RunOutcome {
     runtime.shutdown_background();
     let mut outcome = conclude(traced, report, &supervisor);
     // A run's status is its program's; an attach's, its own: the stream it was for is lost.
-    if options.attach.is_some() && outcome.status == 0 && crate::actors::state::stream_lost() {
+    if options.attach.is_some() && outcome.status == 0 && control.stream_lost() {
         outcome.status = 1;
     }
     if let Some(named) = &named {
         named.say_how_to_read();
     }
     if let Some(server) = server {
-        linger(server, outcome.status, options.serve_linger);
+        linger(&control, server, outcome.status, options.serve_linger);
     }
     outcome
 }
@@ -578,8 +591,8 @@ fn file_name_part(program: &str) -> String {
 }
 
 /// After the program ended, the live page stays up until Ctrl-C (or `--serve-linger`).
-fn linger(server: Server, status: i32, linger: Option<std::time::Duration>) {
-    if STOP_ASKED.load(Ordering::SeqCst) {
+fn linger(control: &RunControl, server: Server, status: i32, linger: Option<std::time::Duration>) {
+    if control.stop_asked() {
         // SIGTERM or SIGHUP during the run (`timeout`, a supervisor): they meant all of us.
         return;
     }
@@ -699,9 +712,6 @@ fn verify_failure(v: &VerifyTotals, stream_problems: usize) -> Option<String> {
     (!why.is_empty()).then(|| why.join("; "))
 }
 
-/// A SIGTERM or SIGHUP came (and was passed on to the program): no lingering after it.
-static STOP_ASKED: AtomicBool = AtomicBool::new(false);
-
 /// What SIGINT, SIGQUIT, SIGTERM and SIGHUP to mevi-actors do.
 ///
 /// `run`: Ctrl-C and Ctrl-\ reach the program from the terminal (it is in our process group), so
@@ -716,7 +726,11 @@ static STOP_ASKED: AtomicBool = AtomicBool::new(false);
 ///
 /// A signal we were started with ignored gets no handler: it stays ignored, in us and in the
 /// program, which inherits that across exec (`nohup`, `&`).
-fn on_signals(runtime: &tokio::runtime::Runtime, program: Option<Arc<ProgramSignals>>) {
+fn on_signals(
+    runtime: &tokio::runtime::Runtime,
+    control: &RunControl,
+    program: Option<Arc<ProgramSignals>>,
+) {
     use nix::sys::signal::Signal;
     for (signal, forwarded) in [
         (Signal::SIGINT, false),
@@ -728,6 +742,7 @@ fn on_signals(runtime: &tokio::runtime::Runtime, program: Option<Arc<ProgramSign
             continue;
         }
         let program = program.clone();
+        let control = control.clone();
         runtime.spawn(async move {
             let kind = tokio::signal::unix::SignalKind::from_raw(signal as i32);
             let Ok(mut arrivals) = tokio::signal::unix::signal(kind) else {
@@ -735,8 +750,8 @@ fn on_signals(runtime: &tokio::runtime::Runtime, program: Option<Arc<ProgramSign
             };
             while arrivals.recv().await.is_some() {
                 let Some(program) = &program else {
-                    STOP_ASKED.store(true, Ordering::SeqCst);
-                    tracer::ask_to_detach();
+                    control.ask_to_stop();
+                    control.ask_to_detach();
                     continue;
                 };
                 // A core-dumping signal takes no shortcut even untraced.
@@ -746,7 +761,7 @@ fn on_signals(runtime: &tokio::runtime::Runtime, program: Option<Arc<ProgramSign
                 if !forwarded {
                     continue;
                 }
-                STOP_ASKED.store(true, Ordering::SeqCst);
+                control.ask_to_stop();
                 match program.root_pid() {
                     pid if pid > 0 => {
                         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);

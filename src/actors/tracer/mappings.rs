@@ -10,7 +10,6 @@ use crate::actors::lane::{LaneMessage, PagesAtExit};
 use crate::actors::sequencer::Stamped;
 use crate::event::{Event, Follow, MapCause, MapKind, PageState, SpaceId, WarningKind};
 use crate::kernel::procfs::{self, MapsEntry};
-use crate::kernel::tick;
 use crate::test_hooks::{self, Fault};
 
 /// Where a new mapping is, and who made it.
@@ -104,7 +103,7 @@ impl Tracer {
         {
             let s = self.spaces.get(&space)?;
             s.scans.borrow_mut().followed.insert(described);
-            tick::hasten(self.config.sample);
+            self.control.hasten_tick(self.config.sample);
             Some(Follow::Scans)
         } else {
             self.register(space, mapping).then_some(Follow::Faults)

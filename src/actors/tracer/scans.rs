@@ -315,7 +315,7 @@ impl Tracer {
                     continue;
                 }
                 scans.followed.insert(part.clone());
-                tick::hasten(self.config.sample);
+                self.control.hasten_tick(self.config.sample);
                 converted.insert(part);
             }
         }
