@@ -28,3 +28,27 @@ pub mod selection;
 pub mod stacks;
 pub mod test_hooks;
 pub mod verify;
+
+/// The stream's readers name Linux's bits and signals without the kernel's headers; here, where
+/// those headers are, they are checked to be the same.
+#[cfg(test)]
+mod stream_abi {
+    #[test]
+    fn prot_bits_are_the_kernels() {
+        let prot = |bits: libc::c_int| crate::event::prot_string(bits as u64);
+        assert_eq!(prot(libc::PROT_READ), "r--");
+        assert_eq!(prot(libc::PROT_WRITE), "-w-");
+        assert_eq!(prot(libc::PROT_EXEC), "--x");
+        assert_eq!(prot(libc::PROT_NONE), "---");
+    }
+
+    #[test]
+    fn signal_names_are_the_kernels() {
+        for sig in -1..=70 {
+            let kernel = nix::sys::signal::Signal::try_from(sig)
+                .map(|s| s.as_str().to_string())
+                .unwrap_or_else(|_| format!("SIG{sig}"));
+            assert_eq!(crate::event::signal_name(sig), kernel);
+        }
+    }
+}
