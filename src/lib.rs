@@ -3,26 +3,16 @@
 
 #![deny(unsafe_code)]
 
-/// A line for the user on stderr. Unlike `eprintln!` it never panics: a stderr that has gone
-/// (`2>&1 | head`, `2>/dev/full`) must change neither the trace nor the exit status.
-#[macro_export]
-macro_rules! to_stderr {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
-    }};
-}
+// The stream and its readers are a crate of their own (stream/), kernel-free; they keep their
+// paths here (`crate::event`, `mevi_actors::report`), as does the stderr macro they share.
+pub use mevi_stream::{event, model, query, report, to_stderr};
 
 pub mod actors;
 pub mod demo;
 pub mod doctor;
-pub mod event;
 /// Kernel plumbing: the one place `unsafe` is allowed, each block with its invariant.
 #[allow(unsafe_code)]
 pub mod kernel;
-pub mod model;
-pub mod query;
-pub mod report;
 pub mod run;
 pub mod selection;
 pub mod stacks;

@@ -779,7 +779,8 @@ impl Event {
 }
 
 /// Linux's `PROT_*` bits, which the stream's `prot` comes from, written out here so that a
-/// reader of the stream needs no kernel headers (src/lib.rs checks them against libc's).
+/// reader of the stream needs no kernel headers (mevi-actors' src/lib.rs checks them against
+/// libc's).
 const PROT_READ: u64 = 0x1;
 const PROT_WRITE: u64 = 0x2;
 const PROT_EXEC: u64 = 0x4;
@@ -797,8 +798,8 @@ pub fn prot_string(prot: u64) -> String {
 }
 
 /// Linux's signals 1 to 31 by their conventional names (the same numbers on x86_64 and arm64);
-/// the real-time ones above have none. Written out for the same reason as `PROT_*` (src/lib.rs
-/// checks them against nix's).
+/// the real-time ones above have none. Written out for the same reason as `PROT_*` (checked
+/// against nix's there too).
 const SIGNAL_NAMES: [&str; 31] = [
     "SIGHUP",
     "SIGINT",
@@ -870,13 +871,14 @@ impl Event {
     }
 }
 
-/// Lines for the unit tests of the modules that read the stream.
-#[cfg(test)]
-pub(crate) mod samples {
+/// Lines for the unit tests of the modules that read the stream (and, with the `samples`
+/// feature, of mevi-actors' actors).
+#[cfg(any(test, feature = "samples"))]
+pub mod samples {
     use super::{Event, ForkKind, SpaceId};
 
     /// `pid` forks `child` into a space of its own.
-    pub(crate) fn fork(pid: i32, child: i32, space: SpaceId, child_space: SpaceId) -> Event {
+    pub fn fork(pid: i32, child: i32, space: SpaceId, child_space: SpaceId) -> Event {
         Event::Fork {
             pid,
             tid: pid,
@@ -888,7 +890,7 @@ pub(crate) mod samples {
     }
 
     /// `pid` exits with status 0.
-    pub(crate) fn exit(pid: i32, space: SpaceId) -> Event {
+    pub fn exit(pid: i32, space: SpaceId) -> Event {
         Event::Exit {
             pid,
             tid: pid,
