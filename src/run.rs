@@ -4,16 +4,16 @@ use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use crate::actors::control::RunControl;
 use crate::actors::lane::LaneConfig;
 use crate::actors::sequencer::Sequencer;
 use crate::actors::state::{ReportTap, RunReport, StateActor, StateOptions, WaitsForRoom};
 use crate::actors::supervisor::{self, Supervisor};
 use crate::actors::symbolizer::SymbolizerActor;
 use crate::actors::tracer::{
-    self, FollowBy, ProgramEnd, ProgramSignals, Target, TraceError, Tracer, TracerConfig,
+    FollowBy, ProgramEnd, ProgramSignals, Target, TraceError, Tracer, TracerConfig,
 };
 use crate::event::{Event, SCHEMA, VerifyTotals};
 use crate::kernel::thp::ThpPolicy;
@@ -22,7 +22,7 @@ use crate::model::Replay;
 use crate::model::processes::Processes;
 use crate::report::build::Builder;
 use crate::report::live::Hub;
-use crate::report::serve::{self, Server};
+use crate::report::serve::Server;
 use crate::selection::{Selection, ThreadNames};
 use crate::stacks::{StackShared, Stacks, TouchSamplers};
 use crate::test_hooks::{self, Fault};
@@ -374,8 +374,16 @@ pub fn run(options: RunOptions) -> RunOutcome {
     let touch_stacks = shared
         .zip(options.touch_stacks)
         .map(|(shared, period)| (shared, Arc::new(TouchSamplers::new(period))));
-    let (state, state_handle) =
-        StateActor::new(STATE_CAPACITY, writer, state_options, report, sites);
+    // What the signal handlers and the stream's writer tell the tracer and the run's end.
+    let control = RunControl::new();
+    let (state, state_handle) = StateActor::new(
+        STATE_CAPACITY,
+        writer,
+        state_options,
+        report,
+        sites,
+        control.clone(),
+    );
     // `--threads`: the lanes read the name of each thread whose fault they resolve.
     let thread_names = (!options.selection.threads.is_empty())
         .then(|| Arc::new(ThreadNames::new(options.selection.threads.clone())));
@@ -443,7 +451,11 @@ pub fn run(options: RunOptions) -> RunOutcome {
         );
     }
     let signals = Arc::new(ProgramSignals::default());
-    on_signals(&runtime, options.attach.is_none().then(|| signals.clone()));
+    let signal_handlers = on_signals(
+        &runtime,
+        &control,
+        options.attach.is_none().then(|| signals.clone()),
+    );
 
     let config = TracerConfig {
         target,
@@ -471,6 +483,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
         sequencer_handle,
         supervisor.clone(),
         signals,
+        control.clone(),
     );
     let traced = std::thread::Builder::new()
         .name("mevi-actors-tracer".into())
@@ -486,18 +499,29 @@ pub fn run(options: RunOptions) -> RunOutcome {
         });
     // None: the state actor failed (the supervisor has it).
     let report = runtime.block_on(state_task).ok().and_then(Result::ok);
-    runtime.shutdown_background();
+    // The trace is over, and so are the signal handlers of its run; `--serve` lingers on this
+    // runtime, and listens for its own first, so that no signal falls between.
+    let stop_lingering = server.as_ref().map(|_| StopSignals::listen(&runtime));
+    drop(signal_handlers);
     let mut outcome = conclude(traced, report, &supervisor);
     // A run's status is its program's; an attach's, its own: the stream it was for is lost.
-    if options.attach.is_some() && outcome.status == 0 && crate::actors::state::stream_lost() {
+    if options.attach.is_some() && outcome.status == 0 && control.stream_lost() {
         outcome.status = 1;
     }
     if let Some(named) = &named {
         named.say_how_to_read();
     }
-    if let Some(server) = server {
-        linger(server, outcome.status, options.serve_linger);
+    if let (Some(server), Some(stop)) = (server, stop_lingering) {
+        linger(
+            &runtime,
+            &control,
+            stop,
+            server,
+            outcome.status,
+            options.serve_linger,
+        );
     }
+    runtime.shutdown_background();
     outcome
 }
 
@@ -578,8 +602,15 @@ fn file_name_part(program: &str) -> String {
 }
 
 /// After the program ended, the live page stays up until Ctrl-C (or `--serve-linger`).
-fn linger(server: Server, status: i32, linger: Option<std::time::Duration>) {
-    if STOP_ASKED.load(Ordering::SeqCst) {
+fn linger(
+    runtime: &tokio::runtime::Runtime,
+    control: &RunControl,
+    stop: std::io::Result<StopSignals>,
+    server: Server,
+    status: i32,
+    linger: Option<Duration>,
+) {
+    if control.stop_asked() {
         // SIGTERM or SIGHUP during the run (`timeout`, a supervisor): they meant all of us.
         return;
     }
@@ -587,7 +618,7 @@ fn linger(server: Server, status: i32, linger: Option<std::time::Duration>) {
         Some(d) => format!("for {} s", d.as_secs_f64()),
         None => "until Ctrl-C".into(),
     };
-    let stop = match serve::StopSignals::listen() {
+    let stop = match stop {
         Ok(stop) => stop,
         Err(e) => {
             crate::to_stderr!("mevi-actors: --serve: cannot wait for Ctrl-C ({e}); stopping now");
@@ -598,8 +629,50 @@ fn linger(server: Server, status: i32, linger: Option<std::time::Duration>) {
         "mevi-actors: the program ended (status {status}); still serving {} {until}",
         server.url
     );
-    stop.wait(linger);
+    runtime.block_on(stop.wait(linger));
     drop(server);
+}
+
+/// Ctrl-C (SIGINT), SIGTERM and SIGHUP, heard from the moment this is made: made before the
+/// user is told that Ctrl-C stops the server, so that no such signal falls between the two. A
+/// signal mevi-actors was started with ignored stays ignored (`nohup`'s SIGHUP), as during the
+/// run.
+struct StopSignals(Vec<tokio::signal::unix::Signal>);
+
+impl StopSignals {
+    fn listen(runtime: &tokio::runtime::Runtime) -> std::io::Result<StopSignals> {
+        use nix::sys::signal::Signal;
+        use tokio::signal::unix::{SignalKind, signal};
+        let _entered = runtime.enter();
+        let mut signals = Vec::new();
+        for stop in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+            if !crate::kernel::signals::is_ignored(stop) {
+                signals.push(signal(SignalKind::from_raw(stop as i32))?);
+            }
+        }
+        Ok(StopSignals(signals))
+    }
+
+    /// Until one of the signals comes, or `linger` has passed.
+    async fn wait(mut self, linger: Option<Duration>) {
+        let linger = async {
+            match linger {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        let any_signal = async {
+            if self.0.is_empty() {
+                return std::future::pending().await;
+            }
+            let arrivals = self.0.iter_mut().map(|s| Box::pin(s.recv()));
+            futures::future::select_all(arrivals).await;
+        };
+        tokio::select! {
+            _ = any_signal => {}
+            _ = linger => {}
+        }
+    }
 }
 
 /// The run's exit status and report, from how the tracer and the actors ended.
@@ -699,9 +772,6 @@ fn verify_failure(v: &VerifyTotals, stream_problems: usize) -> Option<String> {
     (!why.is_empty()).then(|| why.join("; "))
 }
 
-/// A SIGTERM or SIGHUP came (and was passed on to the program): no lingering after it.
-static STOP_ASKED: AtomicBool = AtomicBool::new(false);
-
 /// What SIGINT, SIGQUIT, SIGTERM and SIGHUP to mevi-actors do.
 ///
 /// `run`: Ctrl-C and Ctrl-\ reach the program from the terminal (it is in our process group), so
@@ -716,8 +786,15 @@ static STOP_ASKED: AtomicBool = AtomicBool::new(false);
 ///
 /// A signal we were started with ignored gets no handler: it stays ignored, in us and in the
 /// program, which inherits that across exec (`nohup`, `&`).
-fn on_signals(runtime: &tokio::runtime::Runtime, program: Option<Arc<ProgramSignals>>) {
+///
+/// The handlers run on the run's runtime until the returned value is dropped.
+fn on_signals(
+    runtime: &tokio::runtime::Runtime,
+    control: &RunControl,
+    program: Option<Arc<ProgramSignals>>,
+) -> SignalHandlers {
     use nix::sys::signal::Signal;
+    let mut handlers = Vec::new();
     for (signal, forwarded) in [
         (Signal::SIGINT, false),
         (Signal::SIGQUIT, false),
@@ -728,15 +805,16 @@ fn on_signals(runtime: &tokio::runtime::Runtime, program: Option<Arc<ProgramSign
             continue;
         }
         let program = program.clone();
-        runtime.spawn(async move {
+        let control = control.clone();
+        handlers.push(runtime.spawn(async move {
             let kind = tokio::signal::unix::SignalKind::from_raw(signal as i32);
             let Ok(mut arrivals) = tokio::signal::unix::signal(kind) else {
                 return;
             };
             while arrivals.recv().await.is_some() {
                 let Some(program) = &program else {
-                    STOP_ASKED.store(true, Ordering::SeqCst);
-                    tracer::ask_to_detach();
+                    control.ask_to_stop();
+                    control.ask_to_detach();
                     continue;
                 };
                 // A core-dumping signal takes no shortcut even untraced.
@@ -746,7 +824,7 @@ fn on_signals(runtime: &tokio::runtime::Runtime, program: Option<Arc<ProgramSign
                 if !forwarded {
                     continue;
                 }
-                STOP_ASKED.store(true, Ordering::SeqCst);
+                control.ask_to_stop();
                 match program.root_pid() {
                     pid if pid > 0 => {
                         let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
@@ -759,6 +837,18 @@ fn on_signals(runtime: &tokio::runtime::Runtime, program: Option<Arc<ProgramSign
                     }
                 }
             }
-        });
+        }));
+    }
+    SignalHandlers(handlers)
+}
+
+/// The run's signal handlers, ended when dropped.
+struct SignalHandlers(Vec<tokio::task::JoinHandle<()>>);
+
+impl Drop for SignalHandlers {
+    fn drop(&mut self) {
+        for handler in &self.0 {
+            handler.abort();
+        }
     }
 }

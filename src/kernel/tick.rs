@@ -11,11 +11,37 @@ use std::time::Duration;
 
 use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
 
-/// Set by the ticking thread just before it signals; taken by [`due`].
-static DUE: AtomicBool = AtomicBool::new(false);
+/// One run's ticks, shared by the ticking thread and whoever looks (the run's control).
+#[derive(Debug)]
+pub struct Tick {
+    /// Set by the ticking thread just before it signals; taken by [`Tick::due`].
+    due: AtomicBool,
+    /// The ticking thread's period, in nanoseconds: set by [`start`], shortened by
+    /// [`Tick::hasten`].
+    period_ns: AtomicU64,
+}
 
-/// The ticking thread's period, in nanoseconds: set by [`start`], shortened by [`hasten`].
-static PERIOD_NS: AtomicU64 = AtomicU64::new(u64::MAX);
+impl Default for Tick {
+    fn default() -> Self {
+        Self {
+            due: AtomicBool::new(false),
+            period_ns: AtomicU64::new(u64::MAX),
+        }
+    }
+}
+
+impl Tick {
+    /// Ticks at least every `every` from now on (the next sleep already started runs out first).
+    pub fn hasten(&self, every: Duration) {
+        self.period_ns
+            .fetch_min(every.as_nanos() as u64, Ordering::SeqCst);
+    }
+
+    /// Whether a tick came since the last call.
+    pub fn due(&self) -> bool {
+        self.due.swap(false, Ordering::SeqCst)
+    }
+}
 
 extern "C" fn wake(_: libc::c_int) {}
 
@@ -91,34 +117,25 @@ impl Drop for Ticker {
     }
 }
 
-/// Wakes the tracer every `every` (or less, once [`hasten`]ed), with [`due`] true after each
-/// tick.
-pub fn start(every: Duration, tracer: TracerWaker) -> io::Result<Ticker> {
-    PERIOD_NS.store(every.as_nanos() as u64, Ordering::SeqCst);
+/// Wakes the tracer every `every` (or less, once [`Tick::hasten`]ed), with [`Tick::due`] true
+/// after each tick.
+pub fn start(tick: Arc<Tick>, every: Duration, tracer: TracerWaker) -> io::Result<Ticker> {
+    tick.period_ns
+        .store(every.as_nanos() as u64, Ordering::SeqCst);
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     std::thread::Builder::new()
         .name("mevi-actors-tick".into())
         .spawn(move || {
             while !flag.load(Ordering::SeqCst) {
-                std::thread::sleep(Duration::from_nanos(PERIOD_NS.load(Ordering::SeqCst)));
-                DUE.store(true, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_nanos(tick.period_ns.load(Ordering::SeqCst)));
+                tick.due.store(true, Ordering::SeqCst);
                 if !tracer.wake() {
                     break;
                 }
             }
         })?;
     Ok(Ticker { stop })
-}
-
-/// Ticks at least every `every` from now on (the next sleep already started runs out first).
-pub fn hasten(every: Duration) {
-    PERIOD_NS.fetch_min(every.as_nanos() as u64, Ordering::SeqCst);
-}
-
-/// Whether a tick came since the last call.
-pub fn due() -> bool {
-    DUE.swap(false, Ordering::SeqCst)
 }
 
 /// The calling thread's CPU time so far. What a periodic read costs the tracer is measured so:

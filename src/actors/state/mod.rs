@@ -20,10 +20,11 @@ use std::time::Duration;
 use async_channel::{Receiver, Sender};
 
 use self::output::Output;
-pub use self::output::{DEFAULT_BUFFER, DEFAULT_BUFFER_BYTES, WaitsForRoom, stream_lost};
+pub use self::output::{DEFAULT_BUFFER, DEFAULT_BUFFER_BYTES, WaitsForRoom};
 pub use self::report::ReportTap;
 use self::sites::SiteLines;
 pub use self::summary::{SUMMARY_ROWS, human_summary};
+use super::control::RunControl;
 use crate::event::{
     Event, ForkKind, Line, NotWritten, ProcessSummary, RunTotals, SpaceId, UnseenTotals,
     VerifyTotals, WarningKind,
@@ -128,12 +129,13 @@ impl StateActor {
         options: StateOptions,
         report: Option<ReportTap>,
         sites: Option<Receiver<Event>>,
+        control: RunControl,
     ) -> (Self, StateHandle) {
         let (tx, inbox) = async_channel::bounded(capacity);
         let actor = Self {
             inbox,
             model: Replay::new(),
-            output: Output::start(writer, options.buffer_bytes),
+            output: Output::start(writer, options.buffer_bytes, control),
             lives: Processes::default(),
             ended: Vec::new(),
             totals: RunTotals {

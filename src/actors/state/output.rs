@@ -4,7 +4,8 @@
 //! that falls behind for a while costs the program nothing until the queue is full; then the
 //! state actor waits for room with an `.await`, the backpressure that slows the traced program
 //! (docs/architecture.md). When the stream can no longer be written (EPIPE: `| head` has read
-//! enough; a full disk), it says so once on stderr and the trace goes on, its lines dropped.
+//! enough; a full disk), it says so once on stderr and to the run's control (an `attach` then
+//! detaches), and the trace goes on, its lines dropped.
 
 use std::io::{self, BufWriter, Write};
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use std::thread::JoinHandle;
 use async_channel::{Receiver, Sender};
 use tokio::sync::Semaphore;
 
+use crate::actors::control::RunControl;
 use crate::event::Line;
 
 /// Lines turned into one batch of bytes at most.
@@ -65,21 +67,14 @@ enum ToWriter {
     Flush,
 }
 
-/// Set once the stream could not be written (its reader gone, a full disk): `attach`, whose
-/// exit status is its own, then ends with 1.
-static LOST: AtomicBool = AtomicBool::new(false);
-
-/// Whether the stream could not be written to its end.
-pub fn stream_lost() -> bool {
-    LOST.load(Ordering::SeqCst)
-}
-
 /// The stream's end, on whichever side it is written.
 struct Writer {
     /// `None` once a write failed: the stream ends there, the trace goes on.
     out: Option<BufWriter<Box<dyn Write + Send>>>,
     /// Set when a write failed, so that the lines after it are not even turned into bytes.
     closed: Arc<AtomicBool>,
+    /// Told when a write failed: the run's exit status and an `attach`'s end depend on it.
+    control: RunControl,
 }
 
 impl Writer {
@@ -110,9 +105,8 @@ impl Writer {
             "mevi-actors: the event stream can no longer be written ({why}); the rest of the \
              stream is dropped (a program run runs on, traced; processes attached to are let go)"
         );
-        crate::actors::tracer::ask_to_detach();
         self.closed.store(true, Ordering::Relaxed);
-        LOST.store(true, Ordering::SeqCst);
+        self.control.lose_stream();
         // Not dropped: a BufWriter's drop would try to write what it holds once more.
         if let Some(w) = self.out.take() {
             drop(w.into_parts());
@@ -159,12 +153,13 @@ pub(super) struct Output {
 
 impl Output {
     /// A writer of `out` with a queue of `budget` bytes (at least one batch's worth is used).
-    pub(super) fn start(out: Box<dyn Write + Send>, budget: u32) -> Self {
+    pub(super) fn start(out: Box<dyn Write + Send>, budget: u32, control: RunControl) -> Self {
         let budget = budget.max(1);
         let closed = Arc::new(AtomicBool::new(false));
         let writer = Writer {
             out: Some(BufWriter::with_capacity(1 << 16, out)),
             closed: closed.clone(),
+            control,
         };
         let room = Arc::new(Semaphore::new(budget as usize));
         // Unbounded: the byte budget bounds it.
@@ -329,7 +324,11 @@ mod tests {
     #[tokio::test]
     async fn every_line_is_written_in_order_by_the_end() {
         let shared = Shared::default();
-        let mut output = Output::start(Box::new(shared.clone()), DEFAULT_BUFFER_BYTES);
+        let mut output = Output::start(
+            Box::new(shared.clone()),
+            DEFAULT_BUFFER_BYTES,
+            RunControl::new(),
+        );
         let n = BATCH_LINES as u64 * 3 + 7;
         for seq in 0..n {
             output.push(warning(seq)).await;
@@ -343,10 +342,40 @@ mod tests {
         assert_eq!(seqs, (0..n).collect::<Vec<_>>());
     }
 
+    /// A reader that has gone.
+    struct Gone;
+
+    impl Write for Gone {
+        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+            Err(io::ErrorKind::BrokenPipe.into())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stream_that_cannot_be_written_is_lost_to_the_run() {
+        let control = RunControl::new();
+        let mut output = Output::start(Box::new(Gone), DEFAULT_BUFFER_BYTES, control.clone());
+        output.push(warning(0)).await;
+        assert!(!control.stream_lost(), "nothing was written yet");
+        output.finish().await;
+        assert!(control.stream_lost());
+        assert!(
+            !control.detach_asked(),
+            "the writer only says what happened"
+        );
+    }
+
     #[tokio::test]
     async fn a_flush_reaches_the_reader_before_the_end() {
         let shared = Shared::default();
-        let mut output = Output::start(Box::new(shared.clone()), DEFAULT_BUFFER_BYTES);
+        let mut output = Output::start(
+            Box::new(shared.clone()),
+            DEFAULT_BUFFER_BYTES,
+            RunControl::new(),
+        );
         output.push(warning(0)).await;
         output.flush().await;
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);

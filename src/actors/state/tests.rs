@@ -42,7 +42,14 @@ async fn report(messages: Vec<StateMessage>) -> RunReport {
         mappings_selected: false,
         buffer_bytes: super::DEFAULT_BUFFER_BYTES,
     };
-    let (actor, handle) = StateActor::new(16, Box::new(std::io::sink()), options, None, None);
+    let (actor, handle) = StateActor::new(
+        16,
+        Box::new(std::io::sink()),
+        options,
+        None,
+        None,
+        RunControl::new(),
+    );
     let task = tokio::spawn(actor.run());
     for m in messages {
         handle.send(m).await;

@@ -6,7 +6,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::ops::Range;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
@@ -25,17 +24,13 @@ use crate::kernel::attach;
 use crate::kernel::procfs::{self, MapsEntry, PopulatedRun};
 use crate::kernel::ptrace::{self, Resume, Stop, is_group_stop_signal};
 
-/// Set when an `attach` trace is to end by detaching: Ctrl-C, SIGTERM or SIGHUP to mevi-actors,
-/// or the stream's reader gone. The tracer looks at every wake-up (at least every tick).
-static DETACH_ASKED: AtomicBool = AtomicBool::new(false);
-
-/// Asks an `attach` trace to detach and end; from any thread. A `run` trace never looks.
-pub fn ask_to_detach() {
-    DETACH_ASKED.store(true, Ordering::SeqCst);
-}
-
-pub(super) fn detach_asked() -> bool {
-    DETACH_ASKED.load(Ordering::SeqCst)
+impl Tracer {
+    /// Whether an `attach` trace is to end by detaching: Ctrl-C, SIGTERM or SIGHUP to
+    /// mevi-actors, or the stream lost (its reader gone). Looked at every wake-up (at least
+    /// every tick).
+    pub(super) fn detach_asked(&self) -> bool {
+        self.control.detach_asked() || self.control.stream_lost()
+    }
 }
 
 /// What an attached space was last sampled as: its mappings, as `/proc/PID/maps` gave them.

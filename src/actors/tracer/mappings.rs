@@ -11,7 +11,6 @@ use crate::actors::lane::{LaneMessage, PagesAtExit};
 use crate::actors::sequencer::Stamped;
 use crate::event::{Event, Follow, MapCause, MapKind, PageState, SpaceId, WarningKind};
 use crate::kernel::procfs::{self, MapsEntry};
-use crate::kernel::tick;
 use crate::test_hooks::{self, Fault};
 
 /// Where a new mapping is, and who made it.
@@ -107,7 +106,7 @@ impl Tracer {
             let sample = self.config.sample;
             let s = self.spaces.get_mut(&space)?;
             s.shadow.add(described, Marks::SCANNED);
-            tick::hasten(sample);
+            self.control.hasten_tick(sample);
             Some(Follow::Scans)
         } else {
             self.register(space, mapping).then_some(Follow::Faults)

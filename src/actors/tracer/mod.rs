@@ -63,6 +63,7 @@ use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 use rangemap::RangeSet;
 
+use super::control::RunControl;
 use super::lane::LaneConfig;
 use super::sequencer::{SequencerHandle, SequencerMessage, Stamped};
 use super::supervisor::Supervisor;
@@ -75,7 +76,6 @@ use crate::kernel::thp::ThpPolicy;
 use crate::kernel::tick::{self, TracerWaker};
 use crate::stacks::{StackShared, Stacks, TouchSamplers};
 
-pub use attach::ask_to_detach;
 use checkpoints::Checkpoint;
 use lending::Lending;
 use races::Deferred;
@@ -274,6 +274,7 @@ pub struct Tracer {
     sequencer: SequencerHandle,
     supervisor: Supervisor,
     signals: Arc<ProgramSignals>,
+    control: RunControl,
     threads: HashMap<i32, Thread>,
     processes: HashMap<i32, Process>,
     spaces: HashMap<SpaceId, Space>,
@@ -333,6 +334,7 @@ impl Tracer {
         sequencer: SequencerHandle,
         supervisor: Supervisor,
         signals: Arc<ProgramSignals>,
+        control: RunControl,
     ) -> Self {
         Self {
             config,
@@ -340,6 +342,7 @@ impl Tracer {
             sequencer,
             supervisor,
             signals,
+            control,
             threads: HashMap::new(),
             processes: HashMap::new(),
             spaces: HashMap::new(),
@@ -401,7 +404,7 @@ impl Tracer {
             .map_or(checkpoints::TICK, |every| every.min(checkpoints::TICK));
         // `rss` lines every sample period, whatever the mode; scans too under `--faults scan`.
         tick = tick.min(self.config.sample);
-        let _ticker = tick::start(tick, waker)?;
+        let _ticker = self.control.start_ticking(tick, waker)?;
         // While a change is held (woken.rs), the loop looks at it again soon, stop or not.
         let mut wake_after = tick::WakeAfter::new(waker)
             .inspect_err(|e| tracing::debug!("a timer to wake the tracer: {e}; it polls instead"))
@@ -411,11 +414,11 @@ impl Tracer {
                 self.end_everything(attaching);
                 return Err(TraceError::ActorFailed(failure));
             }
-            if attaching && attach::detach_asked() {
+            if attaching && self.detach_asked() {
                 self.detach_all();
                 break;
             }
-            if tick::due() {
+            if self.control.tick_due() {
                 // A checkpoint whose last threads will not stop is given up on time, even when
                 // no other stop comes meanwhile.
                 self.settle_checkpoint();

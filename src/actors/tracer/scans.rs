@@ -172,7 +172,7 @@ impl Tracer {
                     continue;
                 }
                 s.shadow.add(part.clone(), Marks::SCANNED);
-                tick::hasten(sample);
+                self.control.hasten_tick(sample);
                 converted.insert(part);
             }
         }

@@ -77,7 +77,7 @@ fn default_output(trace: &Path) -> Option<PathBuf> {
 /// Whether writing `output` would overwrite `trace` (the same regular file under any name; `-`
 /// is stdin on one side and stdout on the other, never the same, and a device such as
 /// `/dev/null` keeps nothing to overwrite).
-pub(crate) fn same_file(output: &Path, trace: &Path) -> bool {
+pub fn same_file(output: &Path, trace: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
     if output.as_os_str() == "-" || trace.as_os_str() == "-" {
         return false;
@@ -147,7 +147,7 @@ pub fn write_to(output: &Path, meta: &Meta, records: &[u8]) -> io::Result<()> {
 }
 
 /// A written page on disk before we say so; a device (`/dev/null`) has nothing to sync.
-pub(crate) fn synced(file: File) -> std::io::Result<()> {
+pub fn synced(file: File) -> std::io::Result<()> {
     match file.metadata() {
         Ok(m) if !m.is_file() => Ok(()),
         _ => file.sync_all(),

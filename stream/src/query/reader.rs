@@ -64,13 +64,7 @@ impl Source {
         }
         let dir = std::env::temp_dir();
         let spooled = (|| -> io::Result<File> {
-            use std::os::unix::fs::OpenOptionsExt;
-            let mut file = File::options()
-                .read(true)
-                .write(true)
-                .mode(0o600)
-                .custom_flags(libc::O_TMPFILE)
-                .open(&dir)?;
+            let mut file = unnamed_file(&dir)?;
             match &mut self.input {
                 Input::Stdin => io::copy(&mut io::stdin().lock(), &mut file)?,
                 Input::File(f) => io::copy(f, &mut file)?,
@@ -278,4 +272,31 @@ fn output_failure(e: io::Error) -> Failure {
     }
     crate::to_stderr!("mevi-actors: stdout: {e}");
     Failure(1)
+}
+
+/// A new file in `dir` that no other process can open, gone once closed: `O_TMPFILE` on Linux;
+/// elsewhere a file made under a name of its own, and the name removed at once.
+#[cfg(target_os = "linux")]
+fn unnamed_file(dir: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    File::options()
+        .read(true)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_TMPFILE)
+        .open(dir)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn unnamed_file(dir: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = dir.join(format!("mevi-actors.spool.{}", std::process::id()));
+    let file = File::options()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)?;
+    std::fs::remove_file(&path)?;
+    Ok(file)
 }

@@ -778,23 +778,69 @@ impl Event {
     }
 }
 
+/// Linux's `PROT_*` bits, which the stream's `prot` comes from, written out here so that a
+/// reader of the stream needs no kernel headers (mevi-actors' src/lib.rs checks them against
+/// libc's).
+const PROT_READ: u64 = 0x1;
+const PROT_WRITE: u64 = 0x2;
+const PROT_EXEC: u64 = 0x4;
+
 /// `"rw-"` from `PROT_*` bits.
 pub fn prot_string(prot: u64) -> String {
-    let bit = |b: i32, c: char| if prot & b as u64 != 0 { c } else { '-' };
+    let bit = |b: u64, c: char| if prot & b != 0 { c } else { '-' };
     [
-        bit(libc::PROT_READ, 'r'),
-        bit(libc::PROT_WRITE, 'w'),
-        bit(libc::PROT_EXEC, 'x'),
+        bit(PROT_READ, 'r'),
+        bit(PROT_WRITE, 'w'),
+        bit(PROT_EXEC, 'x'),
     ]
     .iter()
     .collect()
 }
 
+/// Linux's signals 1 to 31 by their conventional names (the same numbers on x86_64 and arm64);
+/// the real-time ones above have none. Written out for the same reason as `PROT_*` (checked
+/// against nix's there too).
+const SIGNAL_NAMES: [&str; 31] = [
+    "SIGHUP",
+    "SIGINT",
+    "SIGQUIT",
+    "SIGILL",
+    "SIGTRAP",
+    "SIGABRT",
+    "SIGBUS",
+    "SIGFPE",
+    "SIGKILL",
+    "SIGUSR1",
+    "SIGSEGV",
+    "SIGUSR2",
+    "SIGPIPE",
+    "SIGALRM",
+    "SIGTERM",
+    "SIGSTKFLT",
+    "SIGCHLD",
+    "SIGCONT",
+    "SIGSTOP",
+    "SIGTSTP",
+    "SIGTTIN",
+    "SIGTTOU",
+    "SIGURG",
+    "SIGXCPU",
+    "SIGXFSZ",
+    "SIGVTALRM",
+    "SIGPROF",
+    "SIGWINCH",
+    "SIGIO",
+    "SIGPWR",
+    "SIGSYS",
+];
+
 /// The conventional name of a signal (`"SIGSEGV"`), or its number.
 pub fn signal_name(sig: i32) -> String {
-    nix::sys::signal::Signal::try_from(sig)
-        .map(|s| s.as_str().to_string())
-        .unwrap_or_else(|_| format!("SIG{sig}"))
+    usize::try_from(sig)
+        .ok()
+        .and_then(|n| n.checked_sub(1))
+        .and_then(|i| SIGNAL_NAMES.get(i))
+        .map_or_else(|| format!("SIG{sig}"), |name| (*name).to_string())
 }
 
 impl Event {
@@ -825,13 +871,14 @@ impl Event {
     }
 }
 
-/// Lines for the unit tests of the modules that read the stream.
-#[cfg(test)]
-pub(crate) mod samples {
+/// Lines for the unit tests of the modules that read the stream (and, with the `samples`
+/// feature, of mevi-actors' actors).
+#[cfg(any(test, feature = "samples"))]
+pub mod samples {
     use super::{Event, ForkKind, SpaceId};
 
     /// `pid` forks `child` into a space of its own.
-    pub(crate) fn fork(pid: i32, child: i32, space: SpaceId, child_space: SpaceId) -> Event {
+    pub fn fork(pid: i32, child: i32, space: SpaceId, child_space: SpaceId) -> Event {
         Event::Fork {
             pid,
             tid: pid,
@@ -843,7 +890,7 @@ pub(crate) mod samples {
     }
 
     /// `pid` exits with status 0.
-    pub(crate) fn exit(pid: i32, space: SpaceId) -> Event {
+    pub fn exit(pid: i32, space: SpaceId) -> Event {
         Event::Exit {
             pid,
             tid: pid,

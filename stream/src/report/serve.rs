@@ -97,6 +97,9 @@ impl Server {
             .route("/", get(page))
             .route("/events", get(events))
             .with_state(app);
+        // A runtime of its own, not the run's: a browser reading a long history (encoding its
+        // base64, sending its events) would otherwise take one of the run's two workers from the
+        // lanes and the state actor, and slow the traced program.
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
@@ -145,61 +148,6 @@ impl Drop for Server {
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
-    }
-}
-
-/// Ctrl-C (SIGINT), SIGTERM and SIGHUP, heard from the moment this is made: made before the
-/// user is told that Ctrl-C stops the server, so that no such signal falls between the two. A
-/// signal mevi-actors was started with ignored stays ignored (`nohup`'s SIGHUP), as during the
-/// run.
-pub struct StopSignals {
-    runtime: tokio::runtime::Runtime,
-    signals: Vec<tokio::signal::unix::Signal>,
-}
-
-impl StopSignals {
-    pub fn listen() -> io::Result<StopSignals> {
-        use nix::sys::signal::Signal;
-        use tokio::signal::unix::{SignalKind, signal};
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        let mut signals = Vec::new();
-        let entered = runtime.enter();
-        for stop in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
-            if !crate::kernel::signals::is_ignored(stop) {
-                signals.push(signal(SignalKind::from_raw(stop as i32))?);
-            }
-        }
-        drop(entered);
-        Ok(StopSignals { runtime, signals })
-    }
-
-    /// Blocks until one of the signals comes, or `linger` has passed.
-    pub fn wait(self, linger: Option<Duration>) {
-        let StopSignals {
-            runtime,
-            mut signals,
-        } = self;
-        runtime.block_on(async {
-            let linger = async {
-                match linger {
-                    Some(d) => tokio::time::sleep(d).await,
-                    None => std::future::pending().await,
-                }
-            };
-            let any_signal = async {
-                if signals.is_empty() {
-                    return std::future::pending().await;
-                }
-                let arrivals = signals.iter_mut().map(|s| Box::pin(s.recv()));
-                futures::future::select_all(arrivals).await;
-            };
-            tokio::select! {
-                _ = any_signal => {}
-                _ = linger => {}
-            }
-        });
     }
 }
 
