@@ -211,8 +211,7 @@ fn a_program_unmounts_what_it_ran_a_program_from() {
 fn pages_moved_by_compaction_are_not_taken_for_swapped_ones() {
     let compact = std::path::Path::new("/proc/sys/vm/compact_memory");
     if !compact.exists() {
-        crate::util::skip_unless_ci("no /proc/sys/vm/compact_memory (CONFIG_COMPACTION)");
-        return;
+        return crate::util::skip("no /proc/sys/vm/compact_memory (CONFIG_COMPACTION)");
     }
     let program = workload("u25_compaction");
     let _machine = crate::util::machine_memory();
@@ -277,8 +276,7 @@ fn a_guard_region_over_pages_just_faulted_in_is_discarded_whole() {
     ] {
         let t = trace(flags, &[program.as_os_str(), "1500".as_ref()]);
         if t.stdout.starts_with("no guard regions") {
-            eprintln!("skipped: this kernel has no guard regions");
-            return;
+            return crate::util::skip("no guard regions in this kernel");
         }
         assert_exact_pages(&t);
         assert!(t.verify_totals().points > 10, "{:?}", t.verify_totals());
@@ -357,8 +355,7 @@ fn guard_regions_raced_by_first_touches_of_other_threads_are_discarded_exactly()
         .unwrap();
     let untraced = String::from_utf8_lossy(&untraced.stdout).into_owned();
     if untraced.starts_with("no guard regions") {
-        eprintln!("skipped: this kernel has no guard regions");
-        return;
+        return crate::util::skip("no guard regions in this kernel");
     }
     assert_eq!(guarded_present(&untraced), (0, 80000), "{untraced}");
     for flags in [
@@ -373,8 +370,7 @@ fn guard_regions_raced_by_first_touches_of_other_threads_are_discarded_exactly()
             Duration::from_secs(90),
         );
         if t.stdout.starts_with("no guard regions") {
-            eprintln!("skipped: this kernel has no guard regions");
-            return;
+            return crate::util::skip("no guard regions in this kernel");
         }
         assert_exact_pages(&t);
         assert!(t.verify_totals().points > 10, "{:?}", t.verify_totals());

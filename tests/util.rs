@@ -36,21 +36,70 @@ pub fn workload(name: &str) -> PathBuf {
     try_workload(name, &["-O1", "-pthread"]).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// Something a test needs is missing here: outside CI the test is skipped, with one `skipped:`
-/// line; under `CI=true` (as root, where .ci/install-deps installs everything) it fails.
-pub fn skip_unless_ci(why: &str) {
-    assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "{why}");
-    eprintln!("skipped: {why}");
+/// The variable naming the file a skipped test is recorded in (`.ci/run` sets it and counts).
+const SKIPS_FILE_VAR: &str = "MEVI_TEST_SKIPS";
+
+/// Something this test needs is missing here, so it does not run: the caller returns after this.
+/// Under `CI=true` (as root, where .ci/install-deps installs everything) that fails the test with
+/// `why`. Elsewhere the test passes as far as the harness knows, so the skip is recorded: a line
+/// `TEST<tab>why` appended to the file `$MEVI_TEST_SKIPS` names, or, without one, said on stderr
+/// past the harness's capture. `why` is short and the same for each test it stops ("chromium not
+/// installed"): `.ci/run` counts the skips by it. Every skip in the suite comes through here.
+pub fn skip(why: &str) {
+    use std::io::Write;
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("{why} (under CI=true a test does not skip)");
+    }
+    let test = std::thread::current()
+        .name()
+        .filter(|name| *name != "main")
+        .unwrap_or("a test")
+        .to_string();
+    let why = why.replace(['\t', '\n'], " ");
+    let line = format!("{test}\t{why}\n");
+    match std::env::var_os(SKIPS_FILE_VAR) {
+        Some(file) => {
+            // One write of the whole line, appended: tests skip in parallel.
+            let mut skips = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&file)
+                .unwrap_or_else(|e| panic!("${SKIPS_FILE_VAR} {file:?}: {e}"));
+            skips.write_all(line.as_bytes()).unwrap();
+        }
+        None => {
+            // Not `eprintln!`: the harness keeps that to itself for a test that passes.
+            let said = format!("skipped: {test}: {why}\n");
+            std::io::stderr().write_all(said.as_bytes()).ok();
+        }
+    }
+}
+
+impl crate::browser::Browser {
+    /// A browser for a test: None, the test skipped (`skip`), when there is no Chromium; any
+    /// other failure to start it fails the test. (Here, not in browser.rs, which the benches
+    /// share.)
+    pub fn for_test() -> Option<Self> {
+        if !crate::browser::binary_exists() {
+            eprintln!(
+                "no browser at {} (set MEVI_CHROMIUM to one; .ci/install-deps installs Debian's)",
+                crate::browser::binary()
+            );
+            skip("chromium not installed");
+            return None;
+        }
+        Some(Self::launch().unwrap_or_else(|e| panic!("{e}")))
+    }
 }
 
 /// A workload that needs more than a bare C compiler (`needs`: a sanitizer's runtime, 32-bit
-/// code): None, with one `skipped:` line, when it cannot be built outside CI; under `CI=true`
-/// (where .ci/install-deps installs everything) a failed build fails the test.
+/// code): None, the test skipped (`skip`), when it cannot be built.
 pub fn workload_needing(needs: &str, name: &str, flags: &[&str]) -> Option<PathBuf> {
     match try_workload(name, flags) {
         Ok(program) => Some(program),
         Err(e) => {
-            skip_unless_ci(&format!("{needs} not available ({e})"));
+            eprintln!("{e}");
+            skip(&format!("{needs} not available"));
             None
         }
     }
@@ -502,9 +551,8 @@ impl Traced {
     }
 }
 
-/// Whether a program this test needs is installed (on `PATH`, or a path that exists). Outside CI
-/// a missing one skips the test with one line; under `CI=true` (where `.ci/install-deps` installs
-/// it) it fails the test.
+/// Whether a program this test needs is installed (on `PATH`, or a path that exists); if not, the
+/// test is skipped (`skip`).
 pub fn installed(program: &str) -> bool {
     let found = if program.contains('/') {
         Path::new(program).exists()
@@ -513,9 +561,8 @@ pub fn installed(program: &str) -> bool {
             .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).exists()))
     };
     if !found {
-        skip_unless_ci(&format!(
-            "{program} is not installed (.ci/install-deps installs it)"
-        ));
+        let name = Path::new(program).file_name().unwrap_or(program.as_ref());
+        skip(&format!("{} not installed", name.to_string_lossy()));
     }
     found
 }
@@ -545,11 +592,12 @@ impl Drop for WorldCopy {
     }
 }
 
-/// Whether the tests can become an unprivileged user here (root and setpriv).
+/// Whether the tests can become an unprivileged user here (root and setpriv); if not, the test is
+/// skipped (`skip`).
 pub fn can_become_nobody() -> bool {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        skip_unless_ci("needs root to become an unprivileged user (CI runs as root)");
+        skip("not run as root");
         return false;
     }
     installed("setpriv")
