@@ -19,8 +19,8 @@ use nix::unistd::Pid;
 use serde_json::Value;
 
 use crate::util::{
-    PAGE, Traced, WorldCopy, as_nobody, bin, can_become_nobody, exit_status_within, finish_within,
-    run_within, scratch, workload,
+    MachineHold, PAGE, Traced, WorldCopy, as_nobody, bin, can_become_nobody, exit_status_within,
+    finish_within, run_within, scratch, workload,
 };
 
 /// Every run here takes a few seconds at most; beyond this it hangs.
@@ -159,11 +159,13 @@ impl Drop for Target {
 struct Attached {
     child: Option<Child>,
     stream: PathBuf,
+    _run: MachineHold,
 }
 
 impl Attached {
     fn start(pids: &str, flags: &[&str]) -> Attached {
         let stream = scratch("attach.jsonl");
+        let run = MachineHold::shared();
         let child = Command::new(bin())
             .args(["attach", "-p", pids])
             .args(flags)
@@ -177,6 +179,7 @@ impl Attached {
         Attached {
             child: Some(child),
             stream,
+            _run: run,
         }
     }
 
