@@ -260,17 +260,18 @@ pub fn run_in_background_with(
     }
 }
 
+/// The whole lines a run writing `file` has written so far (none while there is no file).
+pub fn lines_so_far(file: &Path) -> Vec<Line> {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let whole = text.rfind('\n').map_or("", |end| &text[..=end]);
+    parse_stream(whole)
+}
+
 /// Waits until a run writing `file` has written a line of kind `ev`; the complete lines so far.
 pub fn wait_for_line(file: &Path, ev: &str) -> Vec<Line> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let text = std::fs::read_to_string(file).unwrap_or_default();
-        let complete: String = text
-            .lines()
-            .filter(|l| l.ends_with('}'))
-            .map(|l| format!("{l}\n"))
-            .collect();
-        let lines = parse_stream(&complete);
+        let lines = lines_so_far(file);
         if lines
             .iter()
             .any(|l| serde_json::to_value(&l.event).unwrap()["ev"] == ev)
