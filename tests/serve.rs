@@ -375,6 +375,8 @@ fn a_hangup_ignored_at_start_stays_ignored_while_the_page_is_served() {
     let mut served = Served::start_ignoring(&["--serve"], &["true"], Some(libc::SIGHUP));
     served.stderr_line("still serving");
     served.send(Signal::SIGHUP);
+    // Nothing is to happen, so there is nothing to wait for: a server that would stop on it is
+    // given 300 ms to.
     std::thread::sleep(Duration::from_millis(300));
     assert!(
         served.child.try_wait().unwrap().is_none(),
