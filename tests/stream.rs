@@ -377,14 +377,20 @@ fn a_reader_that_goes_away_leaves_the_program_running_to_its_end() {
     use std::io::Read;
     let _run = MachineHold::shared();
     let (mut child, marker) = traced_on_a_pipe(&[], 16384, 7);
-    let mut first = [0u8; 1000];
-    child
-        .stdout
-        .as_mut()
-        .unwrap()
-        .read_exact(&mut first)
-        .unwrap();
-    drop(child.stdout.take());
+    // Its first 1000 bytes, read on a thread of its own so that a run that never writes them
+    // fails the test rather than hanging it.
+    let mut stdout = child.stdout.take().unwrap();
+    let (first_read, read) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut first = [0u8; 1000];
+        let _ = first_read.send(stdout.read_exact(&mut first).map(|()| stdout));
+    });
+    let Ok(read) = read.recv_timeout(crate::util::TIMEOUT) else {
+        child.kill().ok();
+        panic!("no 1000 bytes of stream within {:?}", crate::util::TIMEOUT);
+    };
+    // The reader goes.
+    drop(read.unwrap());
     let (status, _, stderr) = finish_reading(child);
     assert_eq!(status, 7, "the program's status: {stderr}");
     assert!(marker.exists(), "the program reached its end");
