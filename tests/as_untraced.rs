@@ -14,7 +14,8 @@ use mevi_actors::event::{
 use mevi_actors::run::VERIFY_INCOMPLETE;
 
 use crate::util::{
-    Traced, bin, parse_stream, run_within, scratch, trace_within, workload, workload_needing,
+    HostSetting, Traced, bin, parse_stream, run_within, scratch, skip, trace_within, workload,
+    workload_needing,
 };
 
 /// Every case here runs in well under a second untraced; beyond this it hangs.
@@ -257,18 +258,20 @@ fn mprotect_is_in_the_stream_and_hugetlb_is_its_own_kind() {
     assert!(t.events("protect").count() >= 3);
 
     // A huge page can be reserved only while none is in use; the count is put back after.
-    let reserved = std::fs::read_to_string("/proc/sys/vm/nr_hugepages").unwrap();
-    if std::fs::write("/proc/sys/vm/nr_hugepages", "1").is_err() {
-        eprintln!("skipped the hugetlb half: cannot reserve a huge page");
-        return;
-    }
     let program = [
         workload("u10_mprotect_hugetlb").into_os_string(),
         "hugetlb".into(),
     ];
+    let reserved = match HostSetting::set("/proc/sys/vm/nr_hugepages", "1") {
+        Ok(reserved) => reserved,
+        Err(e) => {
+            eprintln!("/proc/sys/vm/nr_hugepages: {e}");
+            return skip("cannot reserve a huge page");
+        }
+    };
     let (status, stdout) = untraced(&program);
     let h = trace_within(&[], &program, HANG);
-    std::fs::write("/proc/sys/vm/nr_hugepages", reserved.trim()).unwrap();
+    drop(reserved);
     assert_eq!((status, stdout.as_str()), (0, "hugetlb ok\n"));
     assert_eq!(
         (h.status, h.stdout.as_str()),
@@ -822,8 +825,7 @@ fn a_program_that_drops_root_is_followed_by_scans() {
 fn a_guard_region_drops_its_pages_in_the_stream() {
     let t = runs_as_untraced(&[workload("u10_guard")]);
     if t.stdout.starts_with("guard -1") {
-        eprintln!("skipped: this kernel has no guard regions");
-        return;
+        return skip("no guard regions in this kernel");
     }
     assert_eq!(t.stdout, "guard 0 present 12\n");
     let guard = t.lines.iter().any(|l| {
@@ -839,8 +841,7 @@ fn a_guard_region_drops_its_pages_in_the_stream() {
 fn pages_a_program_moves_with_its_own_userfaultfd_leave_the_stream() {
     let t = runs_as_untraced(&[workload("u10_uffd_move")]);
     if t.stdout == "no move\n" {
-        eprintln!("skipped: this kernel has no UFFDIO_MOVE");
-        return;
+        return skip("no UFFDIO_MOVE in this kernel");
     }
     assert_eq!(t.stdout, "moved 131072 source 32\n");
 }

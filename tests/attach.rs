@@ -19,37 +19,38 @@ use nix::unistd::Pid;
 use serde_json::Value;
 
 use crate::util::{
-    PAGE, Traced, WorldCopy, as_nobody, bin, can_become_nobody, exit_status_within, finish_within,
-    run_within, scratch, workload,
+    MachineHold, PAGE, Traced, WorldCopy, as_nobody, bin, can_become_nobody, exit_status_within,
+    finish_within, lines_so_far, run_within, scratch, workload,
 };
 
 /// Every run here takes a few seconds at most; beyond this it hangs.
 const HANG: Duration = Duration::from_secs(60);
-/// Many `--sample-ms` periods (10 ms by default): a timed scan has run since the last change.
-const SCANNED: Duration = Duration::from_millis(200);
+/// Not a command of the workload's but the test's: attached, it waits until scans have seen
+/// every change the commands before it made (`Attached::wait_until_scanned`).
+const SCANNED: &str = "scanned";
 
 /// What the workload is told before the attach: a thread that is there when attach comes, and a
 /// region with pages present for the snapshot to find.
 const BEFORE: &[&str] = &["thread", "map 64", "touch 0 0 16"];
-/// While attached (`sleep` is the test's: it waits `SCANNED`): a new mapping, pages touched, then
-/// some of them discarded after a scan saw them (and seen gone by a scan before the next layout
-/// change, which would have the mapping described again instead), a thread made, part of a
-/// mapping unmapped, a fork whose child touches pages and prints its truth, another mapping, and
-/// last the parent's truth, with nothing changed after it.
+/// While attached: a new mapping, pages touched, then some of them discarded after a scan saw
+/// them (and seen gone by a scan before the next layout change, which would have the mapping
+/// described again instead), a thread made, part of a mapping unmapped, a fork whose child
+/// touches pages and prints its truth, another mapping, and last the parent's truth, with
+/// nothing changed after it.
 const WHILE: &[&str] = &[
     "map 32",
     "touch 1 0 32",
     "touch 0 16 8",
-    "sleep",
+    SCANNED,
     "discard 1 8 16",
-    "sleep",
+    SCANNED,
     "thread",
     "unmap 0 48 16",
     "fork 1 8 4",
     "map 16",
     "touch 2 0 4",
     "truth",
-    "sleep",
+    SCANNED,
 ];
 /// After the detach: it goes on changing its memory, as it would have.
 const AFTER: &[&str] = &["touch 2 4 4", "discard 0 0 8", "truth"];
@@ -119,12 +120,19 @@ impl Target {
     }
 
     /// Does `commands` one after the other: the lines it answered, each answer ending with its
-    /// `ok` line. `sleep` is the test's own: it waits `SCANNED`.
+    /// `ok` line. `SCANNED` is nothing here: nothing is attached.
     fn ask(&mut self, commands: &[&str]) -> Vec<String> {
+        self.ask_under(commands, None)
+    }
+
+    /// `ask`, with `attached` following it: there `SCANNED` waits for its scans.
+    fn ask_under(&mut self, commands: &[&str], mut attached: Option<&mut Attached>) -> Vec<String> {
         let mut answers = Vec::new();
         for &command in commands {
-            if command == "sleep" {
-                std::thread::sleep(SCANNED);
+            if command == SCANNED {
+                if let Some(attached) = attached.as_deref_mut() {
+                    attached.wait_until_scanned(&[self.pid]);
+                }
                 continue;
             }
             self.send(command);
@@ -159,11 +167,13 @@ impl Drop for Target {
 struct Attached {
     child: Option<Child>,
     stream: PathBuf,
+    _run: MachineHold,
 }
 
 impl Attached {
     fn start(pids: &str, flags: &[&str]) -> Attached {
         let stream = scratch("attach.jsonl");
+        let run = MachineHold::shared();
         let child = Command::new(bin())
             .args(["attach", "-p", pids])
             .args(flags)
@@ -177,6 +187,7 @@ impl Attached {
         Attached {
             child: Some(child),
             stream,
+            _run: run,
         }
     }
 
@@ -193,17 +204,73 @@ impl Attached {
             if mapped {
                 return;
             }
-            if self.child.as_mut().unwrap().try_wait().unwrap().is_some() {
-                let (status, _, stderr) =
-                    finish_within(self.child.take().unwrap(), HANG, "mevi-actors attach");
-                panic!("attach ended with {status} before its snapshot:\n{stderr}");
-            }
+            self.assert_running("its snapshot");
             assert!(
                 Instant::now() < deadline,
                 "no map line within {HANG:?} in {}",
                 self.stream.display()
             );
             std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until the stream has as many pages of each of `pids` as the kernel has of its
+    /// private anonymous memory (each process waiting for its next command meanwhile): scans have
+    /// seen every change it made.
+    fn wait_until_scanned(&mut self, pids: &[i32]) {
+        let deadline = Instant::now() + HANG;
+        loop {
+            let mut replay = Replay::new();
+            for line in &lines_so_far(&self.stream) {
+                replay.apply_line(line);
+            }
+            let behind: Vec<(i32, Option<u64>, u64)> = pids
+                .iter()
+                .map(|&pid| {
+                    let stream = replay
+                        .process_space
+                        .get(&pid)
+                        .and_then(|space| replay.spaces.get(space))
+                        .map(|s| s.resident_bytes / PAGE);
+                    (pid, stream, anon_in_memory(pid))
+                })
+                .filter(|&(_, stream, kernel)| stream != Some(kernel))
+                .collect();
+            if behind.is_empty() {
+                return;
+            }
+            self.assert_running("its scans caught up");
+            assert!(
+                Instant::now() < deadline,
+                "(pid, the stream's pages, the kernel's) not the same within {HANG:?}: {behind:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until the stream has an `rss` line about `pid`: a timed sample has looked at it.
+    fn wait_for_a_sample_of(&mut self, pid: i32) {
+        let deadline = Instant::now() + HANG;
+        while !lines_so_far(&self.stream)
+            .iter()
+            .any(|l| matches!(l.event, Event::Rss { pid: p, .. } if p == pid))
+        {
+            self.assert_running("a sample");
+            assert!(
+                Instant::now() < deadline,
+                "no rss line about {pid} within {HANG:?} in {}",
+                self.stream.display()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Fails the test, with what attach said, if it has ended before `awaited`.
+    fn assert_running(&mut self, awaited: &str) {
+        if self.child.as_mut().unwrap().try_wait().unwrap().is_some() {
+            let (status, _, stderr) =
+                finish_within(self.child.take().unwrap(), HANG, "mevi-actors attach");
+            panic!("attach ended with {status} before {awaited}:\n{stderr}");
         }
     }
 
@@ -261,6 +328,43 @@ fn tracers(pid: i32) -> Vec<(i32, i32)> {
             (tid, tracer.trim().parse().unwrap())
         })
         .collect()
+}
+
+/// Pages of `pid`'s private anonymous memory in memory now, counted as the workloads' truth counts
+/// them (tests/workloads/truth.h: `truth_measure_anon`, `truth_in_memory`).
+fn anon_in_memory(pid: i32) -> u64 {
+    use std::os::unix::fs::FileExt;
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    let pagemap = std::fs::File::open(format!("/proc/{pid}/pagemap")).unwrap();
+    let mut pages = 0;
+    for line in maps.lines() {
+        let mut fields = line.split_ascii_whitespace();
+        let (Some(range), Some(perms)) = (fields.next(), fields.next()) else {
+            continue;
+        };
+        let path = fields.nth(3).unwrap_or("");
+        let anon = matches!(path, "" | "[heap]" | "[stack]") || path.starts_with("[anon:");
+        if !perms.ends_with('p') || !anon {
+            continue;
+        }
+        let address = |hex| u64::from_str_radix(hex, 16).unwrap();
+        let (start, end) = range.split_once('-').unwrap();
+        let (start, end) = (address(start), address(end));
+        let mut entries = vec![0u8; ((end - start) / PAGE * 8) as usize];
+        pagemap
+            .read_exact_at(&mut entries, start / PAGE * 8)
+            .unwrap();
+        pages += entries
+            .chunks_exact(8)
+            .map(|entry| u64::from_ne_bytes(entry.try_into().unwrap()))
+            .filter(|&entry| {
+                // Present, or a migration entry (swap type 24 to 30, shown to root).
+                let swap_type = entry & 0x1f;
+                entry >> 63 == 1 || (entry >> 62 & 1 == 1 && (24..31).contains(&swap_type))
+            })
+            .count() as u64;
+    }
+    pages
 }
 
 /// The state letter of process `pid` (`/proc/PID/stat`).
@@ -339,7 +443,7 @@ fn attach_follows_a_running_process_and_detach_leaves_it_as_it_was() {
         &["-f", "--verify", "--verify-every", "20"],
     );
     attached.wait_for_snapshot();
-    let while_attached = target.ask(WHILE);
+    let while_attached = target.ask_under(WHILE, Some(&mut attached));
     let (t, json) = attached.end(Some(Signal::SIGINT), &while_attached);
     assert_eq!(t.status, 0, "{}", t.evidence());
 
@@ -510,7 +614,7 @@ fn attach_to_two_processes_at_once() {
     attached.wait_for_snapshot();
     first.ask(&["map 16", "touch 0 0 16"]);
     second.ask(&["map 8", "touch 0 0 4"]);
-    std::thread::sleep(SCANNED);
+    attached.wait_until_scanned(&[first.pid, second.pid]);
     let (t, _) = attached.end(Some(Signal::SIGINT), &[]);
     assert_eq!(t.status, 0, "{}", t.evidence());
     assert!(t.replay.problems.is_empty(), "{:?}", t.replay.problems);
@@ -597,7 +701,8 @@ fn attach_to_a_stopped_process_leaves_it_stopped() {
     }
     let mut attached = Attached::start(&pid.to_string(), &[]);
     attached.wait_for_snapshot();
-    std::thread::sleep(SCANNED);
+    // Followed while stopped: a timed sample has read it.
+    attached.wait_for_a_sample_of(pid);
     let (t, _) = attached.end(Some(Signal::SIGINT), &[]);
     assert_eq!(t.status, 0, "{}", t.stderr);
     assert!(

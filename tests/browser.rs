@@ -26,11 +26,11 @@ pub const WAIT: Duration = Duration::from_secs(30);
 /// prints shell errors here (two /dev/shm mounts).
 const DEFAULT_BINARY: &str = "/usr/lib/chromium/chromium";
 
-fn binary() -> String {
+pub(crate) fn binary() -> String {
     std::env::var("MEVI_CHROMIUM").unwrap_or_else(|_| DEFAULT_BINARY.into())
 }
 
-fn binary_exists() -> bool {
+pub(crate) fn binary_exists() -> bool {
     Path::new(&binary()).exists()
 }
 
@@ -78,20 +78,6 @@ pub struct Page<'b> {
 }
 
 impl Browser {
-    /// A browser for a test: None, with one `skipped:` line, when there is no Chromium outside
-    /// CI; under `CI=true` (where .ci/install-deps installs it) its absence fails the test, as
-    /// does any other failure to start it.
-    pub fn for_test() -> Option<Browser> {
-        match Browser::launch() {
-            Ok(browser) => Some(browser),
-            Err(e) if !binary_exists() && std::env::var("CI").as_deref() != Ok("true") => {
-                eprintln!("skipped: {e}");
-                None
-            }
-            Err(e) => panic!("{e}"),
-        }
-    }
-
     /// Starts `$MEVI_CHROMIUM`, or Debian's Chromium; an error if there is none.
     pub fn launch() -> Result<Browser> {
         let binary = binary();

@@ -7,7 +7,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::util::{WorldCopy, as_nobody, bin, can_become_nobody, installed, run_within, scratch};
+use crate::util::{
+    WorldCopy, as_nobody, bin, can_become_nobody, installed, run_within, scratch, skip,
+};
 
 /// Enough for a doctor (one rehearsal) or a trace of /bin/true; only catches hangs.
 const TIMEOUT: Duration = Duration::from_secs(30);
@@ -117,8 +119,7 @@ fn assert_agree(doctor: (i32, String, String), run: (i32, String, String)) {
 fn doctor_as_root_says_ready_and_run_follows_faults() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: the tests run as root");
-        return;
+        return skip("not run as root");
     }
     let doctor = run_within(Command::new(bin()).arg("doctor"), TIMEOUT);
     assert_eq!(doctor.0, 0, "{}{}", doctor.1, doctor.2);
@@ -223,8 +224,7 @@ fn doctor_as_an_unprivileged_user_with_dev_userfaultfd_says_ready() {
         .lines()
         .find_map(|l| l.strip_suffix(" userfaultfd")?.trim().parse::<u32>().ok());
     let (Some(minor), true) = (device, Path::new("/dev/userfaultfd").exists()) else {
-        eprintln!("skipped: no /dev/userfaultfd (Linux 6.1 or later)");
-        return;
+        return skip("no /dev/userfaultfd (Linux 6.1 or later)");
     };
     let copy = WorldCopy::new();
     let dir = scratch("doctor-dev");

@@ -131,6 +131,7 @@ fn ctrl_c_reaches_the_program_and_mevi_actors_reports_it() {
 #[test]
 fn killing_mevi_actors_never_leaves_the_program_hung() {
     let file = scratch("sigkill");
+    let _run = crate::util::MachineHold::shared();
     let mut child = Command::new(bin())
         .args(["run", "-o"])
         .arg(&file)

@@ -8,25 +8,22 @@ use std::time::Duration;
 use mevi_actors::event::{Event, EvictedHow, ResidentFrom};
 use mevi_actors::model::Replay;
 
-use crate::util::{trace_within, workload};
+use crate::util::{MachineHold, skip, trace_within, workload};
 
 const HANG: Duration = Duration::from_secs(120);
 const PAGE: u64 = 4096;
 
 /// A swap file, on for as long as it lives (`fallocate`, `mkswap`, `swapon`; `swapoff` and
-/// removed when dropped, whatever happened).
-/// Held with `util::machine_memory`: swap on changes what the other tests' pages do.
-struct SwapFile(
-    PathBuf,
-    #[allow(dead_code)] std::sync::MutexGuard<'static, ()>,
-);
+/// removed when dropped, whatever happened), the machine held alone: swap on changes what the
+/// other tests' pages do.
+struct SwapFile(PathBuf, MachineHold);
 
 impl SwapFile {
-    /// None, with a `skipped:` line, where swap cannot be turned on (not root, a file system
-    /// without swap files); under `CI=true` that fails the test.
+    /// None, the test skipped (`util::skip`), where swap cannot be turned on (not root, a file
+    /// system without swap files).
     fn on(mib: u64) -> Option<Self> {
         let path = crate::util::scratch("swapfile");
-        let swap = SwapFile(path.clone(), crate::util::machine_memory());
+        let swap = SwapFile(path.clone(), MachineHold::alone());
         let ok = |cmd: &mut Command| cmd.output().is_ok_and(|o| o.status.success());
         let made = ok(Command::new("fallocate")
             .arg("-l")
@@ -37,7 +34,7 @@ impl SwapFile {
             && ok(Command::new("mkswap").arg(&path))
             && ok(Command::new("swapon").arg(&path));
         if !made {
-            crate::util::skip_unless_ci("swap could not be turned on here");
+            skip("swap cannot be turned on");
             return None;
         }
         Some(swap)
@@ -51,18 +48,26 @@ impl Drop for SwapFile {
     }
 }
 
-/// A memory cgroup of our own (v1's `memory` hierarchy, or v2's), removed when dropped.
+/// A memory cgroup of our own (v1's `memory` hierarchy, or v2's), removed when dropped, the
+/// machine held alone meanwhile: a cgroup is the machine's, and the reclaim and OOM kills its
+/// limit brings are the kernel's, in its log for every run to read.
 struct MemoryCgroup {
     dir: PathBuf,
     /// Its path in the hierarchy, as `/proc/PID/cgroup` names it.
     path: String,
     v2: bool,
+    /// v2's root given the memory controller for its children by us, taken away again after.
+    controller_added: Option<PathBuf>,
+    _alone: Option<MachineHold>,
 }
 
 impl MemoryCgroup {
+    /// None, the test skipped (`util::skip`), where there is no memory cgroup to be had.
     fn new(name: &str) -> Option<Self> {
+        let alone = MachineHold::alone();
         let name = format!("{name}-{}", std::process::id());
         let v1 = Path::new("/sys/fs/cgroup/memory");
+        let mut controller_added = None;
         let (root, v2) = if v1.join("memory.limit_in_bytes").exists() {
             (v1.to_path_buf(), false)
         } else {
@@ -70,23 +75,33 @@ impl MemoryCgroup {
             let controllers =
                 std::fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
             if !controllers.split_whitespace().any(|c| c == "memory") {
-                crate::util::skip_unless_ci("no memory cgroup controller here");
+                skip("no memory cgroup controller");
                 return None;
             }
-            let _ = std::fs::write(root.join("cgroup.subtree_control"), "+memory");
+            let subtree = root.join("cgroup.subtree_control");
+            let enabled = std::fs::read_to_string(&subtree).unwrap_or_default();
+            if !enabled.split_whitespace().any(|c| c == "memory")
+                && std::fs::write(&subtree, "+memory").is_ok()
+            {
+                controller_added = Some(subtree);
+            }
             (root.to_path_buf(), true)
         };
         let dir = root.join(&name);
         let _ = std::fs::remove_dir(&dir);
-        if let Err(e) = std::fs::create_dir(&dir) {
-            crate::util::skip_unless_ci(&format!("cannot make a memory cgroup {dir:?} ({e})"));
-            return None;
-        }
-        Some(Self {
+        let cgroup = Self {
             dir,
             path: format!("/{name}"),
             v2,
-        })
+            controller_added,
+            _alone: Some(alone),
+        };
+        if let Err(e) = std::fs::create_dir(&cgroup.dir) {
+            eprintln!("{}: {e}", cgroup.dir.display());
+            skip("cannot make a memory cgroup");
+            return None;
+        }
+        Some(cgroup)
     }
 
     /// At most `bytes` of memory, and no swap beyond it.
@@ -114,6 +129,8 @@ impl MemoryCgroup {
             dir,
             path: format!("{}/{name}", self.path),
             v2: self.v2,
+            controller_added: None,
+            _alone: None,
         }
     }
 
@@ -124,12 +141,15 @@ impl MemoryCgroup {
 
 impl Drop for MemoryCgroup {
     fn drop(&mut self) {
-        // Its last process may take a moment to leave.
+        // Its last process may take a moment to leave (a bounded poll: nothing says when).
         for _ in 0..100 {
-            if std::fs::remove_dir(&self.dir).is_ok() {
-                return;
+            if std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
+                break;
             }
             std::thread::sleep(Duration::from_millis(20));
+        }
+        if let Some(subtree) = &self.controller_added {
+            let _ = std::fs::write(subtree, "-memory");
         }
     }
 }

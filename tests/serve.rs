@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use base64::Engine as _;
 use serde_json::Value;
 
-use crate::util::{bin, parse_stream, run_bounded, scratch};
+use crate::util::{MachineHold, bin, parse_stream, run_bounded, scratch};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -26,6 +26,7 @@ pub(crate) struct Served {
     said: Vec<String>,
     pub addr: SocketAddr,
     pub stream: std::path::PathBuf,
+    _run: MachineHold,
 }
 
 impl Drop for Served {
@@ -65,6 +66,7 @@ impl Served {
                 });
             }
         }
+        let run = MachineHold::shared();
         let mut child = cmd.spawn().expect("starting mevi-actors");
         let (tx, stderr) = mpsc::channel();
         let pipe = child.stderr.take().unwrap();
@@ -80,6 +82,7 @@ impl Served {
             said: Vec::new(),
             addr: "127.0.0.1:1".parse().unwrap(),
             stream,
+            _run: run,
         };
         let line = served.stderr_line("serving http://");
         let url = line.split("serving http://").nth(1).unwrap();
@@ -372,6 +375,8 @@ fn a_hangup_ignored_at_start_stays_ignored_while_the_page_is_served() {
     let mut served = Served::start_ignoring(&["--serve"], &["true"], Some(libc::SIGHUP));
     served.stderr_line("still serving");
     served.send(Signal::SIGHUP);
+    // Nothing is to happen, so there is nothing to wait for: a server that would stop on it is
+    // given 300 ms to.
     std::thread::sleep(Duration::from_millis(300));
     assert!(
         served.child.try_wait().unwrap().is_none(),

@@ -16,7 +16,7 @@ use crate::page::{
     ms, n, number, open, replay_at, seek, spread_times,
 };
 use crate::serve::Served;
-use crate::util::{installed, scratch, workload};
+use crate::util::{exec_pid, installed, scratch, wait_for_line, workload};
 
 /// The longest any one wait of these tests may take (a page's update, an exit).
 const WAIT: Duration = Duration::from_secs(60);
@@ -68,6 +68,34 @@ fn grow(served: &mut Served, mib: u64) {
     let stdin = served.stdin.as_mut().expect("the program's stdin is open");
     writeln!(stdin, "{mib}").expect("writing to the program");
     stdin.flush().unwrap();
+}
+
+/// Waits until the grower has done all it was told: it has read every line written to it and
+/// waits for the next (blocked in `read` on its stdin, which is empty).
+fn wait_until_grown(served: &mut Served) {
+    use std::os::fd::AsRawFd;
+    let pid = exec_pid(&wait_for_line(&served.stream, "exec"));
+    let stdin = served.stdin.as_ref().expect("the program's stdin is open");
+    let unread = || {
+        let mut bytes: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one int, to `bytes`, which lives across the call.
+        let r = unsafe { libc::ioctl(stdin.as_raw_fd(), libc::FIONREAD, &mut bytes) };
+        assert_eq!(r, 0, "FIONREAD: {}", std::io::Error::last_os_error());
+        bytes
+    };
+    // "0 0x0 ...": read(2) of fd 0; "running" while it runs.
+    let reading_stdin = || {
+        std::fs::read_to_string(format!("/proc/{pid}/syscall"))
+            .is_ok_and(|call| call.starts_with("0 0x0 "))
+    };
+    let deadline = Instant::now() + WAIT;
+    while !(unread() == 0 && reading_stdin()) {
+        assert!(
+            Instant::now() < deadline,
+            "the grower did not take its lines within {WAIT:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 /// Ends the grower's stdin: it exits.
@@ -243,7 +271,7 @@ fn a_page_opened_mid_run_follows_the_growth_and_ends_with_the_summary_and_replay
     let mut served = serve(&[python, script.to_str().unwrap(), "grows", "0"]);
     grow(&mut served, 2);
     // Mid-run: the program has started and grown once.
-    std::thread::sleep(Duration::from_millis(500));
+    wait_until_grown(&mut served);
     let page = open(&browser, &served.url());
     assert_eq!(
         body(&page, "live"),
@@ -256,7 +284,8 @@ fn a_page_opened_mid_run_follows_the_growth_and_ends_with_the_summary_and_replay
         let total = grow_and_see(&mut served, &page, 8, *totals.last().unwrap());
         totals.push(total);
         records.push(records_bytes(&page));
-        std::thread::sleep(Duration::from_millis(150));
+        // One step at a time: the next is told once this one is done.
+        wait_until_grown(&mut served);
     }
     assert!(
         totals.windows(2).all(|w| w[0] < w[1]) && totals.last() > Some(&(32 << 20)),
@@ -362,9 +391,7 @@ fn ctrl_c_after_the_end_exits_with_the_programs_status_and_the_page_stays_whole(
         std::net::TcpStream::connect(addr).is_ok(),
         "still serving after the end"
     );
-    // Not at once after "still serving": that line comes just before mevi-actors listens for
-    // Ctrl-C, and a Ctrl-C in between is lost (a person would press it again).
-    std::thread::sleep(Duration::from_millis(300));
+    // At once after "still serving": mevi-actors listens for Ctrl-C before it says so.
     let asked = Instant::now();
     served.send(nix::sys::signal::Signal::SIGINT);
     assert_eq!(
@@ -377,7 +404,9 @@ fn ctrl_c_after_the_end_exits_with_the_programs_status_and_the_page_stays_whole(
         std::net::TcpStream::connect(addr).is_err(),
         "the server is gone with it"
     );
-    // The page, its stream closed at `end`, keeps the whole run and says nothing of the server.
+    // The page, its stream closed at `end`, keeps the whole run and says nothing of the server
+    // gone. Nothing is to happen, so there is nothing to wait for: a page that would react
+    // (an error logged, a reconnect) is given half a second to.
     std::thread::sleep(Duration::from_millis(500));
     assert_whole_run(&page, &trace);
     assert_clean(&page, Source::Live);

@@ -8,7 +8,9 @@ use mevi_actors::model::Replay;
 
 use std::path::PathBuf;
 
-use crate::util::{bin, parse_stream, run_bounded, run_in_background, scratch, trace, workload};
+use crate::util::{
+    MachineHold, bin, parse_stream, run_bounded, run_in_background, scratch, trace, workload,
+};
 
 #[test]
 fn seq_has_no_gaps_and_time_never_goes_back() {
@@ -102,8 +104,9 @@ fn the_human_summary_goes_to_stderr() {
 #[test]
 fn the_stream_is_flushed_while_the_program_runs() {
     let file = scratch("live");
-    let started = Instant::now();
     let handle = run_in_background(&file, &["sleep", "3"], false);
+    // Timed from the run's start, after any wait for the machine (`util::MachineHold`).
+    let started = Instant::now();
     let mut seen_live = false;
     while started.elapsed() < Duration::from_secs(2) {
         let text = std::fs::read_to_string(&file).unwrap_or_default();
@@ -287,7 +290,8 @@ fn lines_carry_the_wall_clock_and_the_names_the_kernel_gives() {
 }
 
 /// Runs `touch_then_mark PAGES MARKER STATUS` traced one line per fault, with the stream on a
-/// pipe that this test reads as it likes; the child and its marker file.
+/// pipe that this test reads as it likes; the child and its marker file. The caller holds the
+/// machine for the run (`util::MachineHold`).
 fn traced_on_a_pipe(flags: &[&str], pages: u32, status: i32) -> (std::process::Child, PathBuf) {
     let marker = scratch("marker");
     let child = Command::new(bin())
@@ -335,6 +339,7 @@ fn finish_reading(child: std::process::Child) -> (i32, String, String) {
 fn a_buffer_lets_the_program_run_ahead_of_a_slow_reader_until_it_is_full() {
     // 16,384 lines of about 190 bytes: 3 MiB, far beyond the pipe and every inbox on the way.
     let pages = 16384;
+    let _runs = MachineHold::shared();
     let (child, marker) = traced_on_a_pipe(&["--buffer", "64MiB"], pages, 0);
     assert!(
         appears_within(&marker, Duration::from_secs(60)),
@@ -370,15 +375,22 @@ fn a_buffer_lets_the_program_run_ahead_of_a_slow_reader_until_it_is_full() {
 #[test]
 fn a_reader_that_goes_away_leaves_the_program_running_to_its_end() {
     use std::io::Read;
+    let _run = MachineHold::shared();
     let (mut child, marker) = traced_on_a_pipe(&[], 16384, 7);
-    let mut first = [0u8; 1000];
-    child
-        .stdout
-        .as_mut()
-        .unwrap()
-        .read_exact(&mut first)
-        .unwrap();
-    drop(child.stdout.take());
+    // Its first 1000 bytes, read on a thread of its own so that a run that never writes them
+    // fails the test rather than hanging it.
+    let mut stdout = child.stdout.take().unwrap();
+    let (first_read, read) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut first = [0u8; 1000];
+        let _ = first_read.send(stdout.read_exact(&mut first).map(|()| stdout));
+    });
+    let Ok(read) = read.recv_timeout(crate::util::TIMEOUT) else {
+        child.kill().ok();
+        panic!("no 1000 bytes of stream within {:?}", crate::util::TIMEOUT);
+    };
+    // The reader goes.
+    drop(read.unwrap());
     let (status, _, stderr) = finish_reading(child);
     assert_eq!(status, 7, "the program's status: {stderr}");
     assert!(marker.exists(), "the program reached its end");
@@ -402,6 +414,7 @@ fn a_non_blocking_pipe_is_waited_for_not_given_up() {
     let flags = nix::fcntl::OFlag::from_bits_truncate(flags) | nix::fcntl::OFlag::O_NONBLOCK;
     nix::fcntl::fcntl(write_end.as_fd(), nix::fcntl::FcntlArg::F_SETFL(flags)).unwrap();
     let marker = scratch("marker");
+    let _run = MachineHold::shared();
     let child = Command::new(bin())
         .args(["run", "--coalesce-ms", "0", "--buffer", "4KiB", "--"])
         .arg(workload("touch_then_mark"))
@@ -441,6 +454,7 @@ fn a_stderr_that_cannot_be_written_leaves_the_status_the_programs() {
         .arg(&file)
         .args(["--", "sh", "-c", "echo to stderr >&2; exit 7"])
         .stderr(full);
+    let _run = MachineHold::shared();
     let child = cmd.stdout(std::process::Stdio::null()).spawn().unwrap();
     let (status, _, _) = crate::util::finish_within(child, Duration::from_secs(60), "mevi-actors");
     assert_eq!(status, 7);
@@ -546,6 +560,7 @@ fn on_a_terminal(cmd: Command, dir: &std::path::Path) -> (i32, String, String) {
         .stdout(Stdio::from(pty.slave))
         .stderr(Stdio::piped());
     let what = format!("{cmd:?}");
+    let _run = MachineHold::shared();
     let child = cmd.spawn().expect("spawning mevi-actors");
     // Our copy of the terminal's other end goes, so that reading ends when theirs do.
     drop(cmd);
@@ -646,8 +661,7 @@ fn on_a_terminal_the_stream_goes_to_a_file_named_after_the_program() {
     // the name it will pick.
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        crate::util::skip_unless_ci("a pid namespace of our own needs root (CI runs as root)");
-        return;
+        return crate::util::skip("not run as root");
     }
     if !crate::util::installed("unshare") {
         return;

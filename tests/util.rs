@@ -36,21 +36,70 @@ pub fn workload(name: &str) -> PathBuf {
     try_workload(name, &["-O1", "-pthread"]).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// Something a test needs is missing here: outside CI the test is skipped, with one `skipped:`
-/// line; under `CI=true` (as root, where .ci/install-deps installs everything) it fails.
-pub fn skip_unless_ci(why: &str) {
-    assert_ne!(std::env::var("CI").as_deref(), Ok("true"), "{why}");
-    eprintln!("skipped: {why}");
+/// The variable naming the file a skipped test is recorded in (`.ci/run` sets it and counts).
+const SKIPS_FILE_VAR: &str = "MEVI_TEST_SKIPS";
+
+/// Something this test needs is missing here, so it does not run: the caller returns after this.
+/// Under `CI=true` (as root, where .ci/install-deps installs everything) that fails the test with
+/// `why`. Elsewhere the test passes as far as the harness knows, so the skip is recorded: a line
+/// `TEST<tab>why` appended to the file `$MEVI_TEST_SKIPS` names, or, without one, said on stderr
+/// past the harness's capture. `why` is short and the same for each test it stops ("chromium not
+/// installed"): `.ci/run` counts the skips by it. Every skip in the suite comes through here.
+pub fn skip(why: &str) {
+    use std::io::Write;
+    if std::env::var("CI").as_deref() == Ok("true") {
+        panic!("{why} (under CI=true a test does not skip)");
+    }
+    let test = std::thread::current()
+        .name()
+        .filter(|name| *name != "main")
+        .unwrap_or("a test")
+        .to_string();
+    let why = why.replace(['\t', '\n'], " ");
+    let line = format!("{test}\t{why}\n");
+    match std::env::var_os(SKIPS_FILE_VAR) {
+        Some(file) => {
+            // One write of the whole line, appended: tests skip in parallel.
+            let mut skips = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&file)
+                .unwrap_or_else(|e| panic!("${SKIPS_FILE_VAR} {file:?}: {e}"));
+            skips.write_all(line.as_bytes()).unwrap();
+        }
+        None => {
+            // Not `eprintln!`: the harness keeps that to itself for a test that passes.
+            let said = format!("skipped: {test}: {why}\n");
+            std::io::stderr().write_all(said.as_bytes()).ok();
+        }
+    }
+}
+
+impl crate::browser::Browser {
+    /// A browser for a test: None, the test skipped (`skip`), when there is no Chromium; any
+    /// other failure to start it fails the test. (Here, not in browser.rs, which the benches
+    /// share.)
+    pub fn for_test() -> Option<Self> {
+        if !crate::browser::binary_exists() {
+            eprintln!(
+                "no browser at {} (set MEVI_CHROMIUM to one; .ci/install-deps installs Debian's)",
+                crate::browser::binary()
+            );
+            skip("chromium not installed");
+            return None;
+        }
+        Some(Self::launch().unwrap_or_else(|e| panic!("{e}")))
+    }
 }
 
 /// A workload that needs more than a bare C compiler (`needs`: a sanitizer's runtime, 32-bit
-/// code): None, with one `skipped:` line, when it cannot be built outside CI; under `CI=true`
-/// (where .ci/install-deps installs everything) a failed build fails the test.
+/// code): None, the test skipped (`skip`), when it cannot be built.
 pub fn workload_needing(needs: &str, name: &str, flags: &[&str]) -> Option<PathBuf> {
     match try_workload(name, flags) {
         Ok(program) => Some(program),
         Err(e) => {
-            skip_unless_ci(&format!("{needs} not available ({e})"));
+            eprintln!("{e}");
+            skip(&format!("{needs} not available"));
             None
         }
     }
@@ -90,8 +139,15 @@ pub fn run_bounded(cmd: &mut Command) -> (i32, String, String) {
     run_within(cmd, TIMEOUT)
 }
 
-/// Runs a command to completion, failing the test if it outlives `timeout`.
+/// Runs a command to completion, failing the test if it outlives `timeout`; a traced run (or any
+/// other) holds the machine shared while it runs (`MachineHold`).
 pub fn run_within(cmd: &mut Command, timeout: Duration) -> (i32, String, String) {
+    let _hold = MachineHold::shared();
+    run_held_within(cmd, timeout)
+}
+
+/// `run_within` for a caller that holds the machine for the run.
+fn run_held_within(cmd: &mut Command, timeout: Duration) -> (i32, String, String) {
     let child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -148,13 +204,23 @@ pub fn finish_within(
     (code, out.join().unwrap(), err.join().unwrap())
 }
 
+/// A run started on a thread of its own, holding the machine shared from this thread until
+/// joined.
+pub struct Background {
+    run: std::thread::JoinHandle<(i32, String, String)>,
+    _hold: MachineHold,
+}
+
+impl Background {
+    /// Its outcome, as `run_bounded`'s.
+    pub fn join(self) -> std::thread::Result<(i32, String, String)> {
+        self.run.join()
+    }
+}
+
 /// Starts `mevi-actors run -o FILE -- program` on its own thread (in a process group of its own
 /// with `own_group`, as a shell's job would be); joining gives `run_bounded`'s outcome.
-pub fn run_in_background(
-    file: &Path,
-    program: &[&str],
-    own_group: bool,
-) -> std::thread::JoinHandle<(i32, String, String)> {
+pub fn run_in_background(file: &Path, program: &[&str], own_group: bool) -> Background {
     run_in_background_with(&[], file, program, own_group)
 }
 
@@ -164,7 +230,7 @@ pub fn run_in_background_with(
     file: &Path,
     program: &[&str],
     own_group: bool,
-) -> std::thread::JoinHandle<(i32, String, String)> {
+) -> Background {
     use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(bin());
     cmd.arg("run")
@@ -186,20 +252,26 @@ pub fn run_in_background_with(
             });
         }
     }
-    std::thread::spawn(move || run_bounded(&mut cmd))
+    // Held here, where the test waits for it: the run's own thread holds nothing.
+    let hold = MachineHold::shared();
+    Background {
+        run: std::thread::spawn(move || run_held_within(&mut cmd, TIMEOUT)),
+        _hold: hold,
+    }
+}
+
+/// The whole lines a run writing `file` has written so far (none while there is no file).
+pub fn lines_so_far(file: &Path) -> Vec<Line> {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let whole = text.rfind('\n').map_or("", |end| &text[..=end]);
+    parse_stream(whole)
 }
 
 /// Waits until a run writing `file` has written a line of kind `ev`; the complete lines so far.
 pub fn wait_for_line(file: &Path, ev: &str) -> Vec<Line> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let text = std::fs::read_to_string(file).unwrap_or_default();
-        let complete: String = text
-            .lines()
-            .filter(|l| l.ends_with('}'))
-            .map(|l| format!("{l}\n"))
-            .collect();
-        let lines = parse_stream(&complete);
+        let lines = lines_so_far(file);
         if lines
             .iter()
             .any(|l| serde_json::to_value(&l.event).unwrap()["ev"] == ev)
@@ -502,9 +574,8 @@ impl Traced {
     }
 }
 
-/// Whether a program this test needs is installed (on `PATH`, or a path that exists). Outside CI
-/// a missing one skips the test with one line; under `CI=true` (where `.ci/install-deps` installs
-/// it) it fails the test.
+/// Whether a program this test needs is installed (on `PATH`, or a path that exists); if not, the
+/// test is skipped (`skip`).
 pub fn installed(program: &str) -> bool {
     let found = if program.contains('/') {
         Path::new(program).exists()
@@ -513,9 +584,8 @@ pub fn installed(program: &str) -> bool {
             .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).exists()))
     };
     if !found {
-        skip_unless_ci(&format!(
-            "{program} is not installed (.ci/install-deps installs it)"
-        ));
+        let name = Path::new(program).file_name().unwrap_or(program.as_ref());
+        skip(&format!("{} not installed", name.to_string_lossy()));
     }
     found
 }
@@ -545,11 +615,12 @@ impl Drop for WorldCopy {
     }
 }
 
-/// Whether the tests can become an unprivileged user here (root and setpriv).
+/// Whether the tests can become an unprivileged user here (root and setpriv); if not, the test is
+/// skipped (`skip`).
 pub fn can_become_nobody() -> bool {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        skip_unless_ci("needs root to become an unprivileged user (CI runs as root)");
+        skip("not run as root");
         return false;
     }
     installed("setpriv")
@@ -587,10 +658,153 @@ pub fn exit_status_within(child: &mut std::process::Child, patience: Duration, w
     }
 }
 
-/// Tests that change how the whole machine's memory behaves (swap turned on, compaction run)
-/// hold this while they do: one at a time, so that one's pages moving or going to swap are no
-/// surprise to another's counts.
-pub fn machine_memory() -> std::sync::MutexGuard<'static, ()> {
-    static MACHINE: Mutex<()> = Mutex::new(());
-    MACHINE.lock().unwrap_or_else(|e| e.into_inner())
+/// A file of /proc/sys or /sys set to a value of the test's while this lives, the machine held
+/// alone (`MachineHold`); what it was is written back when dropped, however the test ends.
+pub struct HostSetting {
+    path: PathBuf,
+    was: String,
+    _alone: MachineHold,
+}
+
+impl HostSetting {
+    pub fn set(path: impl AsRef<Path>, value: &str) -> std::io::Result<HostSetting> {
+        let alone = MachineHold::alone();
+        let path = path.as_ref().to_path_buf();
+        let was = std::fs::read_to_string(&path)?.trim().to_string();
+        std::fs::write(&path, value)?;
+        Ok(HostSetting {
+            path,
+            was,
+            _alone: alone,
+        })
+    }
+}
+
+impl Drop for HostSetting {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::write(&self.path, &self.was) {
+            let what = format!(
+                "{} not set back to {:?}: {e}",
+                self.path.display(),
+                self.was
+            );
+            // A panic while unwinding would abort the whole suite.
+            if std::thread::panicking() {
+                eprintln!("{what}");
+            } else {
+                panic!("{what}");
+            }
+        }
+    }
+}
+
+/// How tests share the machine. Every traced run holds it shared (the helpers that start one
+/// take a `MachineHold`: `run_within`, `run_in_background`, and the harnesses of attach and
+/// serve); a test that changes the machine under them (swap on, a memory cgroup, huge pages
+/// reserved, compaction) holds it alone, so that no run sees its pages move, go to swap or be
+/// reclaimed. A test waiting to hold it alone keeps new runs from starting, so it is not starved.
+struct Holders {
+    /// Threads holding it shared.
+    shared: usize,
+    /// Whether a thread holds it alone.
+    alone: bool,
+    /// Threads waiting to hold it alone.
+    waiting_alone: usize,
+}
+
+static HOLDERS: Mutex<Holders> = Mutex::new(Holders {
+    shared: 0,
+    alone: false,
+    waiting_alone: 0,
+});
+static HOLDERS_CHANGED: std::sync::Condvar = std::sync::Condvar::new();
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum HoldKind {
+    Shared,
+    Alone,
+}
+
+thread_local! {
+    /// How this thread holds the machine (as its first hold was taken) and how many holds it
+    /// has. A thread with a hold is granted more at once (a traced run of a test that holds the
+    /// machine alone, a `replay` while a served run is held) and lets go at its last, whatever
+    /// their order: queued behind a test waiting for holders to finish, it would wait for itself.
+    static HELD_HERE: std::cell::Cell<(Option<HoldKind>, usize)> =
+        const { std::cell::Cell::new((None, 0)) };
+}
+
+/// One hold of the machine, let go when dropped (a failing test's too). Not `Send`: holds are
+/// counted per thread.
+#[must_use]
+pub struct MachineHold(std::marker::PhantomData<*const ()>);
+
+impl MachineHold {
+    /// A hold for a traced run: beside other runs, never beside a test that changes the machine.
+    pub fn shared() -> MachineHold {
+        Self::take(HoldKind::Shared)
+    }
+
+    /// A hold for a test that changes the machine: once every run started has ended, and none
+    /// beside it until it is dropped. Taken before the change, dropped once it is undone.
+    pub fn alone() -> MachineHold {
+        Self::take(HoldKind::Alone)
+    }
+
+    fn take(kind: HoldKind) -> MachineHold {
+        let hold = || MachineHold(std::marker::PhantomData);
+        match HELD_HERE.get() {
+            (Some(held), n) => {
+                assert!(
+                    kind == HoldKind::Shared || held == HoldKind::Alone,
+                    "a test holding a run cannot then hold the machine alone"
+                );
+                HELD_HERE.set((Some(held), n + 1));
+                return hold();
+            }
+            (None, _) => HELD_HERE.set((Some(kind), 1)),
+        }
+        let wait = |holders| {
+            HOLDERS_CHANGED
+                .wait(holders)
+                .unwrap_or_else(|e| e.into_inner())
+        };
+        let mut holders = HOLDERS.lock().unwrap_or_else(|e| e.into_inner());
+        match kind {
+            HoldKind::Shared => {
+                while holders.alone || holders.waiting_alone > 0 {
+                    holders = wait(holders);
+                }
+                holders.shared += 1;
+            }
+            HoldKind::Alone => {
+                holders.waiting_alone += 1;
+                while holders.alone || holders.shared > 0 {
+                    holders = wait(holders);
+                }
+                holders.waiting_alone -= 1;
+                holders.alone = true;
+            }
+        }
+        hold()
+    }
+}
+
+impl Drop for MachineHold {
+    fn drop(&mut self) {
+        let (kind, n) = HELD_HERE.get();
+        if n > 1 {
+            HELD_HERE.set((kind, n - 1));
+            return;
+        }
+        HELD_HERE.set((None, 0));
+        let mut holders = HOLDERS.lock().unwrap_or_else(|e| e.into_inner());
+        match kind {
+            Some(HoldKind::Shared) => holders.shared -= 1,
+            Some(HoldKind::Alone) => holders.alone = false,
+            None => unreachable!("a hold let go twice"),
+        }
+        drop(holders);
+        HOLDERS_CHANGED.notify_all();
+    }
 }
