@@ -20,7 +20,8 @@
 //! caller of its own space (LeakSanitizer); `races.rs` holds and describes again what raced;
 //! `woken.rs` holds a change until the threads the lane woke in its reach have run;
 //! `spaces.rs` makes address spaces (injection, registration, snapshots); `mappings.rs` writes
-//! a mapping to its lane and follows it (registered, or by scans); `scans.rs`,
+//! a mapping to its lane and follows it (registered, or by scans); `shadow.rs` is each space's
+//! shadow of what it follows (scanned, seen, stacks, tracked, swapped, ...); `scans.rs`,
 //! `stack_growth.rs` and `unseen.rs` follow pages by page-table scans; `attach.rs` is `attach`;
 //! `rss.rs` the `rss` lines; `shared.rs` frames shared since a fork (`unshared` lines);
 //! `pressure.rs` what the kernel takes away unasked; `checkpoints.rs` is `--verify`;
