@@ -13,10 +13,13 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
+
 use super::Tracer;
 use crate::actors::lane::{ReadMark, Wake};
 use crate::kernel::procfs::{self, OffCpu, RunState};
-use crate::kernel::ptrace::Resume;
+use crate::kernel::ptrace::{self, Resume, Stop};
 use crate::kernel::syscall::LayoutSyscall;
 
 /// How long a change is held, at most, for the threads it waits for to run: in all, from its
@@ -494,7 +497,7 @@ impl Tracer {
                     "threads still waiting for a CPU: the change goes on"
                 );
             }
-            if !self.threads.contains_key(&held.tid) {
+            if !self.still_at_entry(held.tid) {
                 continue;
             }
             let (tid, call, course) = (held.tid, held.call, held.course);
@@ -517,12 +520,66 @@ impl Tracer {
         }
     }
 
+    /// Whether `tid` is still in the seccomp stop its change is held at, to be begun. A held
+    /// thread leaves it only when killed (by SIGKILL, or an `exit_group` or `execve` of another
+    /// thread), and then must not be begun: that would start a syscall it never makes, and resume
+    /// it from a later stop not collected yet (its exit stop, whose work would be skipped). Its
+    /// later stops come to the loop (one collected here is queued for it), which lets it go.
+    fn still_at_entry(&mut self, tid: i32) -> bool {
+        if self.threads.get(&tid).is_none_or(|t| t.exiting)
+            || self.pending.iter().any(|stop| stop.tid() == tid)
+        {
+            return false;
+        }
+        // A ptrace request on a thread that is not in a ptrace stop fails (ESRCH): killed, it
+        // runs to its exit. One in a stop not collected yet is reported by `waitpid`.
+        if ptrace::event_message(tid).is_err() {
+            tracing::debug!(tid, "a held change's thread left its stop: it is dropped");
+            return false;
+        }
+        match waitpid(
+            Pid::from_raw(tid),
+            Some(WaitPidFlag::__WALL | WaitPidFlag::WNOHANG),
+        ) {
+            Ok(WaitStatus::StillAlive) => true,
+            Ok(status) => {
+                tracing::debug!(
+                    tid,
+                    ?status,
+                    "a held change's thread stopped again: dropped"
+                );
+                self.pending.extend(Stop::from_wait_status(status));
+                false
+            }
+            Err(e) => {
+                tracing::debug!(tid, "waiting for a held change's thread: {e}; dropped");
+                false
+            }
+        }
+    }
+
     /// The checkpoint under way let the threads go at `end`: the changes parked for it are told.
     pub(super) fn checkpoint_ended(&mut self, end: Instant) {
         for held in &mut self.held_changes {
             if held.stage == Stage::CheckpointEnd {
                 held.course = held.course.after_checkpoint(held.held_at, end);
             }
+        }
+    }
+
+    /// `tid` left the stop its change is held at, or its id is another thread's now (an exec
+    /// by another thread of its process takes the leader's): its change is forgotten, and
+    /// whoever saw it leave lets it go. A checkpoint it was parked for lets it go no more.
+    pub(super) fn forget_held_change(&mut self, tid: i32) {
+        let Some(i) = self.held_changes.iter().position(|h| h.tid == tid) else {
+            return;
+        };
+        let held = self.held_changes.swap_remove(i);
+        if held.stage == Stage::CheckpointEnd
+            && let Some(c) = self.checkpoint.as_mut()
+        {
+            c.parked
+                .retain(|&(t, how)| !(t == tid && how == Resume::Syscall));
         }
     }
 
