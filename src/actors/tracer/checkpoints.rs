@@ -186,6 +186,7 @@ impl Tracer {
             );
         }
         self.checkpoint_released.clear();
+        self.checkpoint_ended(Instant::now());
         for (tid, how) in c.parked {
             // A layout change held at its entry by woken.rs goes from there, after these.
             if !self.holds(tid) {

@@ -311,6 +311,8 @@ impl Tracer {
             samplers.exec(former_tid, tid);
         }
         for t in killed.into_iter().chain([former_tid, tid]) {
+            // A change held at its entry (woken.rs) died with its thread.
+            self.forget_held_change(t);
             self.forget_deferred(t);
             self.ns_tids.remove(&t);
         }
@@ -467,6 +469,8 @@ impl Tracer {
     /// PTRACE_EVENT_EXIT: the thread is leaving, its mm still whole. If no other thread of its
     /// space can run user code any more, this is a quiescent point: `--verify` checks it.
     pub(super) fn on_exit_stop(&mut self, tid: i32) {
+        // Killed while held at a layout syscall's entry (woken.rs): never begun.
+        self.forget_held_change(tid);
         let pid = self.threads.get(&tid).map_or(tid, |t| t.pid);
         let name = procfs::comm(pid, tid);
         let begun = self.threads.get_mut(&tid).and_then(|t| {
@@ -532,6 +536,7 @@ impl Tracer {
         if let Some((_, samplers)) = &self.config.touch_stacks {
             samplers.gone(tid);
         }
+        self.forget_held_change(tid);
         self.forget_deferred(tid);
         self.ns_tids.remove(&tid);
         self.reclaim_from(tid);

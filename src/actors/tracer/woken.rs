@@ -13,19 +13,24 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::Pid;
+
 use super::Tracer;
 use crate::actors::lane::{ReadMark, Wake};
 use crate::kernel::procfs::{self, OffCpu, RunState};
-use crate::kernel::ptrace::Resume;
+use crate::kernel::ptrace::{self, Resume, Stop};
 use crate::kernel::syscall::LayoutSyscall;
 
-/// How long a change is held, at most, for the threads it waits for to run. A woken thread gets
-/// a CPU within microseconds on an idle machine, but was seen to wait 150 ms beside two CPU hogs
-/// on two CPUs (and 450 ms after its clone); one left waiting longer is not waited for.
+/// How long a change is held, at most, for the threads it waits for to run: in all, from its
+/// first hold, whatever it waits for and however many times it is held, but for the time it is
+/// parked for a checkpoint (every thread is stopped then). A woken thread gets a CPU within
+/// microseconds on an idle machine, but was seen to wait 150 ms beside two CPU hogs on two CPUs
+/// (and 450 ms after its clone); one left waiting longer is not waited for.
 const RUN_PATIENCE: Duration = Duration::from_secs(1);
 
-/// How long a change is held after a checkpoint, at most: the threads it waits for there only
-/// may have been about to finish a fault, and the check stopped them all.
+/// How long a change is held after a checkpoint, at most (within `RUN_PATIENCE`): the threads it
+/// waits for there only may have been about to finish a fault, and the check stopped them all.
 const AFTER_CHECKPOINT_PATIENCE: Duration = Duration::from_millis(20);
 
 /// A thread started this long ago or less is waited for, if it is waiting for a CPU, by
@@ -55,7 +60,10 @@ pub(super) struct HeldChange {
     waiting: Vec<Waited>,
     /// The lane's wakes of the threads waited for: forgotten once seen run.
     wakes: Vec<Wake>,
-    deadline: Instant,
+    /// When this hold began, and when it ends whatever it waits for (none while parked for a
+    /// checkpoint: that waits for the checkpoint's end).
+    held_at: Instant,
+    deadline: Option<Instant>,
 }
 
 /// Where a held change is.
@@ -66,8 +74,10 @@ enum Stage {
     Draining(ReadMark),
     /// Held at its entry for the threads the lane woke in its reach.
     Entry,
-    /// A checkpoint is under way: it waits, parked, for its end (once: it begins at the
-    /// next, or each checkpoint would take it from the last one's hold to its own).
+    /// A checkpoint is under way: it waits, parked, for its end, however long that takes (no
+    /// deadline: the program is stopped meanwhile, and the change's own patience is not spent).
+    /// Once: it begins at the next, or each checkpoint would take it from the last one's hold
+    /// to its own.
     CheckpointEnd,
     /// Held after a checkpoint for the threads woken in its reach and the others of its space
     /// the checkpoint stopped (by their counts alone: they were taken off their CPUs in the
@@ -77,7 +87,7 @@ enum Stage {
 }
 
 /// How far a held change has come.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct Course {
     /// A checkpoint came while it was held already: the next one finds it begun.
     crossed: bool,
@@ -86,6 +96,11 @@ struct Course {
     /// The lane has handled the faults raised before its last look: the next looks at the
     /// threads alone, until they have been waited for again.
     drained: bool,
+    /// When it goes on whatever it waits for: `RUN_PATIENCE` after its first hold that has a
+    /// deadline, moved on by the time it was then parked for a checkpoint.
+    deadline: Option<Instant>,
+    /// When the checkpoint it crossed let the threads go.
+    checkpoint_end: Option<Instant>,
 }
 
 impl Course {
@@ -93,6 +108,46 @@ impl Course {
         Self {
             holds: self.holds.saturating_add(1),
             ..self
+        }
+    }
+
+    /// The deadline of a hold at `stage` from `now`: the change's own, set at its first such
+    /// hold, and sooner after a checkpoint; none while parked for one.
+    fn deadline_of(&mut self, stage: Stage, now: Instant) -> Option<Instant> {
+        if stage == Stage::CheckpointEnd {
+            return None;
+        }
+        let whole = *self.deadline.get_or_insert(now + RUN_PATIENCE);
+        Some(match stage {
+            Stage::AfterCheckpoint => whole.min(now + AFTER_CHECKPOINT_PATIENCE),
+            _ => whole,
+        })
+    }
+
+    /// Whether it has been held long enough, as of `now`.
+    fn out_of_time(&self, now: Instant) -> bool {
+        self.deadline.is_some_and(|deadline| now >= deadline)
+    }
+
+    /// Parked since `parked_at` for a checkpoint that let the threads go at `end`: that time is
+    /// not counted against its deadline.
+    fn after_checkpoint(self, parked_at: Instant, end: Instant) -> Self {
+        Self {
+            deadline: self
+                .deadline
+                .map(|deadline| deadline + end.saturating_duration_since(parked_at)),
+            checkpoint_end: Some(end),
+            ..self
+        }
+    }
+
+    /// What a thread the lane woke at `at` must have got past: its release by the checkpoint
+    /// this change crossed if it was woken before that checkpoint's end (the check stopped it
+    /// since, and let it go), else its wake.
+    fn since_wake(&self, at: Instant) -> Since {
+        match self.checkpoint_end {
+            Some(end) if at < end => Since::Release,
+            _ => Since::Wake,
         }
     }
 }
@@ -220,19 +275,19 @@ impl Tracer {
         if let Some(c) = self.checkpoint.as_mut() {
             // Stopped for the check (its maps can be read through it), and let go by us.
             c.park(tid, Resume::Syscall);
-            self.held_changes.push(HeldChange {
+            let course = Course {
+                crossed: true,
+                holds: 1,
+                ..Course::default()
+            };
+            self.push_held(
                 tid,
                 call,
-                stage: Stage::CheckpointEnd,
-                course: Course {
-                    crossed: true,
-                    holds: 1,
-                    drained: false,
-                },
-                waiting: Vec::new(),
-                wakes: Vec::new(),
-                deadline: Instant::now() + RUN_PATIENCE,
-            });
+                Stage::CheckpointEnd,
+                course,
+                Vec::new(),
+                Vec::new(),
+            );
             return true;
         }
         self.enter(tid, call, Course::default())
@@ -243,7 +298,7 @@ impl Tracer {
     /// faults, or else, if the descriptor may hold a fault, until the lane has resolved what it
     /// holds; false if not held. Held again after each (at most `MOST_HOLDS` times).
     fn enter(&mut self, tid: i32, call: LayoutSyscall, course: Course) -> bool {
-        if course.holds >= MOST_HOLDS {
+        if course.holds >= MOST_HOLDS || course.out_of_time(Instant::now()) {
             return false;
         }
         let course = course.held_again();
@@ -270,17 +325,40 @@ impl Tracer {
             tid,
             "a change waits for the lane to handle faults raised before it"
         );
+        self.push_held(
+            tid,
+            call,
+            Stage::Draining(mark),
+            course,
+            Vec::new(),
+            Vec::new(),
+        );
+        true
+    }
+
+    /// Holds `tid`'s change at `stage`, with the change's deadline.
+    fn push_held(
+        &mut self,
+        tid: i32,
+        call: LayoutSyscall,
+        stage: Stage,
+        mut course: Course,
+        waiting: Vec<Waited>,
+        wakes: Vec<Wake>,
+    ) {
+        let now = Instant::now();
+        let deadline = course.deadline_of(stage, now);
         self.held_changes.push(HeldChange {
             tid,
             call,
-            stage: Stage::Draining(mark),
+            stage,
             course,
-            waiting: Vec::new(),
-            wakes: Vec::new(),
-            deadline: Instant::now() + RUN_PATIENCE,
+            waiting,
+            wakes,
+            held_at: now,
+            deadline,
         });
         self.held_poll = HELD_POLL_FIRST;
-        true
     }
 
     /// The threads of `tid`'s space, other than those the lane woke, that a change waits for:
@@ -350,12 +428,20 @@ impl Tracer {
             let held = &mut self.held_changes[i];
             let then = match (held.stage, checkpoint) {
                 (Stage::CheckpointEnd, true) => None,
-                (Stage::CheckpointEnd, false) => Some(Next::AfterCheckpoint),
+                (Stage::CheckpointEnd, false) => {
+                    // Told of the end by `checkpoint_ended`, or else taken to have ended now.
+                    if held.course.checkpoint_end.is_none() {
+                        held.course = held.course.after_checkpoint(held.held_at, now);
+                    }
+                    Some(Next::AfterCheckpoint)
+                }
                 // A checkpoint began while it was held: it waits for its end, parked (the
                 // checkpoint drains the descriptor itself). Once; a second one finds it begun.
                 (_, true) if !held.course.crossed => {
                     held.stage = Stage::CheckpointEnd;
                     held.course.crossed = true;
+                    held.held_at = now;
+                    held.deadline = None;
                     held.waiting.clear();
                     let tid = held.tid;
                     if let Some(c) = self.checkpoint.as_mut() {
@@ -368,7 +454,9 @@ impl Tracer {
                     if drained {
                         Some(Next::Enter)
                     } else {
-                        (now >= held.deadline).then_some(Next::Begin)
+                        held.deadline
+                            .is_some_and(|d| now >= d)
+                            .then_some(Next::Begin)
                     }
                 }
                 (Stage::Entry | Stage::AfterCheckpoint, false) => {
@@ -381,7 +469,7 @@ impl Tracer {
                     });
                     // The threads it waited for may have faulted again meanwhile: it is looked
                     // at as at its entry again, unless it has waited long enough.
-                    if now >= held.deadline {
+                    if held.deadline.is_some_and(|d| now >= d) {
                         Some(Next::Begin)
                     } else {
                         held.waiting.is_empty().then_some(Next::Enter)
@@ -409,7 +497,7 @@ impl Tracer {
                     "threads still waiting for a CPU: the change goes on"
                 );
             }
-            if !self.threads.contains_key(&held.tid) {
+            if !self.still_at_entry(held.tid) {
                 continue;
             }
             let (tid, call, course) = (held.tid, held.call, held.course);
@@ -429,6 +517,69 @@ impl Tracer {
             if !held_again {
                 self.begin_decoded(tid, Some(call));
             }
+        }
+    }
+
+    /// Whether `tid` is still in the seccomp stop its change is held at, to be begun. A held
+    /// thread leaves it only when killed (by SIGKILL, or an `exit_group` or `execve` of another
+    /// thread), and then must not be begun: that would start a syscall it never makes, and resume
+    /// it from a later stop not collected yet (its exit stop, whose work would be skipped). Its
+    /// later stops come to the loop (one collected here is queued for it), which lets it go.
+    fn still_at_entry(&mut self, tid: i32) -> bool {
+        if self.threads.get(&tid).is_none_or(|t| t.exiting)
+            || self.pending.iter().any(|stop| stop.tid() == tid)
+        {
+            return false;
+        }
+        // A ptrace request on a thread that is not in a ptrace stop fails (ESRCH): killed, it
+        // runs to its exit. One in a stop not collected yet is reported by `waitpid`.
+        if ptrace::event_message(tid).is_err() {
+            tracing::debug!(tid, "a held change's thread left its stop: it is dropped");
+            return false;
+        }
+        match waitpid(
+            Pid::from_raw(tid),
+            Some(WaitPidFlag::__WALL | WaitPidFlag::WNOHANG),
+        ) {
+            Ok(WaitStatus::StillAlive) => true,
+            Ok(status) => {
+                tracing::debug!(
+                    tid,
+                    ?status,
+                    "a held change's thread stopped again: dropped"
+                );
+                self.pending.extend(Stop::from_wait_status(status));
+                false
+            }
+            Err(e) => {
+                tracing::debug!(tid, "waiting for a held change's thread: {e}; dropped");
+                false
+            }
+        }
+    }
+
+    /// The checkpoint under way let the threads go at `end`: the changes parked for it are told.
+    pub(super) fn checkpoint_ended(&mut self, end: Instant) {
+        for held in &mut self.held_changes {
+            if held.stage == Stage::CheckpointEnd {
+                held.course = held.course.after_checkpoint(held.held_at, end);
+            }
+        }
+    }
+
+    /// `tid` left the stop its change is held at, or its id is another thread's now (an exec
+    /// by another thread of its process takes the leader's): its change is forgotten, and
+    /// whoever saw it leave lets it go. A checkpoint it was parked for lets it go no more.
+    pub(super) fn forget_held_change(&mut self, tid: i32) {
+        let Some(i) = self.held_changes.iter().position(|h| h.tid == tid) else {
+            return;
+        };
+        let held = self.held_changes.swap_remove(i);
+        if held.stage == Stage::CheckpointEnd
+            && let Some(c) = self.checkpoint.as_mut()
+        {
+            c.parked
+                .retain(|&(t, how)| !(t == tid && how == Resume::Syscall));
         }
     }
 
@@ -457,16 +608,13 @@ impl Tracer {
     ) -> bool {
         wakes.sort_unstable_by_key(|w| std::cmp::Reverse(w.at));
         wakes.truncate(MOST_WAITED);
-        // A checkpoint stopped the woken threads too since: each was last taken off its CPU
-        // in the ptrace stop, or let go from it.
-        let since = if course.crossed {
-            Since::Release
-        } else {
-            Since::Wake
-        };
         let mut look = Look::default();
         let mut waiting = Vec::new();
         let (not_run, ran): (Vec<Wake>, Vec<Wake>) = wakes.into_iter().partition(|w| {
+            // Woken before the checkpoint it crossed, a thread was stopped by it since: last
+            // taken off its CPU in the ptrace stop, or let go from it. Woken after, it may
+            // still be in the fault it was woken from.
+            let since = course.since_wake(w.at);
             let waited = self
                 .threads
                 .get(&w.tid)
@@ -497,20 +645,7 @@ impl Tracer {
         if waiting.is_empty() {
             return false;
         }
-        self.held_changes.push(HeldChange {
-            tid,
-            call,
-            stage,
-            course,
-            waiting,
-            wakes: not_run,
-            deadline: Instant::now()
-                + match stage {
-                    Stage::AfterCheckpoint => AFTER_CHECKPOINT_PATIENCE,
-                    _ => RUN_PATIENCE,
-                },
-        });
-        self.held_poll = HELD_POLL_FIRST;
+        self.push_held(tid, call, stage, course, waiting, not_run);
         true
     }
 
@@ -544,5 +679,92 @@ impl Tracer {
         let mut reach = call.reach();
         reach.extend(call.released(space.brk, self.config.lane.page_size));
         Some(space.lane.woken_in(&reach, tid))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// A thread runnable, off a CPU where `stack` says, its counts as they were at the first
+    /// look: what `Waited::ran` decides on with nothing else to go by.
+    fn ran_unchanged(since: Since, stack: OffCpu) -> bool {
+        let state = RunState {
+            runnable: true,
+            faults: 7,
+            on_cpu_ns: 1000,
+            switched_in: 3,
+        };
+        let waited = Waited {
+            pid: 1,
+            tid: 2,
+            first: state,
+            since,
+        };
+        let mut look = Look::default();
+        look.stacks.insert(2, Some(stack));
+        waited.ran(state, &mut look)
+    }
+
+    #[test]
+    fn a_thread_woken_after_the_checkpoint_is_waited_for_in_its_fault() {
+        let t0 = Instant::now();
+        let course = Course::default().after_checkpoint(t0, t0 + 10 * MS);
+        // Woken before the check's end, and stopped by it since: in a fault now, it got past
+        // its release and faults again.
+        let before = course.since_wake(t0 + 5 * MS);
+        assert_eq!(before, Since::Release);
+        assert!(ran_unchanged(before, OffCpu::InFault));
+        assert!(!ran_unchanged(before, OffCpu::InPtraceStop));
+        // Woken after it: still in the fault it was woken from.
+        let after = course.since_wake(t0 + 11 * MS);
+        assert_eq!(after, Since::Wake);
+        assert!(!ran_unchanged(after, OffCpu::InFault));
+        // No checkpoint crossed: every wake is a wake.
+        assert_eq!(Course::default().since_wake(t0), Since::Wake);
+    }
+
+    #[test]
+    fn a_change_is_held_one_patience_in_all() {
+        let t0 = Instant::now();
+        let mut course = Course::default();
+        assert_eq!(
+            course.deadline_of(Stage::Entry, t0),
+            Some(t0 + RUN_PATIENCE)
+        );
+        // Held again later: the first hold's deadline.
+        let later = t0 + 600 * MS;
+        assert_eq!(
+            course.deadline_of(Stage::Entry, later),
+            Some(t0 + RUN_PATIENCE)
+        );
+        assert!(!course.out_of_time(later));
+        assert!(course.out_of_time(t0 + RUN_PATIENCE));
+        // After a checkpoint, sooner still, never later than the change's own.
+        let near_end = t0 + RUN_PATIENCE - 5 * MS;
+        assert_eq!(
+            course.deadline_of(Stage::AfterCheckpoint, near_end),
+            Some(t0 + RUN_PATIENCE)
+        );
+        assert_eq!(
+            course.deadline_of(Stage::AfterCheckpoint, later),
+            Some(later + AFTER_CHECKPOINT_PATIENCE)
+        );
+    }
+
+    #[test]
+    fn the_time_parked_for_a_checkpoint_is_not_counted() {
+        let t0 = Instant::now();
+        let mut course = Course::default();
+        // Parked at its entry: no deadline, none started.
+        assert_eq!(course.deadline_of(Stage::CheckpointEnd, t0), None);
+        assert_eq!(course.deadline, None);
+        let _ = course.deadline_of(Stage::Entry, t0);
+        // Parked from 200 ms to 900 ms: its deadline moves on by 700 ms.
+        let course = course.after_checkpoint(t0 + 200 * MS, t0 + 900 * MS);
+        assert_eq!(course.deadline, Some(t0 + RUN_PATIENCE + 700 * MS));
+        assert_eq!(course.checkpoint_end, Some(t0 + 900 * MS));
     }
 }
