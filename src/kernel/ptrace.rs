@@ -1,11 +1,15 @@
 //! Every ptrace stop the tracer can see, as one enum built from the wait status in one place, and
 //! the ways a stopped thread is let go. The tracer matches [`Stop`] exhaustively, in one place.
+//! Some stops look alike in the wait status: what the tracer expects of the thread ([`Expect`])
+//! tells them apart here.
 
 use nix::errno::Errno;
 use nix::sys::ptrace;
 use nix::sys::signal::Signal;
 use nix::sys::wait::WaitStatus;
 use nix::unistd::Pid;
+
+use super::syscall::{self, EntryStop};
 
 /// How a fork, vfork or clone was reported (the event, not the flags: a thread and a
 /// `clone(CLONE_VM)` child are both `Clone`).
@@ -21,8 +25,10 @@ pub enum ChildEvent {
 pub enum Stop {
     /// A layout syscall at its seccomp stop, before it runs.
     SeccompEntry { tid: i32 },
-    /// The exit stop of a syscall we asked to see (`PTRACE_SYSCALL`), or the entry stop of one
-    /// of a thread resumed with [`Resume::EverySyscall`] (`PTRACE_GET_SYSCALL_INFO` tells which).
+    /// The entry stop of a syscall of a thread resumed with [`Resume::EverySyscall`]: `entry`
+    /// is the call about to run.
+    SyscallEntry { tid: i32, entry: EntryStop },
+    /// The exit stop of a syscall we asked to see (`PTRACE_SYSCALL`).
     SyscallExit { tid: i32 },
     /// A fork, vfork or clone is under way in `tid`; the child's id is the event message.
     NewChild { tid: i32, event: ChildEvent },
@@ -32,9 +38,13 @@ pub enum Stop {
     Exiting { tid: i32 },
     /// A vfork parent's child has exec'd or exited: the parent runs again.
     VforkDone { tid: i32 },
-    /// `PTRACE_EVENT_STOP`: a new child's first stop, a group stop (`signal` is the stopping
-    /// one), or the trap of our `PTRACE_INTERRUPT` (`SIGTRAP`).
-    EventStop { tid: i32, signal: Signal },
+    /// `PTRACE_EVENT_STOP` as a new child's first stop; `group_stop` when it is a group stop
+    /// too (its group is stopped or stopping).
+    Attach { tid: i32, group_stop: bool },
+    /// `PTRACE_EVENT_STOP` of job control: `signal` is the stopping one.
+    GroupStop { tid: i32, signal: Signal },
+    /// `PTRACE_EVENT_STOP` with `SIGTRAP`: the trap of our `PTRACE_INTERRUPT`.
+    Interrupt { tid: i32 },
     /// A signal is about to be delivered.
     Signal { tid: i32, signal: Signal },
     /// A ptrace event we never ask for (the options in `spawn.rs` make it impossible); resumed.
@@ -50,12 +60,15 @@ impl Stop {
     pub fn tid(&self) -> i32 {
         match *self {
             Stop::SeccompEntry { tid }
+            | Stop::SyscallEntry { tid, .. }
             | Stop::SyscallExit { tid }
             | Stop::NewChild { tid, .. }
             | Stop::Exec { tid }
             | Stop::Exiting { tid }
             | Stop::VforkDone { tid }
-            | Stop::EventStop { tid, .. }
+            | Stop::Attach { tid, .. }
+            | Stop::GroupStop { tid, .. }
+            | Stop::Interrupt { tid }
             | Stop::Signal { tid, .. }
             | Stop::UnknownEvent { tid, .. }
             | Stop::Exited { tid, .. }
@@ -63,9 +76,10 @@ impl Stop {
         }
     }
 
-    /// The stop a wait status reports; None for statuses that are no stop of ours (`WCONTINUED`,
-    /// `WNOHANG`'s nothing), which we never ask for.
-    pub fn from_wait_status(status: WaitStatus) -> Option<Stop> {
+    /// The stop a wait status reports, the thread being as `expect` says; None for statuses
+    /// that are no stop of ours (`WCONTINUED`, `WNOHANG`'s nothing), which we never ask for.
+    /// A syscall-stop of a thread that may stop at entries asks the kernel which it is.
+    pub fn from_wait_status(status: WaitStatus, expect: impl Fn(i32) -> Expect) -> Option<Stop> {
         Some(match status {
             WaitStatus::PtraceEvent(pid, signal, event) => {
                 let tid = pid.as_raw();
@@ -86,11 +100,32 @@ impl Stop {
                     libc::PTRACE_EVENT_EXEC => Stop::Exec { tid },
                     libc::PTRACE_EVENT_EXIT => Stop::Exiting { tid },
                     libc::PTRACE_EVENT_VFORK_DONE => Stop::VforkDone { tid },
-                    libc::PTRACE_EVENT_STOP => Stop::EventStop { tid, signal },
+                    libc::PTRACE_EVENT_STOP if expect(tid).attach => Stop::Attach {
+                        tid,
+                        group_stop: is_group_stop_signal(signal),
+                    },
+                    libc::PTRACE_EVENT_STOP if is_group_stop_signal(signal) => {
+                        Stop::GroupStop { tid, signal }
+                    }
+                    libc::PTRACE_EVENT_STOP => Stop::Interrupt { tid },
                     event => Stop::UnknownEvent { tid, event },
                 }
             }
-            WaitStatus::PtraceSyscall(pid) => Stop::SyscallExit { tid: pid.as_raw() },
+            WaitStatus::PtraceSyscall(pid) => {
+                let tid = pid.as_raw();
+                let entry = match expect(tid).entries {
+                    true => syscall::entry_stop(tid).unwrap_or_else(|e| {
+                        // ESRCH: it died; its end is still to be reported.
+                        tracing::debug!(tid, "PTRACE_GET_SYSCALL_INFO at a syscall stop: {e}");
+                        None
+                    }),
+                    false => None,
+                };
+                match entry {
+                    Some(entry) => Stop::SyscallEntry { tid, entry },
+                    None => Stop::SyscallExit { tid },
+                }
+            }
             WaitStatus::Stopped(pid, signal) => Stop::Signal {
                 tid: pid.as_raw(),
                 signal,
@@ -106,6 +141,15 @@ impl Stop {
             WaitStatus::Continued(_) | WaitStatus::StillAlive => return None,
         })
     }
+}
+
+/// What the tracer expects of a stopped thread, which tells stops that look alike apart.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Expect {
+    /// A new child whose first stop (its attach stop) has not been seen.
+    pub attach: bool,
+    /// Resumed with [`Resume::EverySyscall`]: a syscall-stop may be an entry.
+    pub entries: bool,
 }
 
 /// Whether a `PTRACE_EVENT_STOP` with this signal is a group stop (job control).
@@ -213,6 +257,7 @@ mod tests {
     #[test]
     fn every_ptrace_event_we_ask_for_has_its_own_stop() {
         let pid = Pid::from_raw(7);
+        let nothing = |_| Expect::default();
         let cases = [
             (libc::PTRACE_EVENT_SECCOMP, Stop::SeccompEntry { tid: 7 }),
             (
@@ -239,31 +284,56 @@ mod tests {
             (libc::PTRACE_EVENT_EXEC, Stop::Exec { tid: 7 }),
             (libc::PTRACE_EVENT_EXIT, Stop::Exiting { tid: 7 }),
             (libc::PTRACE_EVENT_VFORK_DONE, Stop::VforkDone { tid: 7 }),
-            (
-                libc::PTRACE_EVENT_STOP,
-                Stop::EventStop {
-                    tid: 7,
-                    signal: Signal::SIGTRAP,
-                },
-            ),
+            (libc::PTRACE_EVENT_STOP, Stop::Interrupt { tid: 7 }),
             (99, Stop::UnknownEvent { tid: 7, event: 99 }),
         ];
         for (event, stop) in cases {
             let status = WaitStatus::PtraceEvent(pid, Signal::SIGTRAP, event);
-            assert_eq!(Stop::from_wait_status(status), Some(stop));
+            assert_eq!(Stop::from_wait_status(status, nothing), Some(stop));
         }
+        // The same trap, of a new child: its attach stop; of job control: a group stop.
+        let trap = WaitStatus::PtraceEvent(pid, Signal::SIGTRAP, libc::PTRACE_EVENT_STOP);
+        let child = |_| Expect {
+            attach: true,
+            entries: false,
+        };
         assert_eq!(
-            Stop::from_wait_status(WaitStatus::Signaled(pid, Signal::SIGKILL, false)),
+            Stop::from_wait_status(trap, child),
+            Some(Stop::Attach {
+                tid: 7,
+                group_stop: false
+            })
+        );
+        let stopped = WaitStatus::PtraceEvent(pid, Signal::SIGTSTP, libc::PTRACE_EVENT_STOP);
+        assert_eq!(
+            Stop::from_wait_status(stopped, nothing),
+            Some(Stop::GroupStop {
+                tid: 7,
+                signal: Signal::SIGTSTP
+            })
+        );
+        assert_eq!(
+            Stop::from_wait_status(stopped, child),
+            Some(Stop::Attach {
+                tid: 7,
+                group_stop: true
+            })
+        );
+        assert_eq!(
+            Stop::from_wait_status(WaitStatus::Signaled(pid, Signal::SIGKILL, false), nothing),
             Some(Stop::Killed {
                 tid: 7,
                 signal: Signal::SIGKILL
             })
         );
         assert_eq!(
-            Stop::from_wait_status(WaitStatus::PtraceSyscall(pid)),
+            Stop::from_wait_status(WaitStatus::PtraceSyscall(pid), nothing),
             Some(Stop::SyscallExit { tid: 7 })
         );
-        assert_eq!(Stop::from_wait_status(WaitStatus::Continued(pid)), None);
+        assert_eq!(
+            Stop::from_wait_status(WaitStatus::Continued(pid), nothing),
+            None
+        );
     }
 
     #[test]

@@ -22,7 +22,7 @@ use crate::actors::sequencer::SequencerMessage;
 use crate::event::{Event, SpaceId, VerifyPoint, WarningKind};
 use crate::kernel::attach;
 use crate::kernel::procfs::{self, MapsEntry, PopulatedRun};
-use crate::kernel::ptrace::{self, Resume, Stop, is_group_stop_signal};
+use crate::kernel::ptrace::{self, Resume, Stop};
 
 impl Tracer {
     /// Whether an `attach` trace is to end by detaching: Ctrl-C, SIGTERM or SIGHUP to
@@ -230,7 +230,7 @@ impl Tracer {
                 Ok(status) => status,
                 Err(_) => break,
             };
-            let Some(stop) = Stop::from_wait_status(status) else {
+            let Some(stop) = self.stop_of(status) else {
                 continue;
             };
             let tid = stop.tid();
@@ -256,9 +256,17 @@ impl Tracer {
                     None
                 }
                 // A group stop (its signal is kept by the kernel: it stays stopped), our
-                // interrupt's trap, or an event stop: nothing to deliver.
-                Stop::EventStop { signal, .. } if is_group_stop_signal(signal) => None,
-                _ => None,
+                // interrupt's trap, or another event or syscall stop: nothing to deliver.
+                Stop::Attach { .. }
+                | Stop::GroupStop { .. }
+                | Stop::Interrupt { .. }
+                | Stop::SeccompEntry { .. }
+                | Stop::SyscallEntry { .. }
+                | Stop::SyscallExit { .. }
+                | Stop::Exec { .. }
+                | Stop::Exiting { .. }
+                | Stop::VforkDone { .. }
+                | Stop::UnknownEvent { .. } => None,
             };
             signals.insert(tid, signal);
         }

@@ -131,8 +131,9 @@ impl Tracer {
     /// A syscall's exit stop: reported now, or held until a release it must follow is reported
     /// (docs/ordering.md, case 1).
     pub(super) fn on_syscall_exit_stop(&mut self, tid: i32) {
-        if self.on_every_syscall_stop(tid) {
-            return;
+        if let Some(t) = self.threads.get_mut(&tid).filter(|t| t.every_syscall) {
+            // At every syscall (notif.rs): this exit's entry began nothing yet.
+            t.begun_at_entry = false;
         }
         if let Some(reclaim) = self.threads.get_mut(&tid).and_then(|t| t.reclaim.take()) {
             return self.after_ptrace_call(tid, reclaim);

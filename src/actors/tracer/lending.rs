@@ -131,17 +131,23 @@ impl Tracer {
         }
         let signal = match stop {
             // The interrupt's trap, or a group stop (a detached thread stays in it).
-            Stop::EventStop { .. } => None,
+            Stop::Interrupt { .. } | Stop::GroupStop { .. } | Stop::Attach { .. } => None,
             Stop::Signal { signal, .. } => Some(signal),
             Stop::Exiting { .. } | Stop::Exited { .. } | Stop::Killed { .. } => {
                 self.lent.remove(&tid);
                 self.go(borrower, Resume::Cont(None));
                 return false;
             }
-            // Inside a syscall (its seccomp or exit stop): it is handled as usual. Any trap
-            // clears a pending interrupt (kernel/signal.c, ptrace_stop), so it is asked again,
-            // to trap once back between syscalls.
-            _ => {
+            // Inside a syscall (its seccomp, entry or exit stop, or an event of one): it is
+            // handled as usual. Any trap clears a pending interrupt (kernel/signal.c,
+            // ptrace_stop), so it is asked again, to trap once back between syscalls.
+            Stop::SeccompEntry { .. }
+            | Stop::SyscallEntry { .. }
+            | Stop::SyscallExit { .. }
+            | Stop::NewChild { .. }
+            | Stop::Exec { .. }
+            | Stop::VforkDone { .. }
+            | Stop::UnknownEvent { .. } => {
                 if let Err(e) = ptrace::interrupt(tid) {
                     tracing::debug!(tid, "interrupting a thread to lend it, again: {e}");
                 }

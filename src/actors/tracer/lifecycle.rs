@@ -11,38 +11,48 @@ use crate::actors::lane::LaneMessage;
 use crate::actors::sequencer::SequencerMessage;
 use crate::event::{Event, ForkKind, SpaceId, WarningKind, signal_name};
 use crate::kernel::inject::{self, InjectError};
-use crate::kernel::ptrace::{self, ChildEvent, Resume, Stop, is_group_stop_signal};
+use crate::kernel::ptrace::{self, ChildEvent, Resume, is_group_stop_signal};
 use crate::kernel::syscall;
 use crate::kernel::{oom, procfs};
 use crate::test_hooks::{self, Fault};
 
 impl Tracer {
-    /// `PTRACE_EVENT_STOP`: a new child's first stop, a group stop, or our interrupt's trap.
-    pub(super) fn on_event_stop(&mut self, tid: i32, signal: Signal) {
+    /// A new child's first stop (its attach stop): it is set up, and let go.
+    pub(super) fn on_attach_stop(&mut self, tid: i32, group_stop: bool) {
         let Some(thread) = self.threads.get_mut(&tid) else {
+            return;
+        };
+        thread.awaiting_attach = false;
+        // A child created while its group is stopped (or stopping) has a group stop for its
+        // first stop: it must stay stopped once set up, as it would untraced.
+        thread.group_stopped |= group_stop;
+        self.on_attached(tid);
+    }
+
+    /// A group stop (job control) of a thread past its attach stop: it stays stopped, listened
+    /// to. Before the first exec there is no job control to keep.
+    pub(super) fn on_group_stop(&mut self, tid: i32, signal: Signal) {
+        let Some(thread) = self.threads.get(&tid) else {
             return self.on_unknown_stop(tid, Some(signal));
         };
-        let group_stop = is_group_stop_signal(signal);
-        if thread.awaiting_attach {
-            thread.awaiting_attach = false;
-            // A child created while its group is stopped (or stopping) has a group stop for its
-            // first stop: it must stay stopped once set up, as it would untraced.
-            thread.group_stopped |= group_stop;
-            self.on_attached(tid);
-            return;
-        }
-        // A SIGTRAP event stop is our PTRACE_INTERRUPT's trap. It may come late, after another
-        // stop it was sent during; then it is resumed like any other (or held, if a checkpoint is
-        // on). Before the first exec there is no job control to keep.
         let pre_exec = self
             .processes
             .get(&thread.pid)
             .is_some_and(|p| p.space.is_none());
-        if group_stop && !pre_exec {
-            self.go(tid, Resume::Listen);
-        } else {
-            self.go(tid, Resume::Cont(None));
+        match pre_exec {
+            true => self.go(tid, Resume::Cont(None)),
+            false => self.go(tid, Resume::Listen),
         }
+    }
+
+    /// Our `PTRACE_INTERRUPT`'s trap. It may come late, after another stop it was sent during;
+    /// then it is resumed like any other (or held, if a checkpoint is on).
+    pub(super) fn on_interrupt_stop(&mut self, tid: i32) {
+        if !self.threads.contains_key(&tid) {
+            // A new task's first stop, before the event that announces it.
+            return self.on_unknown_stop(tid, Some(Signal::SIGTRAP));
+        }
+        self.go(tid, Resume::Cont(None));
     }
 
     /// Resumes a thread we held to set up (at its attach stop or after an injection): a group
@@ -257,7 +267,10 @@ impl Tracer {
     fn after_setup(&mut self, tid: i32, result: Result<(), InjectError>, what: &str) {
         match result {
             Ok(()) => self.resume_after_setup(tid),
-            Err(InjectError::Died(status)) => self.pending.extend(Stop::from_wait_status(status)),
+            Err(InjectError::Died(status)) => {
+                let stop = self.stop_of(status);
+                self.pending.extend(stop);
+            }
             Err(InjectError::Io(e)) => {
                 tracing::warn!(tid, "cannot follow the memory of {what} {tid}: {e}");
                 self.resume_after_setup(tid);
@@ -337,7 +350,8 @@ impl Tracer {
                 // Killed between the exec and its syscall exit: the process is still filed under
                 // its old space, whose memory is gone; there is nothing to check.
                 self.exec_interrupted.insert(pid);
-                self.pending.extend(Stop::from_wait_status(status));
+                let stop = self.stop_of(status);
+                self.pending.extend(stop);
                 return;
             }
             Err(e) => {

@@ -70,7 +70,7 @@ use super::sequencer::{SequencerHandle, SequencerMessage, Stamped};
 use super::supervisor::Supervisor;
 use crate::event::{Event, SiteId, SpaceId, WarningKind};
 use crate::kernel::inject::SyscallSite;
-use crate::kernel::ptrace::{self, Resume, Stop};
+use crate::kernel::ptrace::{self, Expect, Resume, Stop};
 use crate::kernel::spawn::{self, Prepared};
 use crate::kernel::syscall::LayoutSyscall;
 use crate::kernel::thp::ThpPolicy;
@@ -454,7 +454,7 @@ impl Tracer {
                         self.held_poll = (self.held_poll * 2).min(woken::HELD_POLL_LAST);
                         continue;
                     }
-                    Ok(status) => match Stop::from_wait_status(status) {
+                    Ok(status) => match self.stop_of(status) {
                         Some(stop) => stop,
                         None => continue,
                     },
@@ -521,6 +521,18 @@ impl Tracer {
         Ok(None)
     }
 
+    /// The stop a wait status reports, told apart by what the tracer expects of the thread.
+    fn stop_of(&self, status: WaitStatus) -> Option<Stop> {
+        Stop::from_wait_status(status, |tid| {
+            self.threads
+                .get(&tid)
+                .map_or(Expect::default(), |t| Expect {
+                    attach: t.awaiting_attach,
+                    entries: t.every_syscall,
+                })
+        })
+    }
+
     /// The one place every stop is matched.
     fn dispatch(&mut self, stop: Stop) {
         if self.hand_over(stop) {
@@ -528,6 +540,7 @@ impl Tracer {
         }
         match stop {
             Stop::SeccompEntry { tid } => self.on_seccomp_stop(tid),
+            Stop::SyscallEntry { tid, entry } => self.on_entry_stop(tid, entry),
             Stop::SyscallExit { tid } => self.on_syscall_exit_stop(tid),
             Stop::NewChild { tid, event } => self.on_new_child(tid, event),
             Stop::Exec { tid } => self.on_exec(tid),
@@ -538,7 +551,9 @@ impl Tracer {
                 }
                 self.go_on_in_syscall(tid);
             }
-            Stop::EventStop { tid, signal } => self.on_event_stop(tid, signal),
+            Stop::Attach { tid, group_stop } => self.on_attach_stop(tid, group_stop),
+            Stop::GroupStop { tid, signal } => self.on_group_stop(tid, signal),
+            Stop::Interrupt { tid } => self.on_interrupt_stop(tid),
             Stop::Signal { tid, signal } => {
                 if !self.threads.contains_key(&tid) {
                     return self.on_unknown_stop(tid, None);

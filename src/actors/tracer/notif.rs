@@ -43,36 +43,9 @@ impl Tracer {
         }
     }
 
-    /// A `PTRACE_SYSCALL` stop of a thread that stops at every syscall: whether it was an entry
-    /// stop, handled here (false: an exit stop, for the caller).
-    pub(super) fn on_every_syscall_stop(&mut self, tid: i32) -> bool {
-        let Some(t) = self.threads.get_mut(&tid) else {
-            return false;
-        };
-        if !t.every_syscall {
-            return false;
-        }
-        let stop = match syscall::entry_stop(tid) {
-            Ok(Some(stop)) => stop,
-            Ok(None) => {
-                if let Some(t) = self.threads.get_mut(&tid) {
-                    t.begun_at_entry = false;
-                }
-                return false;
-            }
-            Err(e) => {
-                // ESRCH: it died; its end is still to be reported.
-                tracing::debug!(tid, "PTRACE_GET_SYSCALL_INFO at a syscall stop: {e}");
-                return false;
-            }
-        };
-        self.on_entry_stop(tid, stop);
-        true
-    }
-
     /// A syscall about to run: a layout syscall our filter stops (escapes that are not layout
     /// changes excepted: their seccomp stop handles them) is begun now.
-    fn on_entry_stop(&mut self, tid: i32, stop: EntryStop) {
+    pub(super) fn on_entry_stop(&mut self, tid: i32, stop: EntryStop) {
         if stop.native && stop.nr == libc::SYS_prctl && spawn::filter_stops(stop.nr, stop.args) {
             // A thread naming itself, which its supervisor may let run with no stop of ours.
             if let Some(t) = self.threads.get_mut(&tid) {
