@@ -19,7 +19,7 @@ use nix::unistd::Pid;
 use super::Tracer;
 use crate::actors::lane::{ReadMark, Wake};
 use crate::kernel::procfs::{self, OffCpu, RunState};
-use crate::kernel::ptrace::{self, Resume, Stop};
+use crate::kernel::ptrace::{self, Resume};
 use crate::kernel::syscall::LayoutSyscall;
 
 /// How long a change is held, at most, for the threads it waits for to run: in all, from its
@@ -548,7 +548,8 @@ impl Tracer {
                     ?status,
                     "a held change's thread stopped again: dropped"
                 );
-                self.pending.extend(Stop::from_wait_status(status));
+                let stop = self.stop_of(status);
+                self.pending.extend(stop);
                 false
             }
             Err(e) => {
