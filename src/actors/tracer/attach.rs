@@ -102,7 +102,7 @@ impl Tracer {
         let Some(s) = self.spaces.get(&space) else {
             return;
         };
-        let (Some(last), Some(vmas)) = (s.sampled.as_ref(), s.vmas.as_ref()) else {
+        let (Some(last), Some(vmas)) = (s.sampled(), s.vmas.as_ref()) else {
             return;
         };
         // Through the space's own mm: a read by pid between an exec and its event stop would
@@ -119,7 +119,7 @@ impl Tracer {
             self.found_in_redescribed(space, &changed, &seen_before);
         }
         if let Some(s) = self.spaces.get_mut(&space) {
-            s.sampled = Some(Sampled::new(maps));
+            s.resampled(Sampled::new(maps));
         }
     }
 
@@ -346,7 +346,10 @@ impl Tracer {
     /// its layout is read again first, so the pages read next are of the mappings it has.
     pub(super) fn sample_layout_of(&mut self, tid: i32) {
         if let Some((pid, space)) = self.space_of(tid)
-            && self.spaces.get(&space).is_some_and(|s| s.sampled.is_some())
+            && self
+                .spaces
+                .get(&space)
+                .is_some_and(|s| s.sampled().is_some())
         {
             self.sample_layout(pid, space);
         }

@@ -102,7 +102,7 @@ impl Tracer {
         let Some((_, space)) = self.space_of(tid) else {
             return;
         };
-        let Some(uffd) = self.spaces.get(&space).and_then(|s| s.uffd.as_ref()) else {
+        let Some(uffd) = self.spaces.get(&space).and_then(|s| s.uffd()) else {
             return;
         };
         // Mapping by mapping: one unregister over a range that also holds a file mapping fails
@@ -155,7 +155,7 @@ impl Tracer {
             return None;
         }
         let (pid, space) = self.space_of(tid)?;
-        let uffd = self.spaces.get(&space)?.uffd.as_ref()?;
+        let uffd = self.spaces.get(&space)?.uffd()?;
         if procfs::locked_bytes(pid).unwrap_or(0) == 0 {
             return None;
         }
@@ -202,7 +202,7 @@ impl Tracer {
         let space = self.space_of(tid).map(|(_, space)| space);
         let uffd = space
             .and_then(|space| self.spaces.get(&space))
-            .and_then(|s| s.uffd.as_ref());
+            .and_then(|s| s.uffd());
         for entry in maps.iter().filter(|m| m.is_private_anon()) {
             let clip = entry.start.max(source.start)..entry.end.min(source.end);
             if let Some(uffd) = uffd

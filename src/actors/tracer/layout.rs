@@ -107,7 +107,7 @@ impl Tracer {
         if let Some(call) = entry
             && let Some((_, id)) = self.space_of(tid)
             && let Some(space) = self.spaces.get(&id)
-            && space.uffd.is_some()
+            && space.uffd().is_some()
         {
             space.lane.send(LaneMessage::Begun { tid, call });
             if let Some(tail) = call.grown_tail() {
@@ -217,7 +217,7 @@ impl Tracer {
             self.describe_again(tid, space, again);
         }
         if let Some(s) = self.spaces.get(&space)
-            && s.uffd.is_some()
+            && s.uffd().is_some()
         {
             s.lane.send(LaneMessage::Ended { tid });
         }
@@ -439,7 +439,10 @@ impl Tracer {
             _ => kind,
         };
         let trackable = anon && !shared && flags & libc::MAP_HUGETLB == 0;
-        let followed = self.spaces.get(&by.space).is_some_and(|s| s.uffd.is_some());
+        let followed = self
+            .spaces
+            .get(&by.space)
+            .is_some_and(|s| s.uffd().is_some());
         let grows_down = flags & libc::MAP_GROWSDOWN != 0;
         if let Some(s) = self.spaces.get_mut(&by.space) {
             // What was mapped there before (MAP_FIXED) is gone, with its advice.
@@ -478,7 +481,7 @@ impl Tracer {
         if grows_down
             && tracked
             && let Some(space) = self.spaces.get(&by.space)
-            && !space.scans_only
+            && !space.scans_only()
         {
             // It grows through faults below it, as the main stack does, within the stack limit.
             space.lane.send(LaneMessage::Stack {
@@ -521,7 +524,7 @@ impl Tracer {
         let Some(space) = self.spaces.get_mut(&by.space) else {
             return;
         };
-        if new > old && space.uffd.is_some() {
+        if new > old && space.uffd().is_some() {
             space.lane.send(LaneMessage::Fence {
                 tid: by.tid,
                 range: old..new,

@@ -365,7 +365,7 @@ impl Tracer {
         let scanned = |tracer: &Self, space: Option<SpaceId>| {
             space
                 .and_then(|s| tracer.spaces.get(&s))
-                .is_some_and(|s| s.scans_only)
+                .is_some_and(|s| s.scans_only())
         };
         let mut faults_at_exec = (self.config.follow_by == FollowBy::Scans
             || scanned(self, old_space))
@@ -538,7 +538,7 @@ impl Tracer {
             self.describe_again(through, space, whole);
         }
         if let Some(s) = self.spaces.get(&space)
-            && s.uffd.is_some()
+            && s.uffd().is_some()
         {
             s.lane.send(LaneMessage::Ended { tid: ended });
         }

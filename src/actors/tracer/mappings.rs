@@ -156,7 +156,7 @@ impl Tracer {
             for part in tracked {
                 self.register(space, part);
             }
-        } else if let Some(uffd) = s.uffd.as_ref()
+        } else if let Some(uffd) = s.uffd()
             && let Err(e) = uffd.unregister(range.start, range.end)
         {
             tracing::debug!(space, ?range, "a range followed by scans: {e}");
@@ -171,7 +171,7 @@ impl Tracer {
             .spaces
             .get(&space)
             .filter(|s| s.pagemap.is_some())
-            .and_then(|s| s.uffd.as_ref())
+            .and_then(|s| s.uffd())
         else {
             return false;
         };
@@ -274,7 +274,7 @@ impl Tracer {
     ) -> Option<PagesAtExit> {
         let pages = self.present_at(pid, tid, space, range.clone());
         if pages.is_none()
-            && let Some(uffd) = self.spaces.get(&space).and_then(|s| s.uffd.as_ref())
+            && let Some(uffd) = self.spaces.get(&space).and_then(|s| s.uffd())
             && let Err(e) = uffd.unregister(range.start, range.end)
         {
             tracing::warn!(

@@ -239,7 +239,7 @@ impl Tracer {
         let Some(pagemap) = s.pagemap.clone().filter(|_| s.follows_pages()) else {
             return;
         };
-        if s.uffd.is_some() {
+        if s.uffd().is_some() {
             self.track_stack_growth(pid, space);
         }
         let Some(s) = self.spaces.get(&space) else {
@@ -297,7 +297,7 @@ impl Tracer {
                         s.lane.send(dropped(Dropped::Reclaimed));
                     }
                     // An attached space's scans write what is gone themselves (attach.rs).
-                    Found::Gone if s.sampled.is_some() => {}
+                    Found::Gone if s.sampled().is_some() => {}
                     Found::Gone => {
                         s.shadow.dropped(r.clone());
                         s.lane.send(dropped(Dropped::Advice("scan")));

@@ -111,7 +111,7 @@ impl Tracer {
         let Some(space_ref) = self.spaces.get_mut(&space) else {
             return;
         };
-        let followed = space_ref.uffd.is_some();
+        let followed = space_ref.uffd().is_some();
         space_ref.shadow.keep_private_anon(&settled, maps);
         for range in ranges.iter() {
             let Some(space_ref) = self.spaces.get_mut(&space) else {

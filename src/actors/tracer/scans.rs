@@ -98,7 +98,7 @@ impl Tracer {
             return false;
         }
         let stack = grows_down || s.shadow.overlaps(Marks::STACK, range);
-        if s.scans_only {
+        if s.scans_only() {
             // A stack's growth is found by asking for the mapping below it.
             return !stack || s.vmas.is_some();
         }
@@ -134,7 +134,8 @@ impl Tracer {
         let Some(s) = self.spaces.get_mut(&space) else {
             return;
         };
-        let (Some(uffd), Some(_)) = (s.uffd.as_ref(), s.pagemap.as_ref()) else {
+        // A handle of its own: the shadow is marked below while the uffd is in use.
+        let (Some(uffd), Some(_)) = (s.uffd().cloned(), s.pagemap.as_ref()) else {
             return;
         };
         // Advised again (common under `always`): nothing to read.
@@ -317,7 +318,7 @@ impl Tracer {
             .spaces
             .iter()
             .filter_map(|(&id, s)| {
-                let sampled = s.shadow.any(Marks::SCANNED) || s.sampled.is_some();
+                let sampled = s.shadow.any(Marks::SCANNED) || s.sampled().is_some();
                 (sampled && s.scans.due <= now).then_some((s.scans.due, id))
             })
             .collect();
@@ -337,7 +338,7 @@ impl Tracer {
             self.sample_layout(pid, space);
             self.find_stack_growth(pid, space);
             let within = match self.spaces.get(&space) {
-                Some(s) if s.sampled.is_some() => everywhere(),
+                Some(s) if s.sampled().is_some() => everywhere(),
                 Some(s) => not_seen(&s.shadow),
                 None => continue,
             };
@@ -380,7 +381,11 @@ impl Tracer {
                     continue;
                 }
             };
-            if self.spaces.get(&space).is_some_and(|s| s.sampled.is_some()) {
+            if self
+                .spaces
+                .get(&space)
+                .is_some_and(|s| s.sampled().is_some())
+            {
                 self.write_gone(pid, space, range.clone(), &runs);
             }
             let Some(s) = self.spaces.get_mut(&space) else {

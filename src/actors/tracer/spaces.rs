@@ -21,7 +21,8 @@ use crate::stacks::TouchStacks;
 
 pub(super) struct Space {
     pub(super) lane: LaneHandle,
-    pub(super) uffd: Option<Arc<AddressSpaceUffd>>,
+    /// How its pages are followed.
+    pub(super) following: Following,
     /// None only if the process was gone before it could be opened.
     pub(super) pagemap: Option<Arc<Pagemap>>,
     /// The program break as the last brk returned it (the heap is per mm, not per thread).
@@ -33,24 +34,74 @@ pub(super) struct Space {
     pub(super) shadow: Shadow,
     /// When its ranges followed by scans are read next, and what scans found (scans.rs).
     pub(super) scans: Scans,
-    /// Followed by scans only: `--faults scan`, or a space that could get no userfaultfd (a
-    /// `scans_instead` warning said why).
-    pub(super) scans_only: bool,
-    /// Its mappings, asked one by one: where its stacks have grown (scans only).
+    /// Its mappings, asked one by one: where its stacks have grown, and an attached space's
+    /// layout. Beside `following`, not in it: a stack `--region` or `--min-size` leaves out
+    /// grows unseen by faults too, and opening it can fail under any way of following.
     pub(super) vmas: Option<Vmas>,
-    /// `attach`: none of its syscalls is stopped at; its layout is sampled (attach.rs).
-    pub(super) sampled: Option<Sampled>,
     /// Its program is one `--only` selects (or there is no `--only`).
     pub(super) selected: bool,
     /// When what of it the kernel can take away unasked is looked at next (pressure.rs).
     pub(super) pressure: Pressure,
 }
 
+/// How a space's private anonymous pages are followed: what `FollowBy` asked for, as the
+/// space could have it. Each question a call site asks is a method on `Space` whose match
+/// names every arm, so a new way of following (the kernel's fault records, say) is one more
+/// arm and an answer in each.
+pub(super) enum Following {
+    /// Every first touch through a userfaultfd; the ranges that may get huge pages by scans.
+    Faults { uffd: Arc<AddressSpaceUffd> },
+    /// Page-table scans only: `--faults scan`, or a space that could get no userfaultfd (a
+    /// `scans_instead` warning said why).
+    Scans,
+    /// `attach`: scans only, and none of its syscalls is stopped at, so its layout is sampled
+    /// too (attach.rs): `last` is what it was sampled as.
+    Sampled { last: Sampled },
+    /// Not at all: `--no-faults`, `--only`, a 32-bit program, or no way of following left.
+    Nothing,
+}
+
 impl Space {
+    /// Its userfaultfd, if its faults come through one.
+    pub(super) fn uffd(&self) -> Option<&Arc<AddressSpaceUffd>> {
+        match &self.following {
+            Following::Faults { uffd } => Some(uffd),
+            Following::Scans | Following::Sampled { .. } | Following::Nothing => None,
+        }
+    }
+
+    /// Whether its pages are followed by scans only (no fault of it goes through us).
+    pub(super) fn scans_only(&self) -> bool {
+        match self.following {
+            Following::Scans | Following::Sampled { .. } => true,
+            Following::Faults { .. } | Following::Nothing => false,
+        }
+    }
+
+    /// What an attached space (whose layout is sampled, not stopped at) was last sampled as.
+    pub(super) fn sampled(&self) -> Option<&Sampled> {
+        match &self.following {
+            Following::Sampled { last } => Some(last),
+            Following::Faults { .. } | Following::Scans | Following::Nothing => None,
+        }
+    }
+
+    /// An attached space's new sample, replacing the last (none taken in another space).
+    pub(super) fn resampled(&mut self, sample: Sampled) {
+        match &mut self.following {
+            Following::Sampled { last } => *last = sample,
+            Following::Faults { .. } | Following::Scans | Following::Nothing => {}
+        }
+    }
+
     /// Whether its pages are followed at all, so that a check can compare them: its page tables
     /// can be read, and it has a userfaultfd or is followed by scans only.
     pub(super) fn follows_pages(&self) -> bool {
-        self.pagemap.is_some() && (self.uffd.is_some() || self.scans_only)
+        let followed = match self.following {
+            Following::Faults { .. } | Following::Scans | Following::Sampled { .. } => true,
+            Following::Nothing => false,
+        };
+        followed && self.pagemap.is_some()
     }
 }
 
@@ -211,7 +262,17 @@ impl Tracer {
             }
             None => None,
         };
-        let lane = self.spawn_lane(id, uffd.clone(), pagemap.clone());
+        // One way, whichever the above left: an attached space has no userfaultfd (its
+        // syscalls are not stopped at), and a 32-bit one is followed by nothing.
+        let following = match uffd.clone() {
+            Some(uffd) => Following::Faults { uffd },
+            None if !scans_only => Following::Nothing,
+            None if self.attaching() => Following::Sampled {
+                last: Sampled::new(maps.clone()),
+            },
+            None => Following::Scans,
+        };
+        let lane = self.spawn_lane(id, uffd, pagemap.clone());
         // Exec made the new program's mappings; a fork child's are its parent's, described again.
         let cause = match origin {
             Origin::Exec { .. } | Origin::Attach => None,
@@ -265,13 +326,11 @@ impl Tracer {
             id,
             Space {
                 lane,
-                uffd,
+                following,
                 pagemap,
                 brk,
                 members: 1,
-                scans_only,
                 vmas,
-                sampled: self.attaching().then(|| Sampled::new(maps.clone())),
                 selected,
                 pressure: Pressure::default(),
                 shadow,
@@ -451,7 +510,7 @@ impl Tracer {
             if self.grows_down(id, entry)
                 && tracked
                 && let Some(space) = self.spaces.get(&id)
-                && !space.scans_only
+                && !space.scans_only()
             {
                 // Unlimited: the legacy layout keeps mappings far from the stack.
                 let limit = procfs::stack_limit(tid).unwrap_or(1 << 40);

@@ -22,14 +22,14 @@ impl Tracer {
             return;
         };
         // An attached space's growth is in its sampled layout (attach.rs).
-        let Some(vmas) = s.vmas.as_ref().filter(|_| s.sampled.is_none()) else {
+        let Some(vmas) = s.vmas.as_ref().filter(|_| s.sampled().is_none()) else {
             return;
         };
         let stacks: Vec<Range<u64>> = s.shadow.ranges(Marks::STACK).into_iter().collect();
         for (i, stack) in stacks.iter().enumerate() {
             // Under faults, a stack followed grows through the lane; one left out, here.
             let left_out = s.shadow.contains(Marks::LEFT_OUT, stack.start);
-            if !s.scans_only && !left_out {
+            if !s.scans_only() && !left_out {
                 continue;
             }
             let Some(below) = stack.start.checked_sub(1) else {

@@ -38,7 +38,7 @@ impl Tracer {
         let scanned = self
             .space_of_process(pid)
             .and_then(|space| self.spaces.get(&space))
-            .is_some_and(|s| s.scans_only);
+            .is_some_and(|s| s.scans_only());
         if scanned
             && let Some(now) = procfs::minor_faults(pid)
             && let Some(p) = self.processes.get_mut(&pid)
@@ -63,7 +63,7 @@ impl Tracer {
     /// included), what the scans found, and the difference. At its last exit stop, where
     /// nothing of it can fault any more; a later one (a vfork parent going on) replaces it.
     pub(super) fn write_unseen(&self, pid: i32, space: SpaceId) {
-        let Some(s) = self.spaces.get(&space).filter(|s| s.scans_only) else {
+        let Some(s) = self.spaces.get(&space).filter(|s| s.scans_only()) else {
             return;
         };
         let members: Vec<i32> = self

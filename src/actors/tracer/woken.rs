@@ -312,8 +312,7 @@ impl Tracer {
             return false;
         };
         let unhandled = space
-            .uffd
-            .as_ref()
+            .uffd()
             .filter(|_| !course.drained)
             .and_then(|uffd| space.lane.unhandled_faults(uffd));
         let Some(mark) = unhandled else {
@@ -665,7 +664,7 @@ impl Tracer {
     fn reaching(&self, tid: i32, call: &LayoutSyscall) -> Option<crate::event::SpaceId> {
         let (_, id) = self.space_of(tid)?;
         let space = self.spaces.get(&id)?;
-        space.uffd.as_ref()?;
+        space.uffd()?;
         let reaches = !call.reach().is_empty()
             || call
                 .released(space.brk, self.config.lane.page_size)
