@@ -17,7 +17,7 @@ use rangemap::RangeSet;
 use super::checkpoints::PATIENCE;
 use super::shadow::Marks;
 use super::spaces::Origin;
-use super::{Process, ProgramEnd, Thread, TraceError, Tracer};
+use super::{Phase, Process, ProgramEnd, Thread, TraceError, Tracer};
 use crate::actors::sequencer::SequencerMessage;
 use crate::event::{Event, SpaceId, VerifyPoint, WarningKind};
 use crate::kernel::attach;
@@ -64,7 +64,7 @@ impl Tracer {
                 Err(e) => {
                     for (pid, tids) in &seized {
                         for &tid in tids {
-                            self.threads.insert(tid, Thread::new(*pid, false, None));
+                            self.threads.insert(tid, Thread::new(*pid, Phase::Running));
                         }
                     }
                     self.detach_all();
@@ -74,7 +74,7 @@ impl Tracer {
         }
         for (pid, tids) in seized {
             for &tid in &tids {
-                self.threads.insert(tid, Thread::new(pid, false, None));
+                self.threads.insert(tid, Thread::new(pid, Phase::Running));
             }
             let space = self.allocate_space();
             self.processes.insert(
@@ -212,7 +212,7 @@ impl Tracer {
         let mut waiting: Vec<i32> = self
             .threads
             .iter()
-            .filter(|(tid, t)| !signals.contains_key(tid) && !t.in_vfork)
+            .filter(|(tid, t)| !signals.contains_key(tid) && !t.phase.in_vfork())
             .map(|(&tid, _)| tid)
             .filter(|&tid| ptrace::interrupt(tid).is_ok())
             .collect();
@@ -289,7 +289,7 @@ impl Tracer {
             // A vfork parent runs no user code until its child (stopped) execs or exits.
             let threads: Vec<(i32, i32)> = self
                 .threads_in(space)
-                .filter(|(_, t)| !t.in_vfork)
+                .filter(|(_, t)| !t.phase.in_vfork())
                 .map(|(tid, t)| (tid, t.pid))
                 .collect();
             if let Some(&(running, pid)) =

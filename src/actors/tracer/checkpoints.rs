@@ -86,7 +86,7 @@ impl Tracer {
             // Not yet attached, waiting for a vfork child, left in a group stop, or past the
             // exit stop: none of these can touch memory.
             // Held at a `ptrace` call until the thread it borrows is handed over: it stopped.
-            if t.awaiting_attach || t.in_vfork || t.listening || t.exiting || held.contains(&tid) {
+            if !t.phase.may_touch_memory() || held.contains(&tid) {
                 continue;
             }
             let space = self.space_of_process(t.pid);
@@ -291,7 +291,7 @@ impl Tracer {
     /// for a vfork child, or has not started).
     pub(super) fn space_is_quiescent(&self, space: SpaceId) -> bool {
         self.threads_in(space)
-            .all(|(_, t)| t.exiting || t.in_vfork || t.awaiting_attach)
+            .all(|(_, t)| !t.phase.may_run_user_code())
     }
 
     /// Asks each space's lane to check the stream against the kernel, and waits until each has

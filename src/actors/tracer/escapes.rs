@@ -9,8 +9,8 @@
 use std::ops::Range;
 use std::sync::mpsc;
 
-use super::Tracer;
 use super::lending::PtraceCall;
+use super::{AtExit, Tracer};
 use crate::actors::lane::LaneMessage;
 use crate::event::SpaceId;
 use crate::kernel::ptrace::Resume;
@@ -65,7 +65,7 @@ impl Tracer {
                 // The program's memory is put back at the exit.
                 Ok(Some(saved)) => {
                     if let Some(t) = self.threads.get_mut(&tid) {
-                        t.clone_args = Some(saved);
+                        t.syscalls.at_exit = AtExit::CloneFlags(saved);
                     }
                     self.go(tid, Resume::Syscall);
                     return true;

@@ -6,10 +6,10 @@ use std::time::Instant;
 
 use rangemap::RangeSet;
 
-use super::Tracer;
 use super::mappings::{MapAt, NewMapping};
 use super::scans::Running;
 use super::shadow::Marks;
+use super::{AtExit, BegunLayout, Tracer};
 use crate::actors::lane::{Dropped, LaneMessage, PagesAtExit};
 use crate::actors::sequencer::Stamped;
 use crate::event::{Event, Follow, MapKind, SpaceId, prot_string};
@@ -46,12 +46,9 @@ impl Tracer {
         if self.begun_at_entry(tid) {
             return;
         }
-        // A new syscall: whatever waited for the last one's exit stop is over (it never came:
-        // nothing may take this syscall's exit for it).
+        // A new syscall: whatever waited for the last one's exit stop is over.
         if let Some(t) = self.threads.get_mut(&tid) {
-            t.clone_args = None;
-            t.reclaim = None;
-            t.naming = false;
+            t.syscalls.next_syscall();
         }
         let stopped = match syscall::seccomp_entry(tid) {
             Ok(stopped) => stopped,
@@ -97,10 +94,7 @@ impl Tracer {
             self.scan_before(tid, &call);
         }
         if let Some(thread) = self.threads.get_mut(&tid) {
-            thread.entry = entry;
-            thread.serial += 1;
-            thread.raced = RangeSet::new();
-            thread.unregistered = unregistered;
+            thread.syscalls.begin_layout(entry, unregistered);
         }
         // The lane holds back faults behind a layout change until the syscalls begun before it
         // have ended (docs/ordering.md); a space with no userfaultfd has no fault to hold.
@@ -131,14 +125,22 @@ impl Tracer {
     /// A syscall's exit stop: reported now, or held until a release it must follow is reported
     /// (docs/ordering.md, case 1).
     pub(super) fn on_syscall_exit_stop(&mut self, tid: i32) {
-        if let Some(t) = self.threads.get_mut(&tid).filter(|t| t.every_syscall) {
-            // At every syscall (notif.rs): this exit's entry began nothing yet.
-            t.begun_at_entry = false;
+        if let Some(t) = self.threads.get_mut(&tid) {
+            // At every syscall (notif.rs): the next entry begins nothing yet.
+            t.syscalls.stops.take_begun_at_entry();
         }
-        if let Some(reclaim) = self.threads.get_mut(&tid).and_then(|t| t.reclaim.take()) {
+        if let Some(reclaim) = self
+            .threads
+            .get_mut(&tid)
+            .and_then(|t| t.syscalls.take_reclaim())
+        {
             return self.after_ptrace_call(tid, reclaim);
         }
-        if let Some(saved) = self.threads.get_mut(&tid).and_then(|t| t.clone_args.take()) {
+        if let Some(saved) = self
+            .threads
+            .get_mut(&tid)
+            .and_then(|t| t.syscalls.take_clone_flags())
+        {
             if let Err(e) = syscall::restore_clone_args_flags(tid, saved) {
                 tracing::debug!(tid, "putting clone3's flags back: {e}");
             }
@@ -156,7 +158,15 @@ impl Tracer {
     }
 
     fn on_syscall_exit(&mut self, tid: i32) {
-        let Some(call) = self.threads.get_mut(&tid).and_then(|t| t.entry.take()) else {
+        let Some(BegunLayout {
+            call,
+            raced,
+            unregistered,
+        }) = self
+            .threads
+            .get_mut(&tid)
+            .and_then(|t| t.syscalls.take_layout())
+        else {
             return;
         };
         let Some((pid, space)) = self.space_of(tid) else {
@@ -168,12 +178,8 @@ impl Tracer {
             partly_done,
             changed,
             mut read_again,
-        } = self.report_syscall_exit(by, call);
+        } = self.report_syscall_exit(by, call, unregistered.is_some());
         self.exit_site = None;
-        let unregistered = self
-            .threads
-            .get_mut(&tid)
-            .and_then(|t| t.unregistered.take());
         if let Some(source) = unregistered
             && failed
         {
@@ -200,11 +206,6 @@ impl Tracer {
             // argument the kernel refused up front changed nothing: no line.
             again.extend(call.reach());
         }
-        let raced = self
-            .threads
-            .get_mut(&tid)
-            .map(|t| std::mem::take(&mut t.raced))
-            .unwrap_or_default();
         if !raced.is_empty() {
             again.extend(raced);
             again.extend(changed);
@@ -223,8 +224,14 @@ impl Tracer {
         }
     }
 
-    /// Reports what a layout syscall did, and what it changed, as ranges.
-    fn report_syscall_exit(&mut self, by: By, call: LayoutSyscall) -> ExitReport {
+    /// Reports what a layout syscall did, and what it changed, as ranges. `unregistered`: its
+    /// source was given back to the kernel's faults for its duration (escapes.rs).
+    fn report_syscall_exit(
+        &mut self,
+        by: By,
+        call: LayoutSyscall,
+        unregistered: bool,
+    ) -> ExitReport {
         let nothing = ExitReport::default();
         let ret = match syscall::exit_value(by.tid) {
             Ok(Some(ret)) => ret,
@@ -240,7 +247,11 @@ impl Tracer {
                 if e.raw_os_error() == Some(libc::ESRCH)
                     && let Some(t) = self.threads.get_mut(&by.tid)
                 {
-                    t.entry = Some(call);
+                    t.syscalls.at_exit = AtExit::Layout(BegunLayout {
+                        call,
+                        raced: RangeSet::new(),
+                        unregistered: None,
+                    });
                 }
                 return nothing;
             }
@@ -318,10 +329,6 @@ impl Tracer {
             } => {
                 add(old_addr..old_addr.saturating_add(old_len));
                 add(rval..rval.saturating_add(new_len));
-                let unregistered = self
-                    .threads
-                    .get(&by.tid)
-                    .is_some_and(|t| t.unregistered.is_some());
                 if unregistered {
                     // The kernel's own faults filled it during the syscall: all of it is read.
                     read_again.insert(rval..rval.saturating_add(new_len));

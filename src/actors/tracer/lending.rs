@@ -17,7 +17,7 @@
 
 use std::collections::HashSet;
 
-use super::Tracer;
+use super::{AtExit, Tracer};
 use crate::kernel::ptrace::{self, Resume, Stop};
 use crate::kernel::{procfs, syscall};
 
@@ -82,7 +82,7 @@ impl Tracer {
                     .is_some_and(|l| l.borrower == tid && l.handed_over) =>
             {
                 if let Some(t) = self.threads.get_mut(&tid) {
-                    t.reclaim = Some(Reclaim::Always(target));
+                    t.syscalls.at_exit = AtExit::Reclaim(Reclaim::Always(target));
                 }
                 PtraceCall::RunToExit
             }
@@ -109,7 +109,7 @@ impl Tracer {
             && self
                 .threads
                 .get(&target)
-                .is_some_and(|t| !t.exiting && !t.awaiting_attach)
+                .is_some_and(|t| !t.phase.exiting() && !t.phase.awaiting_attach())
     }
 
     /// A stop of a thread being lent: at a stop between syscalls it is handed over, and its
@@ -165,7 +165,7 @@ impl Tracer {
                 // If the kernel refuses the borrower's attach (permissions, bad options), the
                 // thread is taken back at the call's exit.
                 if let Some(t) = self.threads.get_mut(&borrower) {
-                    t.reclaim = Some(Reclaim::IfRefused(tid));
+                    t.syscalls.at_exit = AtExit::Reclaim(Reclaim::IfRefused(tid));
                 }
                 self.go(borrower, Resume::Syscall);
             }
@@ -217,8 +217,9 @@ impl Tracer {
         match ptrace::seize(tid) {
             Ok(()) => {
                 self.lent.remove(&tid);
+                // Seized anew: no group stop of ours holds it.
                 if let Some(t) = self.threads.get_mut(&tid) {
-                    t.listening = false;
+                    t.phase.released(false);
                 }
                 tracing::debug!(tid, "a lent thread is traced again");
             }

@@ -6,7 +6,7 @@ use nix::sys::signal::Signal;
 use rangemap::RangeSet;
 
 use super::spaces::Origin;
-use super::{FollowBy, Process, ProgramEnd, Thread, Tracer, USER_SPACE_END};
+use super::{FollowBy, Phase, Process, ProgramEnd, Thread, Tracer, USER_SPACE_END};
 use crate::actors::lane::LaneMessage;
 use crate::actors::sequencer::SequencerMessage;
 use crate::event::{Event, ForkKind, SpaceId, WarningKind, signal_name};
@@ -22,7 +22,6 @@ impl Tracer {
         let Some(thread) = self.threads.get_mut(&tid) else {
             return;
         };
-        thread.awaiting_attach = false;
         // A child created while its group is stopped (or stopping) has a group stop for its
         // first stop: it must stay stopped once set up, as it would untraced.
         thread.group_stopped |= group_stop;
@@ -81,16 +80,13 @@ impl Tracer {
         if event == ChildEvent::Vfork
             && let Some(t) = self.threads.get_mut(&parent_tid)
         {
-            t.in_vfork = true;
+            t.phase.vforked();
         }
         let Some((pid, space_id)) = self.space_of(parent_tid) else {
             // A parent whose space we do not follow (it died while being set up): its child is
             // still followed, on its own, or it would wait at its attach stop forever.
             let parent = self.threads.get(&parent_tid).map_or(parent_tid, |t| t.pid);
             self.follow_child_alone(child, parent, None);
-            if let Some(t) = self.threads.get_mut(&child) {
-                t.awaiting_attach = true;
-            }
             self.inherit_every_syscall(parent_tid, child);
             return self.child_announced(parent_tid, child);
         };
@@ -149,7 +145,10 @@ impl Tracer {
         let own_space = new_space.is_some();
         self.threads.insert(
             child,
-            Thread::new(if is_thread { pid } else { child }, true, new_space),
+            Thread::new(
+                if is_thread { pid } else { child },
+                Phase::AwaitingAttach { new_space },
+            ),
         );
         self.inherit_every_syscall(parent_tid, child);
         if !own_space && shares_mm {
@@ -232,7 +231,6 @@ impl Tracer {
         self.go_on_in_syscall(parent_tid);
         if let Some(signal) = self.early_attach.remove(&child).map(|(_, s)| s) {
             if let Some(thread) = self.threads.get_mut(&child) {
-                thread.awaiting_attach = false;
                 thread.group_stopped |= signal.is_some_and(is_group_stop_signal);
             }
             self.on_attached(child);
@@ -243,7 +241,7 @@ impl Tracer {
     pub(super) fn on_attached(&mut self, tid: i32) {
         self.sample_touches(tid);
         let Some((new_space, inherited)) =
-            self.threads.get_mut(&tid).and_then(|t| t.new_space.take())
+            self.threads.get_mut(&tid).and_then(|t| t.phase.attached())
         else {
             return self.resume_after_setup(tid);
         };
@@ -296,7 +294,13 @@ impl Tracer {
         if let Some(space) = old_space {
             for tid in gone {
                 // Killed by the exec: their exit stops, if any, came before it.
-                let name = self.threads.get(&tid).and_then(|t| t.name_at_exit.clone());
+                let name = self.threads.get(&tid).and_then(|t| match &t.phase {
+                    Phase::Exiting { name_at_exit, .. } => name_at_exit.clone(),
+                    Phase::AwaitingAttach { .. }
+                    | Phase::Running
+                    | Phase::Listening
+                    | Phase::InVfork => None,
+                });
                 self.observed(
                     space,
                     Event::ThreadExit {
@@ -336,11 +340,13 @@ impl Tracer {
         let every_syscall = self
             .threads
             .get(&former_tid)
-            .is_some_and(|t| t.every_syscall);
+            .is_some_and(|t| t.syscalls.stops.every_syscall());
         self.threads.retain(|&t, th| th.pid != pid || t == tid);
         self.threads.remove(&former_tid);
-        let mut thread = Thread::new(pid, false, None);
-        thread.every_syscall = every_syscall;
+        let mut thread = Thread::new(pid, Phase::Running);
+        if every_syscall {
+            thread.syscalls.stops.stop_at_every_syscall();
+        }
         self.threads.insert(tid, thread);
         // Registers can only be borrowed at execve's exit stop: at this event stop the kernel has
         // yet to write execve's return value over them.
@@ -476,8 +482,15 @@ impl Tracer {
                 memory_cgroup: None,
             },
         );
-        self.threads
-            .insert(child, Thread::new(child, false, Some((id, inherited))));
+        self.threads.insert(
+            child,
+            Thread::new(
+                child,
+                Phase::AwaitingAttach {
+                    new_space: Some((id, inherited)),
+                },
+            ),
+        );
     }
 
     /// PTRACE_EVENT_EXIT: the thread is leaving, its mm still whole. If no other thread of its
@@ -488,9 +501,8 @@ impl Tracer {
         let pid = self.threads.get(&tid).map_or(tid, |t| t.pid);
         let name = procfs::comm(pid, tid);
         let begun = self.threads.get_mut(&tid).and_then(|t| {
-            t.exiting = true;
-            t.name_at_exit = name;
-            t.entry.take()
+            t.phase.exit_stop(name);
+            t.syscalls.take_layout()
         });
         if let (Some(_), Some((_, space))) = (begun, self.space_of(tid)) {
             // Killed inside a layout syscall: its exit will never be reported, and it may or may
@@ -558,8 +570,18 @@ impl Tracer {
             return;
         };
         let pid = thread.pid;
+        let (name_at_exit, unborn_space) = match thread.phase {
+            Phase::Exiting {
+                name_at_exit,
+                unborn_space,
+                ..
+            } => (name_at_exit, unborn_space),
+            // Killed before its first stop.
+            Phase::AwaitingAttach { new_space } => (None, new_space.map(|(id, _)| id)),
+            Phase::Running | Phase::Listening | Phase::InVfork => (None, None),
+        };
         let space = self.space_of_process(pid);
-        if thread.entry.is_some()
+        if thread.syscalls.layout_call().is_some()
             && let Some(space) = space
         {
             self.describe_after_killed_syscall(tid, space);
@@ -573,7 +595,7 @@ impl Tracer {
                     pid,
                     tid,
                     space,
-                    name: thread.name_at_exit,
+                    name: name_at_exit,
                 });
             }
             return;
@@ -615,11 +637,11 @@ impl Tracer {
                 self.adopt(child, pid, space, signal);
             }
         }
-        let (space_id, lane, joined) = match (space, lane, thread.new_space) {
+        let (space_id, lane, joined) = match (space, lane, unborn_space) {
             (Some(space_id), Some(lane), _) => (space_id, lane, true),
             // A fork child killed before its first stop: its `fork` line named a space that was
             // never made. A lane of its own, following nothing, writes its end there.
-            (None, _, Some((space_id, _))) => (space_id, self.unborn_space_lane(space_id), false),
+            (None, _, Some(space_id)) => (space_id, self.unborn_space_lane(space_id), false),
             _ => return,
         };
         let (status, signal) = match end {
@@ -633,7 +655,7 @@ impl Tracer {
             status,
             signal,
             // The state actor puts the argv[0] it knows in its place.
-            name: thread.name_at_exit,
+            name: name_at_exit,
             resident_bytes: 0,
             peak_resident_bytes: 0,
             oom,

@@ -7,7 +7,7 @@
 //! Not seen: a name written into `/proc/PID/task/TID/comm` (what `pthread_setname_np` does for
 //! another thread), which is no syscall of ours to stop; that thread's `thread_exit` line has it.
 
-use super::Tracer;
+use super::{AtExit, Tracer};
 use crate::event::Event;
 use crate::kernel::procfs;
 use crate::kernel::ptrace::Resume;
@@ -18,7 +18,7 @@ impl Tracer {
     /// thread's `prctl(PR_SET_NAME)`: it runs to its exit stop.
     pub(super) fn on_set_name(&mut self, tid: i32) {
         if let Some(t) = self.threads.get_mut(&tid) {
-            t.naming = true;
+            t.syscalls.at_exit = AtExit::Naming;
         }
         self.go(tid, Resume::Syscall);
     }
@@ -29,7 +29,7 @@ impl Tracer {
         let naming = self
             .threads
             .get_mut(&tid)
-            .is_some_and(|t| std::mem::take(&mut t.naming));
+            .is_some_and(|t| t.syscalls.take_naming());
         if !naming {
             return false;
         }

@@ -26,7 +26,7 @@ impl Tracer {
         tracing::debug!(tid, tsync, "a filter with a listener: every syscall stops");
         for (&other, t) in self.threads.iter_mut() {
             if other == tid || (tsync && t.pid == pid) {
-                t.every_syscall = true;
+                t.syscalls.stops.stop_at_every_syscall();
             }
         }
     }
@@ -36,10 +36,10 @@ impl Tracer {
         if self
             .threads
             .get(&parent_tid)
-            .is_some_and(|t| t.every_syscall)
+            .is_some_and(|t| t.syscalls.stops.every_syscall())
             && let Some(t) = self.threads.get_mut(&child)
         {
-            t.every_syscall = true;
+            t.syscalls.stops.stop_at_every_syscall();
         }
     }
 
@@ -49,7 +49,7 @@ impl Tracer {
         if stop.native && stop.nr == libc::SYS_prctl && spawn::filter_stops(stop.nr, stop.args) {
             // A thread naming itself, which its supervisor may let run with no stop of ours.
             if let Some(t) = self.threads.get_mut(&tid) {
-                t.begun_at_entry = true;
+                t.syscalls.stops.begun_at_entry();
             }
             return self.on_set_name(tid);
         }
@@ -73,9 +73,8 @@ impl Tracer {
             return self.go(tid, Resume::Cont(None));
         }
         if let Some(t) = self.threads.get_mut(&tid) {
-            t.clone_args = None;
-            t.reclaim = None;
-            t.begun_at_entry = true;
+            t.syscalls.next_syscall();
+            t.syscalls.stops.begun_at_entry();
         }
         let stopped = SeccompEntry {
             nr: stop.nr,
@@ -92,7 +91,7 @@ impl Tracer {
         let Some(t) = self.threads.get_mut(&tid) else {
             return false;
         };
-        if !std::mem::take(&mut t.begun_at_entry) {
+        if !t.syscalls.stops.take_begun_at_entry() {
             return false;
         }
         if let Ok(Some(s)) = syscall::seccomp_entry(tid)

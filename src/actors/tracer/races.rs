@@ -25,7 +25,7 @@ pub(super) struct Deferred {
 impl Tracer {
     /// Holds `tid`'s syscall exit, stopped and unreported, until `releaser`'s is reported.
     pub(super) fn defer(&mut self, tid: i32, releaser: i32) {
-        let serial = self.threads.get(&releaser).map_or(0, |t| t.serial);
+        let serial = self.threads.get(&releaser).map_or(0, |t| t.syscalls.serial);
         self.deferred
             .entry(releaser)
             .or_insert(Deferred {
@@ -45,7 +45,7 @@ impl Tracer {
             .threads_in(space)
             .filter(|&(other, _)| other != tid)
             .filter_map(|(other, t)| {
-                let reach = t.entry.as_ref()?.reach();
+                let reach = t.syscalls.layout_call()?.reach();
                 let hit: RangeSet<u64> = changed
                     .iter()
                     .filter(|r| reach.iter().any(|x| x.start < r.end && r.start < x.end))
@@ -56,7 +56,7 @@ impl Tracer {
             .collect();
         for (other, hit) in racers {
             if let Some(t) = self.threads.get_mut(&other) {
-                t.raced.extend(hit);
+                t.syscalls.raced(hit);
             }
         }
     }
@@ -177,7 +177,9 @@ impl Tracer {
         let releasing: Vec<(i32, Range<u64>)> = self
             .threads_in(space)
             .filter(|&(other, _)| other != tid)
-            .filter_map(|(other, t)| Some((other, t.entry?.released(brk, page_size)?)))
+            .filter_map(|(other, t)| {
+                Some((other, t.syscalls.layout_call()?.released(brk, page_size)?))
+            })
             .collect();
         if releasing.is_empty() {
             return None;
@@ -192,7 +194,7 @@ impl Tracer {
 
     /// The free address space a syscall at its exit stop was given, if it was.
     fn placed_in_free_space(&self, tid: i32, brk: u64) -> Option<Range<u64>> {
-        let call = self.threads.get(&tid)?.entry?;
+        let call = self.threads.get(&tid)?.syscalls.layout_call()?;
         let ret = syscall::exit_value(tid).ok()??;
         if ret.is_error {
             return None;
@@ -230,9 +232,9 @@ impl Tracer {
             .deferred
             .iter()
             .filter(|&(releaser, d)| {
-                self.threads
-                    .get(releaser)
-                    .is_none_or(|t| t.entry.is_none() || t.serial != d.serial)
+                self.threads.get(releaser).is_none_or(|t| {
+                    t.syscalls.layout_call().is_none() || t.syscalls.serial != d.serial
+                })
             })
             .map(|(&releaser, _)| releaser)
             .collect();

@@ -246,7 +246,10 @@ impl Tracer {
     /// What the begun layout syscalls of a space may be changing: their reports decide there.
     pub(super) fn begun_may_change(&self, space: SpaceId) -> RangeSet<u64> {
         let mut changes = RangeSet::new();
-        for call in self.threads_in(space).filter_map(|(_, t)| t.entry) {
+        for call in self
+            .threads_in(space)
+            .filter_map(|(_, t)| t.syscalls.layout_call())
+        {
             changes.extend(self.may_change(space, &call));
         }
         changes

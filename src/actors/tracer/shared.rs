@@ -40,7 +40,7 @@ impl Tracer {
         let mut exiting: HashMap<SpaceId, bool> = HashMap::new();
         for t in self.threads.values() {
             if let Some(space) = self.space_of_process(t.pid) {
-                *exiting.entry(space).or_insert(true) &= t.exiting;
+                *exiting.entry(space).or_insert(true) &= t.phase.exiting();
             }
         }
         if exiting.values().any(|&all| all) {

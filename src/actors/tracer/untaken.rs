@@ -90,7 +90,7 @@ impl Tracer {
                 let stopped = self
                     .threads
                     .values()
-                    .any(|t| t.pid == pid && (t.listening || t.group_stopped));
+                    .any(|t| t.pid == pid && (t.phase.listening() || t.group_stopped));
                 if stopped
                     || !self.processes.contains_key(&pid)
                     || !signals::would_end(pid, arrived.signal)

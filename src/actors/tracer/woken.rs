@@ -525,7 +525,7 @@ impl Tracer {
     /// it from a later stop not collected yet (its exit stop, whose work would be skipped). Its
     /// later stops come to the loop (one collected here is queued for it), which lets it go.
     fn still_at_entry(&mut self, tid: i32) -> bool {
-        if self.threads.get(&tid).is_none_or(|t| t.exiting)
+        if self.threads.get(&tid).is_none_or(|t| t.phase.exiting())
             || self.pending.iter().any(|stop| stop.tid() == tid)
         {
             return false;
