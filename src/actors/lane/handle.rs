@@ -27,19 +27,9 @@ pub(super) const INBOX_LATENCY: Duration = Duration::from_millis(5);
 /// takes the lane to hold faults: an empty read takes about a microsecond.
 const READ_PATIENCE: Duration = Duration::from_micros(20);
 
-/// Messages one read of the descriptor takes at most. A read that returns fewer found the
-/// kernel's queue empty behind them.
-pub(super) const MESSAGES_PER_READ: usize = 64;
-
-/// The reads of its descriptor the lane must have handled ([`LaneHandle::unhandled_faults`]):
-/// those up to `read`, and, if a message was queued when it was taken, the first read after
-/// `read` that came back short (the queue empty behind it: everything queued then was in it or
-/// in a read before it).
+/// A count of the lane's reads of its descriptor ([`LaneHandle::unhandled_faults`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ReadMark {
-    read: u64,
-    until_drained: bool,
-}
+pub struct ReadMark(u64);
 
 /// The tracer's end of a lane. Dropping the last one ends the lane.
 #[derive(Clone, Debug)]
@@ -71,14 +61,8 @@ pub(super) struct LaneWake {
     /// Reads of its descriptor the lane has begun, and the number of the last whose messages
     /// it has handled (resolved, or held behind fences): while the two differ, a fault taken
     /// off the kernel's queue may not be resolved yet.
-    reads_begun: AtomicU64,
-    reads_handled: AtomicU64,
-    /// The number of the last read that came back short of `MESSAGES_PER_READ` (the lane's
-    /// alone), and of the last such read handled.
-    short_read: AtomicU64,
-    drained_handled: AtomicU64,
-    /// The lane reads its descriptor no more (it failed, or ended): nothing is waited for.
-    reads_stopped: AtomicBool,
+    pub(super) reads_begun: AtomicU64,
+    pub(super) reads_handled: AtomicU64,
     /// The threads it woke lately (woken.rs).
     pub(super) woken: Woken,
 }
@@ -94,9 +78,6 @@ pub(super) fn inbox(capacity: usize) -> (LaneHandle, Receiver<LaneMessage>, Arc<
         credits: tokio::sync::Semaphore::new(capacity),
         reads_begun: AtomicU64::new(0),
         reads_handled: AtomicU64::new(0),
-        short_read: AtomicU64::new(0),
-        drained_handled: AtomicU64::new(0),
-        reads_stopped: AtomicBool::new(false),
         woken: Woken::default(),
     });
     let handle = LaneHandle {
@@ -109,45 +90,6 @@ pub(super) fn inbox(capacity: usize) -> (LaneHandle, Receiver<LaneMessage>, Arc<
 }
 
 impl LaneWake {
-    /// The lane is about to read its descriptor: counted before the read is made.
-    pub(super) fn read_begun(&self) {
-        self.reads_begun.fetch_add(1, Ordering::SeqCst);
-    }
-
-    /// The read under way returned `messages` messages.
-    pub(super) fn read_returned(&self, messages: usize) {
-        if messages < MESSAGES_PER_READ {
-            let read = self.reads_begun.load(Ordering::Relaxed);
-            self.short_read.store(read, Ordering::Relaxed);
-        }
-    }
-
-    /// What the last read returned has been handled (resolved, or held behind fences).
-    pub(super) fn read_handled(&self) {
-        let read = self.reads_begun.load(Ordering::SeqCst);
-        if self.short_read.load(Ordering::Relaxed) == read {
-            self.drained_handled.store(read, Ordering::SeqCst);
-        }
-        self.reads_handled.store(read, Ordering::SeqCst);
-    }
-
-    /// The lane reads its descriptor no more: a change waits for none of its reads.
-    pub(super) fn reads_stopped(&self) {
-        self.reads_stopped.store(true, Ordering::SeqCst);
-    }
-
-    /// Whether the reads of `mark` have been handled.
-    fn handled(&self, mark: ReadMark) -> bool {
-        if self.reads_stopped.load(Ordering::SeqCst) {
-            return true;
-        }
-        if mark.until_drained {
-            self.drained_handled.load(Ordering::SeqCst) > mark.read
-        } else {
-            self.reads_handled.load(Ordering::SeqCst) >= mark.read
-        }
-    }
-
     fn wake(&self) {
         let now = self.epoch.elapsed().as_nanos() as u64;
         self.last_wake_ns.store(now, Ordering::Relaxed);
@@ -207,14 +149,12 @@ impl LaneHandle {
     /// a moment first.
     pub fn unhandled_faults(&self, uffd: &AddressSpaceUffd) -> Option<ReadMark> {
         // The lane counts a read before it makes it. A fault it took off the queue before the
-        // poll is in a read counted below. One still queued is in a read that begins after the
-        // count is loaded, at the latest the first of those that comes back short: a read
-        // takes `MESSAGES_PER_READ` messages at most, and more may be queued.
+        // poll is in a read counted below; one still queued is in the next read, which begins
+        // after the count is loaded and takes up to 64 messages, and a thread has one fault
+        // queued at a time.
         let pending = uffd.has_pending();
-        let mark = ReadMark {
-            read: self.inner.wake.reads_begun.load(Ordering::SeqCst),
-            until_drained: pending,
-        };
+        let begun = self.inner.wake.reads_begun.load(Ordering::SeqCst);
+        let mark = ReadMark(begun + u64::from(pending));
         let until = Instant::now() + READ_PATIENCE;
         while !self.handled(mark) {
             if Instant::now() >= until {
@@ -225,9 +165,9 @@ impl LaneHandle {
         None
     }
 
-    /// Whether the lane has handled the reads of `mark`, or reads no more.
+    /// Whether the lane has handled the reads up to `mark`.
     pub fn handled(&self, mark: ReadMark) -> bool {
-        self.inner.wake.handled(mark)
+        self.inner.wake.reads_handled.load(Ordering::SeqCst) >= mark.0
     }
 
     /// The wakes by the lane, not yet seen run, of the threads but `except` from a fault in
@@ -246,78 +186,5 @@ impl LaneHandle {
 
     pub fn observed(&self, event: Event) {
         self.send(LaneMessage::Observed(Stamped::now(event)));
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The lane's side of one read that returns `messages` messages, handled at once.
-    fn read(wake: &LaneWake, messages: usize) {
-        wake.read_begun();
-        wake.read_returned(messages);
-        wake.read_handled();
-    }
-
-    fn mark(wake: &LaneWake, pending: bool) -> ReadMark {
-        ReadMark {
-            read: wake.reads_begun.load(Ordering::SeqCst),
-            until_drained: pending,
-        }
-    }
-
-    #[test]
-    fn with_nothing_queued_the_reads_begun_before_are_enough() {
-        let (_handle, _rx, wake) = inbox(4);
-        wake.read_begun();
-        let before = mark(&wake, false);
-        assert!(
-            !wake.handled(before),
-            "the read under way is not handled yet"
-        );
-        wake.read_returned(MESSAGES_PER_READ);
-        wake.read_handled();
-        assert!(wake.handled(before));
-    }
-
-    #[test]
-    fn a_queue_longer_than_a_read_waits_for_the_read_that_drains_it() {
-        let (_handle, _rx, wake) = inbox(4);
-        read(&wake, 3);
-        // 65 messages queued: the next read takes 64 of them, the one after the last.
-        let queued = mark(&wake, true);
-        assert!(!wake.handled(queued));
-        read(&wake, MESSAGES_PER_READ);
-        assert!(
-            !wake.handled(queued),
-            "a full read may leave messages queued"
-        );
-        wake.read_begun();
-        wake.read_returned(1);
-        assert!(!wake.handled(queued), "the short read is not handled yet");
-        wake.read_handled();
-        assert!(wake.handled(queued));
-    }
-
-    #[test]
-    fn a_short_read_begun_before_the_look_does_not_count() {
-        let (_handle, _rx, wake) = inbox(4);
-        read(&wake, 0);
-        let queued = mark(&wake, true);
-        assert!(
-            !wake.handled(queued),
-            "the empty read came before the message"
-        );
-        read(&wake, 0);
-        assert!(wake.handled(queued));
-    }
-
-    #[test]
-    fn a_lane_that_reads_no_more_has_handled_everything() {
-        let (_handle, _rx, wake) = inbox(4);
-        let queued = mark(&wake, true);
-        wake.reads_stopped();
-        assert!(wake.handled(queued));
     }
 }

@@ -49,7 +49,7 @@ use self::fences::Fences;
 use self::guards::Guards;
 pub use self::handle::LaneHandle;
 pub use self::handle::ReadMark;
-use self::handle::{INBOX_LATENCY, LaneWake, MESSAGES_PER_READ};
+use self::handle::{INBOX_LATENCY, LaneWake};
 pub use self::pages::PagesAtExit;
 use self::pages::RecentResolutions;
 use self::touches::Touches;
@@ -242,7 +242,7 @@ impl Lane {
             guards: Guards::default(),
             recent: RecentResolutions::new(config.page_size),
             counters: Counters::default(),
-            buf: EventBuffer::new(MESSAGES_PER_READ),
+            buf: EventBuffer::new(64),
             failed: None,
             touch_stacks,
             thread_names: None,
@@ -466,9 +466,8 @@ impl Lane {
         if self.uffd.is_none() || self.failed.is_some() {
             return Ok(());
         }
-        self.wake.read_begun();
+        self.wake.reads_begun.fetch_add(1, Ordering::SeqCst);
         let result = self.read_uffd_from(read);
-        self.wake.read_returned(read.len());
         if read.is_empty() {
             self.read_handled();
         }
@@ -477,7 +476,8 @@ impl Lane {
 
     /// What the last read returned has been handled (resolved, or held behind fences).
     fn read_handled(&self) {
-        self.wake.read_handled();
+        let begun = self.wake.reads_begun.load(Ordering::SeqCst);
+        self.wake.reads_handled.store(begun, Ordering::SeqCst);
     }
 
     fn read_uffd_from(&mut self, read: &mut Vec<UffdMessage>) -> io::Result<()> {
@@ -540,8 +540,6 @@ impl Lane {
         };
         self.emit(Stamped::now(warning)).await;
         self.failed = Some(cause);
-        // Its reads are counted no more: a change must not wait for them (tracer/woken.rs).
-        self.wake.reads_stopped();
     }
 
     /// Sends a line on in lane order, after the first touches held back so far (R9).
@@ -572,7 +570,6 @@ impl Drop for Lane {
     /// However the lane ends (its inbox closed, or a panic), a tracer waiting for room in its
     /// inbox stops waiting, and later messages are dropped at once.
     fn drop(&mut self) {
-        self.wake.reads_stopped();
         self.wake.credits.close();
         self.inbox.close();
     }
