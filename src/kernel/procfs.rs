@@ -487,9 +487,10 @@ pub struct RunState {
 /// count the faults of its whole process); None once it is gone, or without
 /// `CONFIG_SCHED_INFO` (the file then says `0 0 0`).
 pub fn run_state(pid: i32, tid: i32) -> Option<RunState> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
+    // Lossily: the command name may hold any bytes.
+    let stat = text(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
     // Fields from the third on (the state): after the command name, which may hold anything.
-    let rest: Vec<&str> = stat[stat.rfind(')')? + 2..].split(' ').collect();
+    let rest: Vec<&str> = stat.get(stat.rfind(')')? + 2..)?.split(' ').collect();
     let field = |n: usize| rest.get(n - 3).and_then(|v| v.parse::<u64>().ok());
     let runnable = rest.first()? == &"R";
     let faults = field(10)? + field(12)?;
