@@ -31,11 +31,7 @@ fn a_file_named_in_latin_1_is_mapped_and_followed_exactly() {
         );
         assert_eq!(t.status, 0, "{mode}: {}", t.stderr);
         t.assert_matches_kernel();
-        let warnings: Vec<_> = t
-            .lines
-            .iter()
-            .filter(|l| matches!(&l.event, Event::Warning { .. }))
-            .collect();
+        let warnings = t.warnings();
         assert!(warnings.is_empty(), "{mode}: {warnings:?}");
         let v = t.verify_totals();
         assert!(v.checked_pages >= 64, "{mode}: {v:?}");

@@ -471,6 +471,14 @@ impl Traced {
         out.join("\n")
     }
 
+    /// The stream's `warning` lines.
+    pub fn warnings(&self) -> Vec<&Line> {
+        self.lines
+            .iter()
+            .filter(|l| matches!(&l.event, Event::Warning { .. }))
+            .collect()
+    }
+
     /// The summary's `--verify` totals.
     pub fn verify_totals(&self) -> VerifyTotals {
         self.summary()

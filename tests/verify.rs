@@ -203,11 +203,7 @@ fn a_file_named_in_no_utf8_leaves_the_maps_file_readable() {
             "{mode}: {}",
             t.stderr
         );
-        let warnings: Vec<_> = t
-            .lines
-            .iter()
-            .filter(|l| matches!(&l.event, Event::Warning { .. }))
-            .collect();
+        let warnings = t.warnings();
         assert!(warnings.is_empty(), "{mode}: {warnings:?}");
         let v = t.verify_totals();
         assert!(v.checked_pages >= 512, "{mode}: {v:?}");
