@@ -80,7 +80,7 @@ fn not_seen(shadow: &Shadow) -> RangeSet<u64> {
 impl Tracer {
     /// Whether a private anonymous mapping is to be followed by scans: the policy lets it get
     /// huge pages, or it is (part of) a mapping already followed so (advised `MADV_HUGEPAGE`,
-    /// collapsed, moved, or grown in place by `mremap`: see `Scans::moved`). A heap grown by `brk`
+    /// collapsed, moved, or grown in place by `mremap`: see `Shadow::moved`). A heap grown by `brk`
     /// is a new mapping without the advice, which the kernel does not merge with an advised one
     /// (a collapsed one it does: `merged_into_scanned`). A mapping that grows down (a stack) is
     /// followed by faults: its growth is only seen as a fault below it. Under `--faults scan`,
