@@ -160,6 +160,10 @@ impl Shadow {
 
     /// The parts of `range` that have `mark`, joined.
     pub(super) fn within(&self, mark: Marks, range: &Range<u64>) -> Vec<Range<u64>> {
+        // An empty range has no part (rangemap would give the range around it).
+        if range.is_empty() {
+            return Vec::new();
+        }
         let set: RangeSet<u64> = self
             .marks
             .overlapping(range)
@@ -179,9 +183,9 @@ impl Shadow {
         self.marks.overlapping(range).any(|(_, m)| m.has(mark))
     }
 
-    /// Whether all of `range` has `mark`.
+    /// Whether all of `range` has `mark` (an empty range, trivially).
     pub(super) fn covers(&self, mark: Marks, range: &Range<u64>) -> bool {
-        self.within(mark, range) == [range.clone()]
+        range.is_empty() || self.within(mark, range) == [range.clone()]
     }
 
     /// Whether the page at `addr` has `mark`.
@@ -541,6 +545,18 @@ mod tests {
         s.forget(0x00..0x30 * P);
         assert!(!s.any(Marks::TRACKED | Marks::SEEN));
         assert!(s.marks.is_empty());
+    }
+
+    /// `madvise(p, 0, ...)` inside a marked range: nothing of it is marked, and all of it is.
+    #[test]
+    fn an_empty_range_has_no_part_and_is_covered() {
+        let mut s = scanned(&[(0x10, 0x20)], &[]);
+        let empty = 0x18 * P..0x18 * P;
+        assert!(s.within(Marks::SCANNED, &empty).is_empty());
+        assert!(s.covers(Marks::SCANNED, &empty));
+        s.remove(empty.clone(), Marks::SCANNED);
+        s.discarded(empty, &[]);
+        assert_eq!(s.ranges(Marks::SCANNED), set(&[(0x10, 0x20)]));
     }
 
     #[test]
