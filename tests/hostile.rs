@@ -429,3 +429,27 @@ fn guarded_present(stdout: &str) -> (u64, u64) {
     let (present, of) = line.split_once(" of ").expect("N of M");
     (present.parse().unwrap(), of.parse().unwrap())
 }
+
+/// Layout calls of length 0 inside a written mapping (`madvise(p, 0, MADV_PAGEOUT)` ended the
+/// trace with a panic): each does what it does untraced (nothing), and the stream stays exact.
+#[test]
+fn a_call_of_length_zero_changes_nothing() {
+    let program = workload("u26_zero_length");
+    let results = |stdout: &str| -> Vec<String> {
+        stdout
+            .lines()
+            .filter(|l| l.starts_with("madvise") || l.starts_with("mprotect"))
+            .map(str::to_string)
+            .collect()
+    };
+    let untraced = std::process::Command::new(&program).output().unwrap();
+    let untraced = results(&String::from_utf8_lossy(&untraced.stdout));
+    assert_eq!(untraced.len(), 11, "{untraced:?}");
+    for flags in MODES {
+        let t = trace(flags, &[&program]);
+        assert_exact_pages(&t);
+        let r = &t.truth("region", "region")[0];
+        assert_eq!(t.resident_pages(r.pid, r.start, r.end), 256, "{flags:?}");
+        assert_eq!(results(&t.stdout), untraced, "{flags:?}");
+    }
+}

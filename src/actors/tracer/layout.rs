@@ -376,8 +376,8 @@ impl Tracer {
                 let range = addr..addr.saturating_add(len);
                 add(range.clone());
                 self.on_discard(by, range.clone(), advice);
-                if advice == DiscardAdvice::PageOut {
-                    // What it wrote to swap is known now, exactly.
+                if advice == DiscardAdvice::PageOut && !range.is_empty() {
+                    // What it wrote to swap is known now, exactly (a length of 0 wrote none).
                     let range: RangeSet<u64> = std::iter::once(range).collect();
                     self.look_for_evictions(by.pid, by.space, &range, Running::OthersMayRun);
                 }
