@@ -124,9 +124,10 @@
     M.axis.t0 = 0;
     M.axis.t1 = M.data.end;
     // A finished trace opens at the tree's peak (at its end no process is alive); a live one
-    // follows the end.
+    // follows the end: the data's, which is at least 1 ns (a page opened before the run's first
+    // line, its meta's end 0, would otherwise start behind it and never follow).
     const meta = M.data.meta;
-    M.axis.cursor = (M.data.streamed ? meta.end_ns : meta.tree_peak_t_ns ?? meta.end_ns) || 0;
+    M.axis.cursor = M.data.streamed ? M.data.end : (meta.tree_peak_t_ns ?? meta.end_ns) || 0;
     M.refresh();
     M.api.readHash();
     M.refresh();
@@ -145,7 +146,7 @@
       const whole = A.t0 === 0 && A.t1 === end, atEnd = A.cursor >= end;
       end = M.data.end;
       if (whole) A.t1 = end;
-      if (atEnd) A.cursor = M.data.meta.end_ns || 0;
+      if (atEnd) A.cursor = end;
       M.refresh();
       M.api.mark();
       if (what.meta) redraw("meta", "window", "cursor");
