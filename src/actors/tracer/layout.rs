@@ -247,11 +247,7 @@ impl Tracer {
                 if e.raw_os_error() == Some(libc::ESRCH)
                     && let Some(t) = self.threads.get_mut(&by.tid)
                 {
-                    t.syscalls.at_exit = AtExit::Layout(BegunLayout {
-                        call,
-                        raced: RangeSet::new(),
-                        unregistered: None,
-                    });
+                    t.syscalls.at_exit = AtExit::Layout(BegunLayout::new(call, None));
                 }
                 return nothing;
             }
