@@ -5,7 +5,7 @@
 use std::hint::black_box;
 use std::io;
 
-use crate::kernel::anon_memory::{AnonMapping, in_fork_child};
+use crate::kernel::anon_memory::{AnonMapping, in_fork_child_alone};
 
 /// One thread's share: map 4 MiB, write half of it, read a quarter, drop a quarter with
 /// MADV_DONTNEED and unmap the rest.
@@ -59,10 +59,8 @@ pub fn workload() -> i32 {
     }
     let v: Vec<u8> = vec![1; 8 << 20];
     black_box(&v);
-    // The one `unsafe` outside src/kernel: only the caller can know no other thread runs.
-    // SAFETY: every thread has been joined: the fork copies a process with one thread.
-    #[allow(unsafe_code)]
-    let forked = unsafe { in_fork_child(child_work) };
+    // Every thread has been joined: the fork copies a process with one thread.
+    let forked = in_fork_child_alone(child_work);
     match forked {
         Ok(true) => {
             // Not println!: a reader gone (`demo 2>&1 | head`) is no reason to panic.

@@ -2,6 +2,7 @@
 //! does to its own address space, behind a safe interface.
 
 use std::io;
+use std::time::{Duration, Instant};
 
 /// A private anonymous mapping of our own, unmapped when dropped (what is left of it).
 pub struct AnonMapping {
@@ -93,6 +94,25 @@ impl Drop for AnonMapping {
             unsafe { libc::munmap(self.start.cast(), self.pages * self.page_size) };
         }
     }
+}
+
+/// How long `in_fork_child_alone` waits for threads that were joined to be gone from the
+/// process: a traced thread that exited stays a task until its tracer reaps it.
+const THREADS_GONE: Duration = Duration::from_secs(5);
+
+/// `in_fork_child` once this process is down to one thread: threads joined may take a moment to
+/// be gone (see `THREADS_GONE`); an error, and no fork, if others still run then.
+pub fn in_fork_child_alone(child: fn()) -> io::Result<bool> {
+    let deadline = Instant::now() + THREADS_GONE;
+    while std::fs::read_dir("/proc/self/task")?.count() > 1 {
+        if Instant::now() >= deadline {
+            return Err(io::Error::other("other threads still run: no fork"));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // SAFETY: this process has one task, the calling thread (read above; only it could have
+    // made another since, and it did not).
+    unsafe { in_fork_child(child) }
 }
 
 /// Runs `child` in a forked child process, which then `_exit`s with 0, and waits for it; true if

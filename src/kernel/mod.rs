@@ -1,7 +1,8 @@
 //! Kernel plumbing the actors call: ptrace injection, userfaultfd ioctls, /proc parsing, and
 //! starting the traced program. The `unsafe` of the crate lives here, each block with the
-//! invariant it relies on (outside, only the demo's call of the unsafe fn
-//! `anon_memory::in_fork_child`, whose contract its caller alone can keep). It names nothing above it (what it finds, e.g. an OOM kill, is a
+//! invariant it relies on (none outside it: the demo forks through `anon_memory`'s safe
+//! `in_fork_child_alone`, which checks the contract of the unsafe `in_fork_child` itself). It
+//! names nothing above it (what it finds, e.g. an OOM kill, is a
 //! type of its own that the actors turn into the stream's), and the numbers of the kernel's
 //! ABI that several of its files share live in `abi`, which names none of them.
 
