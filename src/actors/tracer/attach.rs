@@ -16,7 +16,7 @@ use rangemap::RangeSet;
 
 use super::checkpoints::PATIENCE;
 use super::shadow::Marks;
-use super::spaces::Origin;
+use super::spaces::{Origin, Sampled};
 use super::{Phase, Process, ProgramEnd, Thread, TraceError, Tracer};
 use crate::actors::sequencer::SequencerMessage;
 use crate::event::{Event, SpaceId, VerifyPoint, WarningKind};
@@ -30,18 +30,6 @@ impl Tracer {
     /// every tick).
     pub(super) fn detach_asked(&self) -> bool {
         self.control.detach_asked() || self.control.stream_lost()
-    }
-}
-
-/// What an attached space was last sampled as: its mappings, as `/proc/PID/maps` gave them.
-#[derive(Debug)]
-pub(super) struct Sampled {
-    maps: Vec<MapsEntry>,
-}
-
-impl Sampled {
-    pub(super) fn new(maps: Vec<MapsEntry>) -> Self {
-        Self { maps }
     }
 }
 
@@ -76,7 +64,7 @@ impl Tracer {
             for &tid in &tids {
                 self.threads.insert(tid, Thread::new(pid, Phase::Running));
             }
-            let space = self.allocate_space();
+            let space = self.maker.allocate();
             self.processes.insert(
                 pid,
                 Process {
@@ -112,7 +100,7 @@ impl Tracer {
             // The mm is gone: its end is reported by its processes' exits or exec.
             _ => return,
         };
-        let changed = changed_ranges(&last.maps, &maps);
+        let changed = changed_ranges(last.maps(), &maps);
         if !changed.is_empty() {
             let seen_before = s.shadow.within_set(Marks::SEEN, &changed);
             self.describe_from(pid, space, changed.clone(), &maps);
@@ -199,13 +187,11 @@ impl Tracer {
     pub(super) fn detach_all(&mut self) {
         let mut signals: HashMap<i32, Option<Signal>> = HashMap::new();
         // Threads held by a checkpoint are in a stop of ours already.
-        if let Some(c) = self.checkpoint.take() {
-            for (tid, how) in c.parked {
-                signals.insert(tid, delivered(how));
-            }
+        for (tid, how) in self.checkpoints.abandon() {
+            signals.insert(tid, delivered(how));
         }
         // New children stopped at their attach stop, waiting for their creator's event.
-        for &child in self.early_attach.keys() {
+        for child in self.lineage.early_children() {
             signals.insert(child, None);
         }
         // A vfork parent cannot stop until its child execs or exits: left to the kernel.

@@ -33,13 +33,65 @@ const ANSWER_SLICE: Duration = Duration::from_secs(1);
 /// the interval, and an actor's failure is seen.
 pub(super) const TICK: Duration = Duration::from_millis(100);
 
+/// `--verify-every`: the checkpoint under way, when the next is due, and the spaces whose
+/// io_uring workers stderr was told of (the stream has a warning per checkpoint; stderr, the
+/// first).
+#[derive(Default)]
+pub(super) struct Checkpoints {
+    under_way: Option<Checkpoint>,
+    next_due: Option<Instant>,
+    told_io_workers: HashSet<SpaceId>,
+}
+
+impl Checkpoints {
+    /// The trace begins: the first checkpoint is due an interval from now.
+    pub(super) fn start(&mut self, every: Option<Duration>) {
+        self.next_due = every.map(|every| Instant::now() + every);
+    }
+
+    pub(super) fn under_way(&self) -> bool {
+        self.under_way.is_some()
+    }
+
+    /// Holds a stopped thread until the check under way is done; false if none is.
+    pub(super) fn park(&mut self, tid: i32, how: Resume) -> bool {
+        match self.under_way.as_mut() {
+            Some(c) => {
+                c.park(tid, how);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A thread that will run no user code any more, or is held elsewhere: the check under way
+    /// does not wait for it.
+    pub(super) fn forget(&mut self, tid: i32) {
+        if let Some(c) = self.under_way.as_mut() {
+            c.waiting.remove(&tid);
+        }
+    }
+
+    /// A parked thread is let go by someone else (`how` names the stop it was parked at).
+    pub(super) fn unpark(&mut self, tid: i32, how: Resume) {
+        if let Some(c) = self.under_way.as_mut() {
+            c.parked.retain(|&parked| parked != (tid, how));
+        }
+    }
+
+    /// The check under way is given up (the trace detaches): the threads it parked, to let go.
+    pub(super) fn abandon(&mut self) -> Vec<(i32, Resume)> {
+        self.under_way.take().map(|c| c.parked).unwrap_or_default()
+    }
+}
+
 /// A stop-the-world check in progress (`--verify-every`): every thread is asked to stop, and
 /// each one that stops, for whatever reason, is held until all have.
-pub(super) struct Checkpoint {
+struct Checkpoint {
     /// Threads asked to stop whose stop has not been seen yet.
     waiting: HashSet<i32>,
     /// Stopped threads and how each is to be let go, in the order they stopped.
-    pub(super) parked: Vec<(i32, Resume)>,
+    parked: Vec<(i32, Resume)>,
     began: Instant,
     /// Spaces left out because io_uring workers run in them: their threads were not stopped.
     with_io_workers: Vec<(SpaceId, i32, Vec<IoWorker>)>,
@@ -47,14 +99,9 @@ pub(super) struct Checkpoint {
 
 impl Checkpoint {
     /// Holds a stopped thread until the check is done.
-    pub(super) fn park(&mut self, tid: i32, how: Resume) {
+    fn park(&mut self, tid: i32, how: Resume) {
         self.waiting.remove(&tid);
         self.parked.push((tid, how));
-    }
-
-    /// A thread that will run no user code any more: nothing to wait for.
-    pub(super) fn forget(&mut self, tid: i32) {
-        self.waiting.remove(&tid);
     }
 }
 
@@ -62,11 +109,11 @@ impl Tracer {
     /// Starts a checkpoint if one is due. The next one is due an interval after this one ends,
     /// so that a checkpoint longer than the interval cannot starve the program.
     pub(super) fn checkpoint_if_due(&mut self) {
-        if let (Some(every), Some(next)) = (self.config.verify_every, self.next_checkpoint)
+        if let (Some(every), Some(next)) = (self.config.verify_every, self.checkpoints.next_due)
             && Instant::now() >= next
-            && self.checkpoint.is_none()
+            && !self.checkpoints.under_way()
         {
-            self.next_checkpoint = Some(Instant::now() + every);
+            self.checkpoints.next_due = Some(Instant::now() + every);
             self.begin_checkpoint();
         }
     }
@@ -98,7 +145,7 @@ impl Tracer {
                 waiting.insert(tid);
             }
         }
-        self.checkpoint = Some(Checkpoint {
+        self.checkpoints.under_way = Some(Checkpoint {
             waiting,
             parked: Vec::new(),
             began: Instant::now(),
@@ -112,7 +159,7 @@ impl Tracer {
     /// check: the spaces whose threads all stopped are checked, and the stream says which was not.
     pub(super) fn settle_checkpoint(&mut self) {
         let threads = &self.threads;
-        let Some(c) = self.checkpoint.as_mut() else {
+        let Some(c) = self.checkpoints.under_way.as_mut() else {
             return;
         };
         c.waiting.retain(|t| threads.contains_key(t));
@@ -125,7 +172,7 @@ impl Tracer {
         if !c.waiting.is_empty() && !late {
             return;
         }
-        let Some(mut c) = self.checkpoint.take() else {
+        let Some(mut c) = self.checkpoints.under_way.take() else {
             return;
         };
         let mut unstopped: Vec<(SpaceId, i32)> = c
@@ -158,7 +205,7 @@ impl Tracer {
                 tids(&workers)
             );
             let what = WarningKind::CheckpointSkipped;
-            if self.told_io_workers.insert(space) {
+            if self.checkpoints.told_io_workers.insert(space) {
                 self.warn(Some(pid), Some(space), what, message);
             } else {
                 // Every checkpoint while they live: on stderr once is enough.
@@ -185,18 +232,18 @@ impl Tracer {
                 ),
             );
         }
-        self.checkpoint_released.clear();
-        self.checkpoint_ended(Instant::now());
+        let mut released = Vec::new();
         for (tid, how) in c.parked {
             // A layout change held at its entry by woken.rs goes from there, after these.
-            if !self.holds(tid) {
+            if !self.held.holds(tid) {
                 self.release_now(tid, how);
-                self.checkpoint_released.push(tid);
+                released.push(tid);
             }
         }
+        self.held.checkpoint_ended(Instant::now(), released);
         // The next interval starts now that the threads run again.
         if let Some(every) = self.config.verify_every {
-            self.next_checkpoint = Some(Instant::now() + every);
+            self.checkpoints.next_due = Some(Instant::now() + every);
         }
     }
 
@@ -218,7 +265,7 @@ impl Tracer {
     pub(super) fn verify_at_exit(&mut self, tid: i32) {
         if self.config.verify
             && let Some((pid, space)) = self.space_of(tid)
-            && !self.exec_interrupted.contains(&pid)
+            && !self.lineage.exec_interrupted(pid)
             && self.spaces.get(&space).is_some_and(|s| s.follows_pages())
             && self.space_is_quiescent(space)
         {

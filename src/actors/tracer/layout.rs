@@ -12,7 +12,7 @@ use super::shadow::Marks;
 use super::{AtExit, BegunLayout, Tracer};
 use crate::actors::lane::{Dropped, LaneMessage, PagesAtExit};
 use crate::actors::sequencer::Stamped;
-use crate::event::{Event, Follow, MapKind, SpaceId, prot_string};
+use crate::event::{Event, Follow, MapKind, SiteId, SpaceId, prot_string};
 use crate::kernel::procfs;
 use crate::kernel::ptrace::Resume;
 use crate::kernel::syscall::{self, DiscardAdvice, LayoutSyscall, SeccompEntry, SyscallReturn};
@@ -33,12 +33,14 @@ pub(super) struct ExitReport {
     pub(super) read_again: RangeSet<u64>,
 }
 
-/// Who made a change, and in which space.
+/// Who made a change, in which space, and from where: the call stack its lines name
+/// (`--stacks`, once the syscall is known to have succeeded).
 #[derive(Clone, Copy)]
 pub(super) struct By {
     pub(super) pid: i32,
     pub(super) tid: i32,
     pub(super) space: SpaceId,
+    pub(super) site: Option<SiteId>,
 }
 
 impl Tracer {
@@ -172,14 +174,18 @@ impl Tracer {
         let Some((pid, space)) = self.space_of(tid) else {
             return;
         };
-        let by = By { pid, tid, space };
+        let by = By {
+            pid,
+            tid,
+            space,
+            site: None,
+        };
         let ExitReport {
             failed,
             partly_done,
             changed,
             mut read_again,
         } = self.report_syscall_exit(by, call, unregistered.is_some());
-        self.exit_site = None;
         if let Some(source) = unregistered
             && failed
         {
@@ -269,7 +275,10 @@ impl Tracer {
         let SyscallReturn { value, .. } = ret;
         let rval = value as u64;
         // Its lines name the stack the thread has now.
-        self.exit_site = self.stack_of(by, call, rval);
+        let by = By {
+            site: self.stack_of(by, call, rval),
+            ..by
+        };
         let mut changed = RangeSet::new();
         let mut read_again = RangeSet::new();
         let mut add = |r: Range<u64>| {
@@ -303,7 +312,7 @@ impl Tracer {
                         start: range.start,
                         end: range.end,
                         cause: None,
-                        site: self.exit_site,
+                        site: by.site,
                     },
                 );
             }
@@ -358,7 +367,7 @@ impl Tracer {
                         new_start: rval,
                         new_end: rval.saturating_add(new_len),
                         dontunmap,
-                        site: self.exit_site,
+                        site: by.site,
                     },
                 );
             }
@@ -383,7 +392,7 @@ impl Tracer {
                 len,
                 lazy_free: true,
                 ..
-            } => self.on_lazy_free(by.pid, by.tid, by.space, addr..addr.saturating_add(len)),
+            } => self.on_lazy_free(by, addr..addr.saturating_add(len)),
             LayoutSyscall::Mprotect { addr, len, prot } => {
                 let range = protected_range(by.pid, addr..addr.saturating_add(len), prot);
                 self.observed(
@@ -469,6 +478,7 @@ impl Tracer {
         };
         let at = MapAt {
             cause: None,
+            site: by.site,
             pid: by.pid,
             tid: by.tid,
             space: by.space,
@@ -505,6 +515,7 @@ impl Tracer {
         };
         let at = MapAt {
             cause: None,
+            site: by.site,
             pid: by.pid,
             tid: by.tid,
             space: by.space,
@@ -546,7 +557,6 @@ impl Tracer {
         // which pages are already there.
         let at_exit =
             follow.and_then(|f| self.present_in_followed(f, by.pid, by.tid, by.space, old..new));
-        let exit_site = self.exit_site;
         let Some(space) = self.spaces.get_mut(&by.space) else {
             return;
         };
@@ -568,7 +578,7 @@ impl Tracer {
             } else {
                 Follow::Faults
             },
-            site: exit_site,
+            site: by.site,
         };
         match at_exit {
             Some(at_exit) => space.lane.send(LaneMessage::Mapped {
@@ -614,7 +624,7 @@ impl Tracer {
                 tid: by.tid,
                 range,
                 advice: Dropped::Advice(advice_name(advice)),
-                site: self.exit_site,
+                site: by.site,
                 at,
                 at_exit,
             });

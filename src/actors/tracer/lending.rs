@@ -15,14 +15,20 @@
 //! (docs/ordering.md). A thread of another space (a debugger's target) is not lent: `EPERM`, one
 //! tracer per process (README).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use super::{AtExit, Tracer};
 use crate::kernel::ptrace::{self, Resume, Stop};
 use crate::kernel::{procfs, syscall};
 
 /// A thread asked for by a tracer of its own space.
-pub(super) struct Lending {
+/// Threads lent to a tracer of their own space, or about to be, by their id.
+#[derive(Default)]
+pub(super) struct Lent {
+    threads: HashMap<i32, Lending>,
+}
+
+struct Lending {
     /// The thread whose `ptrace` call asked for it, held at that call's seccomp stop until the
     /// thread is handed over.
     borrower: i32,
@@ -61,7 +67,7 @@ impl Tracer {
                     return PtraceCall::Run;
                 }
                 tracing::debug!(tid, target, "lending a thread to a tracer of its own space");
-                self.lent.insert(
+                self.lent.threads.insert(
                     target,
                     Lending {
                         borrower: tid,
@@ -70,14 +76,13 @@ impl Tracer {
                 );
                 // A checkpoint under way waits for neither: the borrower is held here, and the
                 // target's stop is taken by the hand-over.
-                if let Some(c) = self.checkpoint.as_mut() {
-                    c.forget(tid);
-                }
+                self.checkpoints.forget(tid);
                 PtraceCall::Held
             }
             libc::PTRACE_DETACH
                 if self
                     .lent
+                    .threads
                     .get(&target)
                     .is_some_and(|l| l.borrower == tid && l.handed_over) =>
             {
@@ -99,9 +104,9 @@ impl Tracer {
         else {
             return false;
         };
-        let busy = self.lent.contains_key(&target)
-            || self.lent.contains_key(&tid)
-            || self.lent.values().any(|l| l.borrower == target);
+        let busy = self.lent.threads.contains_key(&target)
+            || self.lent.threads.contains_key(&tid)
+            || self.lent.threads.values().any(|l| l.borrower == target);
         target != tid
             && pid != target_pid
             && space == target_space
@@ -117,7 +122,7 @@ impl Tracer {
     /// interrupt's trap is still to come).
     pub(super) fn hand_over(&mut self, stop: Stop) -> bool {
         let tid = stop.tid();
-        let Some(lending) = self.lent.get(&tid) else {
+        let Some(lending) = self.lent.threads.get(&tid) else {
             return false;
         };
         let borrower = lending.borrower;
@@ -126,7 +131,7 @@ impl Tracer {
         }
         if !self.threads.contains_key(&borrower) {
             // The borrower died before it got the thread: nothing to hand over.
-            self.lent.remove(&tid);
+            self.lent.threads.remove(&tid);
             return false;
         }
         let signal = match stop {
@@ -134,7 +139,7 @@ impl Tracer {
             Stop::Interrupt { .. } | Stop::GroupStop { .. } | Stop::Attach { .. } => None,
             Stop::Signal { signal, .. } => Some(signal),
             Stop::Exiting { .. } | Stop::Exited { .. } | Stop::Killed { .. } => {
-                self.lent.remove(&tid);
+                self.lent.threads.remove(&tid);
                 self.go(borrower, Resume::Cont(None));
                 return false;
             }
@@ -154,12 +159,10 @@ impl Tracer {
                 return false;
             }
         };
-        if let Some(c) = self.checkpoint.as_mut() {
-            c.forget(tid);
-        }
+        self.checkpoints.forget(tid);
         match ptrace::detach(tid, signal) {
             Ok(()) => {
-                if let Some(l) = self.lent.get_mut(&tid) {
+                if let Some(l) = self.lent.threads.get_mut(&tid) {
                     l.handed_over = true;
                 }
                 // If the kernel refuses the borrower's attach (permissions, bad options), the
@@ -172,7 +175,7 @@ impl Tracer {
             // Dying: its end is still to come to us.
             Err(e) => {
                 tracing::debug!(tid, "detaching a lent thread: {e}");
-                self.lent.remove(&tid);
+                self.lent.threads.remove(&tid);
                 self.go(borrower, Resume::Cont(None));
             }
         }
@@ -182,6 +185,7 @@ impl Tracer {
     /// The threads held at a `ptrace` call until the thread they borrow is handed over.
     pub(super) fn held_borrowers(&self) -> HashSet<i32> {
         self.lent
+            .threads
             .values()
             .filter(|l| !l.handed_over)
             .map(|l| l.borrower)
@@ -211,12 +215,12 @@ impl Tracer {
         let pid = self.threads.get(&tid).map(|t| t.pid);
         if pid.is_none() || procfs::tgid(tid) != pid {
             tracing::debug!(tid, "a lent thread is gone");
-            self.lent.remove(&tid);
+            self.lent.threads.remove(&tid);
             return;
         }
         match ptrace::seize(tid) {
             Ok(()) => {
-                self.lent.remove(&tid);
+                self.lent.threads.remove(&tid);
                 // Seized anew: no group stop of ours holds it.
                 if let Some(t) = self.threads.get_mut(&tid) {
                     t.phase.released(false);
@@ -233,15 +237,16 @@ impl Tracer {
     pub(super) fn reclaim_from(&mut self, borrower: i32) {
         let held: Vec<i32> = self
             .lent
+            .threads
             .iter()
             .filter(|(_, l)| l.borrower == borrower)
             .map(|(&tid, _)| tid)
             .collect();
         for tid in held {
-            if self.lent.get(&tid).is_some_and(|l| l.handed_over) {
+            if self.lent.threads.get(&tid).is_some_and(|l| l.handed_over) {
                 self.reclaim(tid);
             }
-            self.lent.remove(&tid);
+            self.lent.threads.remove(&tid);
         }
     }
 }

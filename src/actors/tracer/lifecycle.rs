@@ -1,5 +1,6 @@
 //! Threads and processes: clone, fork, vfork, exec, exit, and job control.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 
 use nix::sys::signal::Signal;
@@ -15,6 +16,47 @@ use crate::kernel::ptrace::{self, ChildEvent, Resume, is_group_stop_signal};
 use crate::kernel::syscall;
 use crate::kernel::{oom, procfs};
 use crate::test_hooks::{self, Fault};
+
+/// The traced program's first process and end, and what is known of processes between two of
+/// their stops.
+#[derive(Default)]
+pub(super) struct Lineage {
+    /// The program's first process (`run`), whose end is the trace's status; 0 under `attach`.
+    root: i32,
+    root_end: Option<ProgramEnd>,
+    /// Attach stops of children whose parent's fork/clone event has not been seen yet, with
+    /// the process whose event they wait for (their parent, or their own process for a thread)
+    /// and the stop's signal (a group stop must be kept).
+    early_attach: HashMap<i32, (i32, Option<Signal>)>,
+    /// Processes killed between their exec event and execve's exit stop: filed under their old
+    /// space, whose memory is gone, so nothing is checked at their exit.
+    interrupted_execs: HashSet<i32>,
+}
+
+impl Lineage {
+    pub(super) fn root(&self) -> i32 {
+        self.root
+    }
+
+    pub(super) fn set_root(&mut self, pid: i32) {
+        self.root = pid;
+    }
+
+    /// How the program's first process ended, once it has.
+    pub(super) fn root_end(&self) -> Option<ProgramEnd> {
+        self.root_end
+    }
+
+    /// New children stopped at their attach stop, waiting for their creator's event.
+    pub(super) fn early_children(&self) -> impl Iterator<Item = i32> + '_ {
+        self.early_attach.keys().copied()
+    }
+
+    /// Whether `pid` was killed between its exec event and execve's exit stop.
+    pub(super) fn exec_interrupted(&self, pid: i32) -> bool {
+        self.interrupted_execs.contains(&pid)
+    }
+}
 
 impl Tracer {
     /// A new child's first stop (its attach stop): it is set up, and let go.
@@ -116,7 +158,7 @@ impl Tracer {
                 (kind, space_id)
             } else {
                 self.scan_at_fork(pid, space_id);
-                let id = self.allocate_space();
+                let id = self.maker.allocate();
                 new_space = Some((id, self.inherited_from(Some(space_id))));
                 (ForkKind::Fork, id)
             };
@@ -152,11 +194,12 @@ impl Tracer {
         );
         self.inherit_every_syscall(parent_tid, child);
         if !own_space && shares_mm {
-            self.started_thread(child);
+            self.held.started_thread(child);
         }
         // A fork child's space is made at its attach stop; its lane is told there.
         if !own_space {
-            self.learn_namespace(child, is_thread.then_some(parent_tid));
+            self.namespaces
+                .learn(child, is_thread.then_some(parent_tid));
             self.tell_namespace(child, space_id);
         }
         self.child_announced(parent_tid, child);
@@ -229,7 +272,7 @@ impl Tracer {
     /// The creator goes on; the child is set up now if its attach stop came first.
     fn child_announced(&mut self, parent_tid: i32, child: i32) {
         self.go_on_in_syscall(parent_tid);
-        if let Some(signal) = self.early_attach.remove(&child).map(|(_, s)| s) {
+        if let Some(signal) = self.lineage.early_attach.remove(&child).map(|(_, s)| s) {
             if let Some(thread) = self.threads.get_mut(&child) {
                 thread.group_stopped |= signal.is_some_and(is_group_stop_signal);
             }
@@ -245,7 +288,7 @@ impl Tracer {
         else {
             return self.resume_after_setup(tid);
         };
-        self.learn_namespace(tid, None);
+        self.namespaces.learn(tid, None);
         let result = self.create_space(tid, new_space, Origin::Fork(Box::new(inherited)));
         self.tell_namespace(tid, new_space);
         self.processes.insert(
@@ -319,7 +362,7 @@ impl Tracer {
             .map(|(&t, _)| t)
             .collect();
         // Its id in a child PID namespace is the process's now (read again: the leader's).
-        let elsewhere = self.ns_tids.contains_key(&pid) || self.ns_tids.contains_key(&former_tid);
+        let elsewhere = self.namespaces.elsewhere(pid) || self.namespaces.elsewhere(former_tid);
         if let Some((_, samplers)) = &self.config.touch_stacks {
             // The exec's own thread lives on as the leader: its sampler moves, not goes.
             for &t in killed.iter().filter(|&&t| t != former_tid) {
@@ -331,10 +374,10 @@ impl Tracer {
             // A change held at its entry (woken.rs) died with its thread.
             self.forget_held_change(t);
             self.forget_deferred(t);
-            self.ns_tids.remove(&t);
+            self.namespaces.forget(t);
         }
-        if elsewhere && let Some(ns_tid) = procfs::innermost_tid(tid) {
-            self.ns_tids.insert(tid, ns_tid);
+        if elsewhere {
+            self.namespaces.read(tid);
         }
         // Filters outlive exec: a thread that stopped at every syscall still does.
         let every_syscall = self
@@ -355,7 +398,7 @@ impl Tracer {
             Ok(Some(status)) => {
                 // Killed between the exec and its syscall exit: the process is still filed under
                 // its old space, whose memory is gone; there is nothing to check.
-                self.exec_interrupted.insert(pid);
+                self.lineage.interrupted_execs.insert(pid);
                 let stop = self.stop_of(status);
                 self.pending.extend(stop);
                 return;
@@ -365,7 +408,7 @@ impl Tracer {
                 return;
             }
         }
-        let new_space = self.allocate_space();
+        let new_space = self.maker.allocate();
         // For a space followed by scans, what the kernel counts of its faults: the old space's
         // last, the new one's first (unseen.rs).
         let scanned = |tracer: &Self, space: Option<SpaceId>| {
@@ -423,7 +466,7 @@ impl Tracer {
         };
         tracing::debug!(tid, creator, "stop of a task not yet announced");
         if self.processes.contains_key(&creator) {
-            self.early_attach.insert(tid, (creator, signal));
+            self.lineage.early_attach.insert(tid, (creator, signal));
         } else {
             self.adopt(tid, creator, None, signal);
         }
@@ -454,7 +497,7 @@ impl Tracer {
     /// Announces `child` as a fork of `parent` with a space of its own, to be made at its attach
     /// stop. Without a live parent space, the child's space is its own origin.
     fn follow_child_alone(&mut self, child: i32, parent: i32, parent_space: Option<SpaceId>) {
-        let id = self.allocate_space();
+        let id = self.maker.allocate();
         let parent_space = parent_space.filter(|s| self.spaces.contains_key(s));
         let inherited = self.inherited_from(parent_space);
         let fork = Event::Fork {
@@ -469,7 +512,7 @@ impl Tracer {
         match parent_space.and_then(|s| self.spaces.get(&s)) {
             Some(s) => s.lane.observed(fork),
             None => {
-                self.announce.insert(id, fork);
+                self.maker.announce_on_its_lane(id, fork);
             }
         }
         self.processes.insert(
@@ -521,9 +564,7 @@ impl Tracer {
         self.verify_at_exit(tid);
         // Never held by a checkpoint: past this stop it runs no user code, and a multithreaded
         // execve waits (where ptrace cannot stop it) until the threads it kills have gone.
-        if let Some(c) = self.checkpoint.as_mut() {
-            c.forget(tid);
-        }
+        self.checkpoints.forget(tid);
         self.release_now(tid, Resume::Cont(None));
     }
 
@@ -558,13 +599,13 @@ impl Tracer {
 
     /// A thread is gone; for the last one, its process.
     pub(super) fn on_death(&mut self, tid: i32, end: ProgramEnd) {
-        self.early_attach.remove(&tid);
+        self.lineage.early_attach.remove(&tid);
         if let Some((_, samplers)) = &self.config.touch_stacks {
             samplers.gone(tid);
         }
         self.forget_held_change(tid);
         self.forget_deferred(tid);
-        self.ns_tids.remove(&tid);
+        self.namespaces.forget(tid);
         self.reclaim_from(tid);
         let Some(thread) = self.threads.remove(&tid) else {
             return;
@@ -601,8 +642,8 @@ impl Tracer {
             return;
         }
         let end = self.signals.end_of(pid, end);
-        if tid == self.root {
-            self.root_end = Some(end);
+        if tid == self.lineage.root {
+            self.lineage.root_end = Some(end);
             // Nothing to pass signals on to any more (and its pid may be reused).
             self.signals.root_pid.store(0, Ordering::SeqCst);
         }
@@ -623,16 +664,17 @@ impl Tracer {
             }
             _ => None,
         };
-        self.exec_interrupted.remove(&pid);
+        self.lineage.interrupted_execs.remove(&pid);
         // Children whose fork event died with this process.
         let orphans: Vec<(i32, Option<Signal>)> = self
+            .lineage
             .early_attach
             .iter()
             .filter(|&(_, &(creator, _))| creator == pid)
             .map(|(&child, &(_, signal))| (child, signal))
             .collect();
         for (child, signal) in orphans {
-            self.early_attach.remove(&child);
+            self.lineage.early_attach.remove(&child);
             if procfs::tgid(child) == Some(child) {
                 self.adopt(child, pid, space, signal);
             }

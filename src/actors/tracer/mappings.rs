@@ -9,7 +9,7 @@ use super::Tracer;
 use super::shadow::Marks;
 use crate::actors::lane::{LaneMessage, PagesAtExit};
 use crate::actors::sequencer::Stamped;
-use crate::event::{Event, Follow, MapCause, MapKind, PageState, SpaceId, WarningKind};
+use crate::event::{Event, Follow, MapCause, MapKind, PageState, SiteId, SpaceId, WarningKind};
 use crate::kernel::procfs::{self, MapsEntry};
 use crate::test_hooks::{self, Fault};
 
@@ -21,6 +21,8 @@ pub(super) struct MapAt {
     pub(super) range: Range<u64>,
     /// Set when the line is not the syscall's own change (a range described again).
     pub(super) cause: Option<MapCause>,
+    /// The call stack of the syscall whose change it is (`--stacks`).
+    pub(super) site: Option<SiteId>,
 }
 
 /// A mapping to be written, as the syscall or `/proc/PID/maps` describes it.
@@ -196,6 +198,7 @@ impl Tracer {
             space: space_id,
             range,
             cause,
+            site,
         } = at;
         if !self.spaces.contains_key(&space_id) {
             tracing::debug!(space_id, "a mapping for a space that is gone");
@@ -206,7 +209,6 @@ impl Tracer {
             .and_then(|f| self.present_in_followed(f, pid, tid, space_id, range.clone()));
         let tracked = at_exit.is_some();
         let present = at_exit.as_ref().map_or(&[][..], |a| &a.present[..]);
-        let exit_site = self.exit_site;
         let Some(space) = self.spaces.get_mut(&space_id) else {
             return false;
         };
@@ -225,7 +227,7 @@ impl Tracer {
             follow: mapping.follow.filter(|_| tracked).unwrap_or_default(),
             cause,
             // The program's own change has the syscall's stack; a range described again, none.
-            site: if cause.is_none() { exit_site } else { None },
+            site,
         };
         match at_exit {
             Some(at_exit) => space.lane.send(LaneMessage::Mapped {

@@ -52,7 +52,7 @@ mod unseen;
 mod untaken;
 mod woken;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::ffi::OsString;
 use std::io;
 use std::path::PathBuf;
@@ -68,17 +68,13 @@ use super::control::RunControl;
 use super::lane::LaneConfig;
 use super::sequencer::{SequencerHandle, SequencerMessage, Stamped};
 use super::supervisor::Supervisor;
-use crate::event::{Event, SiteId, SpaceId, WarningKind};
-use crate::kernel::inject::SyscallSite;
+use crate::event::{Event, SpaceId, WarningKind};
 use crate::kernel::ptrace::{self, Expect, Resume, Stop};
 use crate::kernel::spawn::{self, Prepared};
 use crate::kernel::thp::ThpPolicy;
 use crate::kernel::tick::{self, TracerWaker};
 use crate::stacks::{StackShared, Stacks, TouchSamplers};
 
-use checkpoints::Checkpoint;
-use lending::Lending;
-use races::Deferred;
 use spaces::Space;
 use thread::{AtExit, BegunLayout, Phase, Thread};
 pub use untaken::ProgramSignals;
@@ -188,13 +184,21 @@ struct Process {
 /// on the tracer's CPU, if that is longer than the sample period.
 const COST_FACTOR: u32 = 50;
 
+/// When a periodic read that took `took` of the tracer's CPU is next due: a sample period from
+/// now, or longer by `COST_FACTOR`.
+fn next_read(sample: Duration, took: Duration) -> Instant {
+    Instant::now() + sample.max(took * COST_FACTOR)
+}
+
 /// The end of the x86_64 user address space (47-bit, 4-level paging; the kernel places nothing
 /// above it unless a program asks for 5-level addresses with a hint).
 const USER_SPACE_END: u64 = 0x7fff_ffff_f000;
 
+/// The tracer's state: what every room reads (the configuration, the threads, processes and
+/// spaces, the actors it writes to, the stops still to handle), then what one room owns, each in
+/// a type of that room's file whose fields only it touches.
 pub struct Tracer {
     config: TracerConfig,
-    runtime: tokio::runtime::Handle,
     sequencer: SequencerHandle,
     supervisor: Supervisor,
     signals: Arc<ProgramSignals>,
@@ -202,53 +206,30 @@ pub struct Tracer {
     threads: HashMap<i32, Thread>,
     processes: HashMap<i32, Process>,
     spaces: HashMap<SpaceId, Space>,
-    next_space: SpaceId,
-    site: SyscallSite,
     /// Stops learned of while handling another (a tracee that died during an injection, a held
     /// syscall exit whose turn came): handled before the next `waitpid`.
     pending: VecDeque<Stop>,
-    /// Attach stops of children whose parent's fork/clone event has not been seen yet, with
-    /// the process whose event they wait for (their parent, or their own process for a thread)
-    /// and the stop's signal (a group stop must be kept).
-    early_attach: HashMap<i32, (i32, Option<nix::sys::signal::Signal>)>,
-    /// The OOM killer's kills, to tell one from any other `SIGKILL` (kernel/oom.rs).
+    /// The OOM killer's kills, to tell one from any other `SIGKILL` (kernel/oom.rs): watched
+    /// where `rss` lines find each process, read at its death.
     oom: crate::kernel::oom::OomWatch,
-    /// The line that creates a space whose creator's lane is gone: sent first on the new lane.
-    announce: HashMap<SpaceId, Event>,
-    root: i32,
-    root_end: Option<ProgramEnd>,
-    checkpoint: Option<Checkpoint>,
-    /// Spaces whose io_uring workers a checkpoint has already warned about on stderr (the
-    /// stream has a warning per checkpoint; stderr, the first).
-    told_io_workers: HashSet<SpaceId>,
-    /// Syscall exits held back, by the thread whose report they wait for.
-    deferred: HashMap<i32, Deferred>,
-    /// Layout changes held at their entry until the threads woken in their reach have run
-    /// (woken.rs), and how long the loop sleeps before it looks at them again.
-    held_changes: Vec<woken::HeldChange>,
-    held_poll: Duration,
-    held_looked: Instant,
-    /// The threads the last checkpoint let go at its end, for the changes it held (woken.rs).
-    checkpoint_released: Vec<i32>,
-    /// Threads made lately in their creator's space, and when (woken.rs).
-    started: VecDeque<(i32, Instant)>,
-    /// Threads lent to a tracer of their own space, or about to be (lending.rs).
-    lent: HashMap<i32, Lending>,
-    /// Processes killed between their exec event and execve's exit stop: filed under their old
-    /// space, whose memory is gone, so nothing is checked at their exit.
-    exec_interrupted: HashSet<i32>,
-    /// When the next checkpoint is due (`--verify-every`).
-    next_checkpoint: Option<Instant>,
-    /// No timed read of shared pages before this: the last round's cost spaces them, and a
-    /// space that just ended may not have its end written yet (shared.rs).
-    shared_reads_after: Instant,
-    /// Threads in another PID namespace than ours: their id there (namespaces.rs).
-    ns_tids: HashMap<i32, i32>,
-    /// The call stack of the layout syscall whose exit is being reported (`--stacks`): its
-    /// lines name it.
-    exit_site: Option<SiteId>,
-    /// When the processes' `rss` figures are next read.
-    rss_due: Instant,
+    /// lifecycle.rs: the program's first process, and children and execs between two stops.
+    lineage: lifecycle::Lineage,
+    /// spaces.rs: ids, announcements and the lanes' runtime for new spaces.
+    maker: spaces::SpaceMaker,
+    /// checkpoints.rs: `--verify-every`.
+    checkpoints: checkpoints::Checkpoints,
+    /// races.rs: syscall exits held back for another thread's report.
+    deferred: races::DeferredExits,
+    /// woken.rs: layout changes held at their entry for the threads woken in their reach.
+    held: woken::HeldChanges,
+    /// lending.rs: threads lent to a tracer of their own space.
+    lent: lending::Lent,
+    /// shared.rs: when shared pages are next read.
+    shared_reads: shared::SharedReads,
+    /// rss.rs: when the `rss` figures are next read.
+    rss_reads: rss::RssReads,
+    /// namespaces.rs: the ids of threads in a child PID namespace.
+    namespaces: namespaces::NamespaceIds,
 }
 
 impl Tracer {
@@ -262,7 +243,6 @@ impl Tracer {
     ) -> Self {
         Self {
             config,
-            runtime,
             sequencer,
             supervisor,
             signals,
@@ -270,29 +250,17 @@ impl Tracer {
             threads: HashMap::new(),
             processes: HashMap::new(),
             spaces: HashMap::new(),
-            next_space: 0,
-            site: SyscallSite::default(),
             pending: VecDeque::new(),
-            early_attach: HashMap::new(),
             oom: crate::kernel::oom::OomWatch::start(),
-            shared_reads_after: Instant::now(),
-            announce: HashMap::new(),
-            root: 0,
-            root_end: None,
-            checkpoint: None,
-            told_io_workers: HashSet::new(),
-            deferred: HashMap::new(),
-            held_changes: Vec::new(),
-            held_poll: woken::HELD_POLL_FIRST,
-            held_looked: Instant::now(),
-            checkpoint_released: Vec::new(),
-            started: VecDeque::new(),
-            lent: HashMap::new(),
-            exec_interrupted: HashSet::new(),
-            next_checkpoint: None,
-            ns_tids: HashMap::new(),
-            exit_site: None,
-            rss_due: Instant::now(),
+            lineage: lifecycle::Lineage::default(),
+            maker: spaces::SpaceMaker::new(runtime),
+            checkpoints: checkpoints::Checkpoints::default(),
+            deferred: races::DeferredExits::default(),
+            held: woken::HeldChanges::new(),
+            lent: lending::Lent::default(),
+            shared_reads: shared::SharedReads::new(),
+            rss_reads: rss::RssReads::new(),
+            namespaces: namespaces::NamespaceIds::default(),
         }
     }
 
@@ -319,7 +287,7 @@ impl Tracer {
         // The ticker wakes the loop at least every `checkpoints::TICK`: for a due checkpoint, to
         // give up a stuck one on time, and to see an actor's failure even if the supervisor's own
         // wake-up came just before a wait.
-        self.next_checkpoint = self.config.verify_every.map(|every| Instant::now() + every);
+        self.checkpoints.start(self.config.verify_every);
         // Under `--faults scan` every space is sampled from the start; otherwise a space's first
         // range followed by scans hastens it (scans.rs).
         let mut tick = self
@@ -359,12 +327,10 @@ impl Tracer {
             // While a change is held, `waitpid` is woken soon after, or does not wait at all
             // with no timer to wake it (woken.rs).
             let mut wait = WaitPidFlag::__WALL;
-            if !self.held_changes.is_empty() && self.pending.is_empty() {
-                let armed = wake_after
-                    .as_mut()
-                    .is_some_and(|w| w.arm(self.held_poll).is_ok());
-                if armed {
-                    self.held_poll = (self.held_poll * 2).min(woken::HELD_POLL_LAST);
+            if self.held.any() && self.pending.is_empty() {
+                let poll = self.held.poll();
+                if wake_after.as_mut().is_some_and(|w| w.arm(poll).is_ok()) {
+                    self.held.waited();
                 } else {
                     wait |= WaitPidFlag::WNOHANG;
                 }
@@ -373,8 +339,8 @@ impl Tracer {
                 Some(stop) => stop,
                 None => match waitpid(None::<Pid>, Some(wait)) {
                     Ok(WaitStatus::StillAlive) => {
-                        std::thread::sleep(self.held_poll);
-                        self.held_poll = (self.held_poll * 2).min(woken::HELD_POLL_LAST);
+                        std::thread::sleep(self.held.poll());
+                        self.held.waited();
                         continue;
                     }
                     Ok(status) => match self.stop_of(status) {
@@ -388,7 +354,7 @@ impl Tracer {
                 },
             };
             self.dispatch(stop);
-            if !self.deferred.is_empty() {
+            if self.deferred.any() {
                 self.replay_deferred();
             }
             self.settle_checkpoint();
@@ -397,7 +363,7 @@ impl Tracer {
         if attaching {
             return Ok(ProgramEnd::Exited(0));
         }
-        Ok(self.root_end.unwrap_or(ProgramEnd::Exited(1)))
+        Ok(self.lineage.root_end().unwrap_or(ProgramEnd::Exited(1)))
     }
 
     /// `run`: starts the program seized, under the filter; its end if it died before anything
@@ -423,16 +389,16 @@ impl Tracer {
                 return Ok(Some(ProgramEnd::Signaled(signal as i32)));
             }
         };
-        self.root = child.as_raw();
-        self.signals.root_pid.store(self.root, Ordering::SeqCst);
+        let root = child.as_raw();
+        self.lineage.set_root(root);
+        self.signals.root_pid.store(root, Ordering::SeqCst);
         // Before any lane exists, so it is the sequencer's first message from us.
         self.sequencer
-            .send_blocking(SequencerMessage::Root { pid: self.root });
-        self.threads
-            .insert(self.root, Thread::new(self.root, Phase::Running));
-        self.sample_touches(self.root);
+            .send_blocking(SequencerMessage::Root { pid: root });
+        self.threads.insert(root, Thread::new(root, Phase::Running));
+        self.sample_touches(root);
         self.processes.insert(
-            self.root,
+            root,
             Process {
                 space: None,
                 faults_at_join: 0,
@@ -496,11 +462,9 @@ impl Tracer {
     /// Lets a stopped thread go, unless a checkpoint is under way: then it is held until every
     /// thread has stopped and the check is done.
     fn go(&mut self, tid: i32, how: Resume) {
-        if let Some(c) = self.checkpoint.as_mut() {
-            c.park(tid, how);
-            return;
+        if !self.checkpoints.park(tid, how) {
+            self.release_now(tid, how);
         }
-        self.release_now(tid, how);
     }
 
     /// Lets a thread go on from an event stop inside its syscall (a clone's, a vfork's end): to

@@ -13,9 +13,10 @@ use std::time::Instant;
 
 use rangemap::RangeSet;
 
+use super::layout::By;
 use super::scans::{Running, everywhere};
 use super::shadow::{Marks, Shadow};
-use super::{COST_FACTOR, Tracer};
+use super::{Tracer, next_read};
 use crate::actors::lane::{Dropped, LaneMessage, PagesAtExit};
 use crate::event::{Event, EvictedHow, FoundBy, ResidentFrom, SpaceId};
 use crate::kernel::procfs::{self, PopulatedRun};
@@ -69,8 +70,13 @@ enum Found {
 impl Tracer {
     /// `MADV_FREE` returned: its pages present now may be reclaimed from here on, and those it
     /// found in swap it dropped (written as a `discard`, `advice` `free`).
-    pub(super) fn on_lazy_free(&mut self, pid: i32, tid: i32, space: SpaceId, range: Range<u64>) {
-        let exit_site = self.exit_site;
+    pub(super) fn on_lazy_free(&mut self, by: By, range: Range<u64>) {
+        let By {
+            pid,
+            tid,
+            space,
+            site,
+        } = by;
         let Some(s) = self.spaces.get_mut(&space) else {
             return;
         };
@@ -109,7 +115,7 @@ impl Tracer {
                 tid,
                 range: dropped,
                 advice: Dropped::Advice("free"),
-                site: exit_site,
+                site,
                 at: read_at,
                 at_exit: PagesAtExit {
                     read_at,
@@ -197,7 +203,7 @@ impl Tracer {
             };
             self.look_for_evictions(pid, space, &within, Running::OthersMayRun);
             let took = tick::thread_cpu_time().saturating_sub(began);
-            let next = Instant::now() + self.config.sample.max(took * COST_FACTOR);
+            let next = next_read(self.config.sample, took);
             if let Some(s) = self.spaces.get_mut(&space) {
                 s.pressure.due = Some(next);
                 s.pressure.lazy_freed_at_look = lazy_freed;

@@ -2,6 +2,7 @@
 //! placement held until the release it reuses is reported, and ranges described again from the
 //! kernel when two syscalls raced over them or one failed half way.
 
+use std::collections::HashMap;
 use std::ops::Range;
 
 use rangemap::RangeSet;
@@ -16,10 +17,22 @@ use crate::kernel::syscall;
 
 /// Threads at a syscall exit whose report waits for another thread's (case 1 of
 /// docs/ordering.md): the release it began, which came first in the kernel.
-pub(super) struct Deferred {
+struct Deferred {
     /// The releasing thread's syscall, by its `serial`.
     serial: u64,
     held: Vec<i32>,
+}
+
+/// Syscall exits held back, by the thread whose report they wait for.
+#[derive(Default)]
+pub(super) struct DeferredExits {
+    by_releaser: HashMap<i32, Deferred>,
+}
+
+impl DeferredExits {
+    pub(super) fn any(&self) -> bool {
+        !self.by_releaser.is_empty()
+    }
 }
 
 impl Tracer {
@@ -27,6 +40,7 @@ impl Tracer {
     pub(super) fn defer(&mut self, tid: i32, releaser: i32) {
         let serial = self.threads.get(&releaser).map_or(0, |t| t.syscalls.serial);
         self.deferred
+            .by_releaser
             .entry(releaser)
             .or_insert(Deferred {
                 serial,
@@ -160,6 +174,7 @@ impl Tracer {
                     space,
                     range: clip,
                     cause: Some(MapCause::Redescribe),
+                    site: None,
                 };
                 self.send_maps_entry(at, entry);
             }
@@ -205,8 +220,12 @@ impl Tracer {
     /// Whether `tid` is already held, directly or through others, until `other` is reported.
     fn waits_on(&self, tid: i32, other: i32) -> bool {
         let mut at = tid;
-        for _ in 0..self.deferred.len() {
-            let Some((&releaser, _)) = self.deferred.iter().find(|(_, d)| d.held.contains(&at))
+        for _ in 0..self.deferred.by_releaser.len() {
+            let Some((&releaser, _)) = self
+                .deferred
+                .by_releaser
+                .iter()
+                .find(|(_, d)| d.held.contains(&at))
             else {
                 return false;
             };
@@ -220,16 +239,17 @@ impl Tracer {
 
     /// A thread gone (or replaced by exec) is not replayed: its tid may name another thread now.
     pub(super) fn forget_deferred(&mut self, tid: i32) {
-        for d in self.deferred.values_mut() {
+        for d in self.deferred.by_releaser.values_mut() {
             d.held.retain(|&t| t != tid);
         }
-        self.deferred.retain(|_, d| !d.held.is_empty());
+        self.deferred.by_releaser.retain(|_, d| !d.held.is_empty());
     }
 
     /// Queues the held exits whose releasing thread has now been reported (or is gone).
     pub(super) fn replay_deferred(&mut self) {
         let ready: Vec<i32> = self
             .deferred
+            .by_releaser
             .iter()
             .filter(|&(releaser, d)| {
                 self.threads.get(releaser).is_none_or(|t| {
@@ -239,7 +259,7 @@ impl Tracer {
             .map(|(&releaser, _)| releaser)
             .collect();
         for releaser in ready {
-            if let Some(d) = self.deferred.remove(&releaser) {
+            if let Some(d) = self.deferred.by_releaser.remove(&releaser) {
                 self.pending
                     .extend(d.held.into_iter().map(|tid| Stop::SyscallExit { tid }));
             }

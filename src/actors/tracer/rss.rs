@@ -4,15 +4,28 @@
 
 use std::time::Instant;
 
-use super::{COST_FACTOR, Tracer};
+use super::{Tracer, next_read};
 use crate::event::Event;
 use crate::kernel::{oom, procfs, tick};
+
+/// When the processes' figures are next read.
+pub(super) struct RssReads {
+    due: Instant,
+}
+
+impl RssReads {
+    pub(super) fn new() -> Self {
+        Self {
+            due: Instant::now(),
+        }
+    }
+}
 
 impl Tracer {
     /// At a tick: the processes' figures, if a sample period has passed since the last look.
     pub(super) fn sample_rss_if_due(&mut self) {
         let now = Instant::now();
-        if self.rss_due > now {
+        if self.rss_reads.due > now {
             return;
         }
         let cpu = tick::thread_cpu_time();
@@ -50,6 +63,6 @@ impl Tracer {
         }
         // Many processes (a read each): at most a fiftieth of the tracer's time.
         let took = tick::thread_cpu_time().saturating_sub(cpu);
-        self.rss_due = Instant::now() + self.config.sample.max(took * COST_FACTOR);
+        self.rss_reads.due = next_read(self.config.sample, took);
     }
 }

@@ -10,7 +10,7 @@ use std::time::Instant;
 use rangemap::RangeSet;
 
 use super::shadow::{Marks, Shadow};
-use super::{COST_FACTOR, Tracer};
+use super::{COST_FACTOR, Tracer, next_read};
 use crate::event::{Event, FoundBy, SpaceId};
 use crate::kernel::procfs;
 use crate::kernel::syscall::{HugeAdvice, LayoutSyscall};
@@ -347,7 +347,7 @@ impl Tracer {
             };
             self.scan(pid, space, &within, Running::OthersMayRun);
             let took = tick::thread_cpu_time().saturating_sub(began);
-            let next = Instant::now() + self.config.sample.max(took * COST_FACTOR);
+            let next = next_read(self.config.sample, took);
             if let Some(s) = self.spaces.get_mut(&space) {
                 s.scans.due = next;
             }

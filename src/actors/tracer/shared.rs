@@ -26,15 +26,36 @@ use std::time::{Duration, Instant};
 use rangemap::RangeSet;
 
 use super::shadow::Marks;
-use super::{COST_FACTOR, Tracer};
+use super::{Tracer, next_read};
 use crate::event::{Event, SpaceId};
 use crate::kernel::tick;
+
+/// No timed read of shared pages before `after`: the last round's cost spaces them, and a space
+/// that just ended may not have its end written yet.
+pub(super) struct SharedReads {
+    after: Instant,
+}
+
+impl SharedReads {
+    pub(super) fn new() -> Self {
+        Self {
+            after: Instant::now(),
+        }
+    }
+
+    /// A space ended (its last process exited or exec'd), letting go of the frames it shared:
+    /// no read until its lane has written that (`SETTLE`, or three sample periods).
+    pub(super) fn space_left(&mut self, sample: Duration) {
+        let settled = Instant::now() + SETTLE.max(sample * 3);
+        self.after = self.after.max(settled);
+    }
+}
 
 impl Tracer {
     /// Timed reads of the spaces that have pages taken for shared.
     pub(super) fn look_for_unshared_if_due(&mut self) {
         let now = Instant::now();
-        if now < self.shared_reads_after {
+        if now < self.shared_reads.after {
             return;
         }
         let mut exiting: HashMap<SpaceId, bool> = HashMap::new();
@@ -60,7 +81,7 @@ impl Tracer {
         }
         // Many spaces (a read each): at most a fiftieth of the tracer's time, all together.
         let took = tick::thread_cpu_time().saturating_sub(began);
-        self.shared_reads_after = Instant::now() + self.config.sample.max(took * COST_FACTOR);
+        self.shared_reads.after = next_read(self.config.sample, took);
     }
 
     /// Reads the pages of `space` taken for shared and writes `unshared` lines for those that
@@ -125,11 +146,3 @@ impl Tracer {
 /// How long after a process's end or exec no timed read is made: its lane writes the end in
 /// that time, as a rule, and a read after it finds what that end let go written after it.
 const SETTLE: Duration = Duration::from_millis(50);
-
-impl Tracer {
-    /// A space ended (its last process exited or exec'd), letting go of the frames it shared.
-    pub(super) fn space_left(&mut self) {
-        let settled = Instant::now() + SETTLE.max(self.config.sample * 3);
-        self.shared_reads_after = self.shared_reads_after.max(settled);
-    }
-}

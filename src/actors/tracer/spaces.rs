@@ -1,10 +1,10 @@
 //! Address spaces: making one (a userfaultfd injected into the tracee, a lane, a snapshot of
 //! its mappings with their present pages: mappings.rs), and ending one.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::USER_SPACE_END;
-use super::attach::Sampled;
 use super::mappings::MapAt;
 use super::pressure::Pressure;
 use super::scans::{Scans, everywhere};
@@ -13,11 +13,27 @@ use super::{FollowBy, Tracer};
 use crate::actors::lane::{Lane, LaneHandle, LaneMessage};
 use crate::actors::sequencer::{SequencerMessage, Stamped};
 use crate::event::{Event, MapCause, SpaceId, WarningKind};
-use crate::kernel::inject::{self, InjectError, Injection};
+use crate::kernel::inject::{self, InjectError, Injection, SyscallSite};
 use crate::kernel::procfs::{self, MapsEntry, Pagemap};
 use crate::kernel::uffd::AddressSpaceUffd;
 use crate::kernel::vmas::Vmas;
 use crate::stacks::TouchStacks;
+
+/// What an attached space was last sampled as: its mappings, as `/proc/PID/maps` gave them.
+#[derive(Debug)]
+pub(super) struct Sampled {
+    maps: Vec<MapsEntry>,
+}
+
+impl Sampled {
+    pub(super) fn new(maps: Vec<MapsEntry>) -> Self {
+        Self { maps }
+    }
+
+    pub(super) fn maps(&self) -> &[MapsEntry] {
+        &self.maps
+    }
+}
 
 pub(super) struct Space {
     pub(super) lane: LaneHandle,
@@ -127,13 +143,39 @@ pub(super) struct Inherited {
     pub(super) shadow: Shadow,
 }
 
-impl Tracer {
-    pub(super) fn allocate_space(&mut self) -> SpaceId {
-        let id = self.next_space;
-        self.next_space += 1;
+/// What new spaces are made with: their ids, the lines that announce them, where a syscall is
+/// injected, and the runtime their lanes run on.
+pub(super) struct SpaceMaker {
+    next: SpaceId,
+    /// The line that creates a space whose creator's lane is gone: sent first on the new lane.
+    announce: HashMap<SpaceId, Event>,
+    site: SyscallSite,
+    runtime: tokio::runtime::Handle,
+}
+
+impl SpaceMaker {
+    pub(super) fn new(runtime: tokio::runtime::Handle) -> Self {
+        Self {
+            next: 0,
+            announce: HashMap::new(),
+            site: SyscallSite::default(),
+            runtime,
+        }
+    }
+
+    pub(super) fn allocate(&mut self) -> SpaceId {
+        let id = self.next;
+        self.next += 1;
         id
     }
 
+    /// `birth` creates space `id` but its creator's lane is gone: the new lane sends it first.
+    pub(super) fn announce_on_its_lane(&mut self, id: SpaceId, birth: Event) {
+        self.announce.insert(id, birth);
+    }
+}
+
+impl Tracer {
     /// Gives a stopped process (at exec's exit or a fork child's attach stop) its own space:
     /// a userfaultfd, a lane, and the mappings it has, with their present pages.
     pub(super) fn create_space(
@@ -302,7 +344,7 @@ impl Tracer {
                 (brk, Shadow::default())
             }
             Origin::Fork(inherited) => {
-                if let Some(birth) = self.announce.remove(&id) {
+                if let Some(birth) = self.maker.announce.remove(&id) {
                     lane.observed(birth);
                 }
                 // The child starts as a copy of the parent in the stream; its own page tables
@@ -384,7 +426,7 @@ impl Tracer {
     /// first stop), following nothing: its birth line first if it was kept for it.
     pub(super) fn unborn_space_lane(&mut self, id: SpaceId) -> LaneHandle {
         let lane = self.spawn_lane(id, None, None);
-        if let Some(birth) = self.announce.remove(&id) {
+        if let Some(birth) = self.maker.announce.remove(&id) {
             lane.observed(birth);
         }
         lane
@@ -412,7 +454,7 @@ impl Tracer {
         let actor = actor.noting_thread_names(self.config.thread_names.clone());
         let supervisor = self.supervisor.clone();
         let sequencer = self.sequencer.clone();
-        self.runtime.spawn(async move {
+        self.maker.runtime.spawn(async move {
             let name = format!("the lane of space {id}");
             let Err(failure) = supervisor.watch(&name, actor.run()).await else {
                 return;
@@ -445,7 +487,7 @@ impl Tracer {
         tid: i32,
         maps: &[MapsEntry],
     ) -> Result<AddressSpaceUffd, InjectError> {
-        let site = self.site.address(tid, maps)?;
+        let site = self.maker.site.address(tid, maps)?;
         let mut injection = Injection::begin(nix::unistd::Pid::from_raw(tid), site)?;
         let fd = match inject::create_userfaultfd(&mut injection) {
             Ok(fd) => fd,
@@ -482,7 +524,7 @@ impl Tracer {
             if space.members == 0 {
                 // Dropping the lane handle ends the lane once it has forwarded everything.
                 self.spaces.remove(&id);
-                self.space_left();
+                self.shared_reads.space_left(self.config.sample);
                 if let Some(stacks) = self.config.stacks.as_mut() {
                     stacks.forget(id);
                 }
@@ -505,6 +547,7 @@ impl Tracer {
                 space: id,
                 range: entry.start..entry.end,
                 cause,
+                site: None,
             };
             let tracked = self.send_maps_entry(at, entry);
             if self.grows_down(id, entry)

@@ -82,7 +82,7 @@ impl Tracer {
     pub(super) fn end_for_untaken_signals(&mut self) {
         for arrived in self.signals.due() {
             let pids: Vec<i32> = if arrived.program_only {
-                vec![self.root]
+                vec![self.lineage.root()]
             } else {
                 self.processes.keys().copied().collect()
             };

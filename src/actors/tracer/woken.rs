@@ -10,7 +10,7 @@
 //! The change's thread is held, stopped, while the tracer goes on with every other stop; the
 //! loop looks at the held changes again at each turn.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
@@ -45,9 +45,75 @@ const MOST_WAITED: usize = 16;
 /// How often held changes are looked at, at most, and how long the loop sleeps while no stop
 /// comes: first soon, then less and less often (a waiting thread may need the CPU the tracer
 /// would take), up to the last.
-pub(super) const HELD_POLL_FIRST: Duration = Duration::from_micros(20);
-pub(super) const HELD_POLL_LAST: Duration = Duration::from_millis(1);
+const HELD_POLL_FIRST: Duration = Duration::from_micros(20);
+const HELD_POLL_LAST: Duration = Duration::from_millis(1);
 const HELD_LOOK: Duration = Duration::from_micros(50);
+
+/// The layout changes held at their entry, and the threads they may wait for besides those the
+/// lane woke.
+pub(super) struct HeldChanges {
+    changes: Vec<HeldChange>,
+    /// How long the loop sleeps before it looks at them again, and when it last did.
+    poll: Duration,
+    looked: Instant,
+    /// The threads the last checkpoint let go at its end.
+    released_by_checkpoint: Vec<i32>,
+    /// Threads made lately in their creator's space, and when.
+    started: VecDeque<(i32, Instant)>,
+}
+
+impl HeldChanges {
+    pub(super) fn new() -> Self {
+        Self {
+            changes: Vec::new(),
+            poll: HELD_POLL_FIRST,
+            looked: Instant::now(),
+            released_by_checkpoint: Vec::new(),
+            started: VecDeque::new(),
+        }
+    }
+
+    pub(super) fn any(&self) -> bool {
+        !self.changes.is_empty()
+    }
+
+    /// How long the loop may wait before it looks at the held changes again.
+    pub(super) fn poll(&self) -> Duration {
+        self.poll
+    }
+
+    /// The loop waited `poll()`: the next wait is longer, up to `HELD_POLL_LAST`, until a change
+    /// is held anew.
+    pub(super) fn waited(&mut self) {
+        self.poll = (self.poll * 2).min(HELD_POLL_LAST);
+    }
+
+    /// Whether a thread a checkpoint parked is one of ours, held at its entry: let go by
+    /// `release_held_changes`, not with the others.
+    pub(super) fn holds(&self, tid: i32) -> bool {
+        self.changes.iter().any(|h| h.tid == tid)
+    }
+
+    /// Thread `tid` was just made in the space of its creator: a change waits for it to have run,
+    /// for `STARTED_LATELY`.
+    pub(super) fn started_thread(&mut self, tid: i32) {
+        if self.started.len() >= MOST_WAITED {
+            self.started.pop_front();
+        }
+        self.started.push_back((tid, Instant::now()));
+    }
+
+    /// The checkpoint under way let the threads go at `end`, `released` by it and the rest held
+    /// here: the changes parked for it are told.
+    pub(super) fn checkpoint_ended(&mut self, end: Instant, released: Vec<i32>) {
+        self.released_by_checkpoint = released;
+        for held in &mut self.changes {
+            if held.stage == Stage::CheckpointEnd {
+                held.course = held.course.after_checkpoint(held.held_at, end);
+            }
+        }
+    }
+}
 
 /// A layout change held at its entry, nothing of it done yet (not begun: no fence waits for
 /// it), until the threads it waits for have run.
@@ -272,9 +338,8 @@ impl Tracer {
         if self.reaching(tid, &call).is_none() {
             return false;
         }
-        if let Some(c) = self.checkpoint.as_mut() {
-            // Stopped for the check (its maps can be read through it), and let go by us.
-            c.park(tid, Resume::Syscall);
+        // Stopped for the check (its maps can be read through it), and let go by us.
+        if self.checkpoints.park(tid, Resume::Syscall) {
             let course = Course {
                 crossed: true,
                 holds: 1,
@@ -347,7 +412,7 @@ impl Tracer {
     ) {
         let now = Instant::now();
         let deadline = course.deadline_of(stage, now);
-        self.held_changes.push(HeldChange {
+        self.held.changes.push(HeldChange {
             tid,
             call,
             stage,
@@ -357,7 +422,7 @@ impl Tracer {
             held_at: now,
             deadline,
         });
-        self.held_poll = HELD_POLL_FIRST;
+        self.held.poll = HELD_POLL_FIRST;
     }
 
     /// The threads of `tid`'s space, other than those the lane woke, that a change waits for:
@@ -367,45 +432,32 @@ impl Tracer {
     /// wait for a CPU that untraced no tracer would have taken).
     fn others_to_run(&mut self, tid: i32) -> Vec<(i32, Since)> {
         let now = Instant::now();
-        self.started
+        self.held
+            .started
             .retain(|&(_, at)| now.saturating_duration_since(at) < STARTED_LATELY);
         let space = self.space_of(tid).map(|(_, s)| s);
         let same_space = |t: i32| t != tid && self.space_of(t).map(|(_, s)| s) == space;
         let released = self
-            .checkpoint_released
+            .held
+            .released_by_checkpoint
             .iter()
             .map(|&t| (t, Since::Release));
-        let started = self.started.iter().map(|&(t, _)| (t, Since::Start));
+        let started = self.held.started.iter().map(|&(t, _)| (t, Since::Start));
         released
             .chain(started)
             .filter(|&(t, _)| same_space(t))
             .collect()
     }
 
-    /// Thread `tid` was just made in the space of its creator (woken.rs waits for it to have
-    /// run before another thread's change, for `STARTED_LATELY`).
-    pub(super) fn started_thread(&mut self, tid: i32) {
-        if self.started.len() >= MOST_WAITED {
-            self.started.pop_front();
-        }
-        self.started.push_back((tid, Instant::now()));
-    }
-
     /// These threads let go by the last checkpoint, or started lately, were seen run since.
     fn others_ran(&mut self, ran: &[(i32, Since)]) {
         for &(tid, since) in ran {
             match since {
-                Since::Release => self.checkpoint_released.retain(|&t| t != tid),
-                Since::Start => self.started.retain(|&(t, _)| t != tid),
+                Since::Release => self.held.released_by_checkpoint.retain(|&t| t != tid),
+                Since::Start => self.held.started.retain(|&(t, _)| t != tid),
                 Since::Wake => {}
             }
         }
-    }
-
-    /// Whether a thread a checkpoint parked is one of ours, held at its entry: let go by
-    /// `release_held_changes`, not with the others.
-    pub(super) fn holds(&self, tid: i32) -> bool {
-        self.held_changes.iter().any(|h| h.tid == tid)
     }
 
     /// Moves the held changes on: those whose threads have all run (or that waited long
@@ -413,18 +465,18 @@ impl Tracer {
     /// each turn of the loop.
     pub(super) fn release_held_changes(&mut self) {
         let now = Instant::now();
-        if self.held_changes.is_empty() || now < self.held_looked + HELD_LOOK {
+        if self.held.changes.is_empty() || now < self.held.looked + HELD_LOOK {
             return;
         }
-        self.held_looked = now;
-        let checkpoint = self.checkpoint.is_some();
+        self.held.looked = now;
+        let checkpoint = self.checkpoints.under_way();
         let mut look = Look::default();
         let mut next = Vec::new();
         let mut seen_run = Vec::new();
         let mut i = 0;
-        while i < self.held_changes.len() {
-            let drained = self.drained(&self.held_changes[i]);
-            let held = &mut self.held_changes[i];
+        while i < self.held.changes.len() {
+            let drained = self.drained(&self.held.changes[i]);
+            let held = &mut self.held.changes[i];
             let then = match (held.stage, checkpoint) {
                 (Stage::CheckpointEnd, true) => None,
                 (Stage::CheckpointEnd, false) => {
@@ -443,9 +495,7 @@ impl Tracer {
                     held.deadline = None;
                     held.waiting.clear();
                     let tid = held.tid;
-                    if let Some(c) = self.checkpoint.as_mut() {
-                        c.park(tid, Resume::Syscall);
-                    }
+                    self.checkpoints.park(tid, Resume::Syscall);
                     None
                 }
                 (_, true) => Some(Next::Begin),
@@ -476,7 +526,7 @@ impl Tracer {
                 }
             };
             match then {
-                Some(then) => next.push((self.held_changes.swap_remove(i), then)),
+                Some(then) => next.push((self.held.changes.swap_remove(i), then)),
                 None => i += 1,
             }
         }
@@ -558,28 +608,16 @@ impl Tracer {
         }
     }
 
-    /// The checkpoint under way let the threads go at `end`: the changes parked for it are told.
-    pub(super) fn checkpoint_ended(&mut self, end: Instant) {
-        for held in &mut self.held_changes {
-            if held.stage == Stage::CheckpointEnd {
-                held.course = held.course.after_checkpoint(held.held_at, end);
-            }
-        }
-    }
-
     /// `tid` left the stop its change is held at, or its id is another thread's now (an exec
     /// by another thread of its process takes the leader's): its change is forgotten, and
     /// whoever saw it leave lets it go. A checkpoint it was parked for lets it go no more.
     pub(super) fn forget_held_change(&mut self, tid: i32) {
-        let Some(i) = self.held_changes.iter().position(|h| h.tid == tid) else {
+        let Some(i) = self.held.changes.iter().position(|h| h.tid == tid) else {
             return;
         };
-        let held = self.held_changes.swap_remove(i);
-        if held.stage == Stage::CheckpointEnd
-            && let Some(c) = self.checkpoint.as_mut()
-        {
-            c.parked
-                .retain(|&(t, how)| !(t == tid && how == Resume::Syscall));
+        let held = self.held.changes.swap_remove(i);
+        if held.stage == Stage::CheckpointEnd {
+            self.checkpoints.unpark(tid, Resume::Syscall);
         }
     }
 
