@@ -59,6 +59,9 @@ pub struct RunOptions {
     /// `--faults scan`: follow every private anonymous range by page-table scans, with no
     /// userfaultfd.
     pub scan: bool,
+    /// `--faults records`: as `scan`, with each first touch's thread from the kernel's records
+    /// of its threads' page faults.
+    pub records: bool,
     /// Print the human summary on stderr at the end.
     pub summary: bool,
     /// `--summary all`: every process in its table, not only the largest.
@@ -394,10 +397,11 @@ pub fn run(options: RunOptions) -> RunOutcome {
     } else {
         ThpPolicy::of_this_machine()
     };
-    let follow_by = match (options.faults, options.scan) {
-        (false, _) => FollowBy::Nothing,
-        (true, false) => FollowBy::Faults,
-        (true, true) => FollowBy::Scans,
+    let follow_by = match (options.faults, options.scan, options.records) {
+        (false, ..) => FollowBy::Nothing,
+        (true, false, _) => FollowBy::Faults,
+        (true, true, false) => FollowBy::Scans,
+        (true, true, true) => FollowBy::Records,
     };
     let start = Event::Start {
         schema: SCHEMA,
@@ -411,7 +415,13 @@ pub fn run(options: RunOptions) -> RunOutcome {
         faults: options.faults,
         follow: options
             .faults
-            .then(|| if options.scan { "scan" } else { "uffd" }.to_string()),
+            .then_some(match follow_by {
+                FollowBy::Faults => "uffd",
+                FollowBy::Scans => "scan",
+                FollowBy::Records => "records",
+                FollowBy::Nothing => "nothing",
+            })
+            .map(str::to_string),
         thp: Some(thp.name().to_string()),
         wall_ns: wall
             .duration_since(std::time::UNIX_EPOCH)

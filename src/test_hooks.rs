@@ -17,7 +17,9 @@
 //!   (every private anonymous range followed by scans), whatever sysfs says;
 //! - `perf-kernel`: `--touch-stacks` may not sample kernel-mode faults (as under
 //!   `perf_event_paranoid` 2);
-//! - `bpf`: `--touch-stacks` cannot load the program that draws its samples (no `CAP_BPF`).
+//! - `bpf`: `--touch-stacks` cannot load the program that draws its samples (no `CAP_BPF`);
+//! - `tiny-record-ring`: `--faults records` gives each thread a ring of one page (128 records)
+//!   whose lane is woken only when it is full, so that records are lost.
 
 use crate::event::SpaceId;
 
@@ -37,6 +39,7 @@ pub enum Fault {
     Bpf,
     /// The kernel log cannot be read: OOM kills are told by the cgroups' counts alone.
     NoKernelLog,
+    TinyRecordRing,
 }
 
 #[cfg(feature = "test-hooks")]
@@ -55,6 +58,7 @@ impl Fault {
             Fault::PerfKernel => "perf-kernel",
             Fault::Bpf => "bpf",
             Fault::NoKernelLog => "no-kernel-log",
+            Fault::TinyRecordRing => "tiny-record-ring",
         }
     }
 }

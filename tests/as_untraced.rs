@@ -31,7 +31,7 @@ fn untraced<S: AsRef<OsStr>>(program: &[S]) -> (i32, String) {
 /// agrees with the kernel. The traced run, for more checks.
 fn runs_as_untraced<S: AsRef<OsStr>>(program: &[S]) -> Traced {
     let (status, stdout) = untraced(program);
-    let [uffd, _scan] = ["uffd", "scan"].map(|how| {
+    let [uffd, _scan, _records] = ["uffd", "scan", "records"].map(|how| {
         let t = trace_within(&["--faults", how, "--verify"], program, HANG);
         assert_eq!(
             (t.status, &t.stdout),
@@ -365,7 +365,7 @@ fn a_stack_growing_under_checkpoints_agrees_with_the_kernel() {
     for mode in ["deep", "adjacent"] {
         let program = [workload("u10_growsdown").into_os_string(), mode.into()];
         let (status, stdout) = untraced(&program);
-        for how in ["uffd", "scan"] {
+        for how in ["uffd", "scan", "records"] {
             let flags = ["--faults", how, "--verify", "--verify-every", "5"];
             let t = trace_within(&flags, &program, HANG);
             assert_eq!((t.status, &t.stdout), (status, &stdout), "{}", t.stderr);

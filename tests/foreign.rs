@@ -12,7 +12,7 @@ fn stress_ng_memory_stressors_agree_with_the_kernel() {
     if !installed("stress-ng") {
         return;
     }
-    for how in ["uffd", "scan"] {
+    for how in ["uffd", "scan", "records"] {
         stress_ng_under(how);
     }
 }
@@ -80,7 +80,7 @@ fn python_threads_allocating_agree_with_the_kernel() {
     if !installed(python) {
         return;
     }
-    for how in ["uffd", "scan"] {
+    for how in ["uffd", "scan", "records"] {
         let t = trace_within(
             &["--faults", how, "--verify", "--verify-every", "20"],
             &[python, "-c", THREADED_ALLOCATION],

@@ -13,8 +13,12 @@ use crate::util::{
     Traced, exec_pid, run_in_background_with, scratch, trace, trace_within, wait_for_line, workload,
 };
 
-/// Both ways of following pages, each with `--verify`.
-const MODES: [&[&str]; 2] = [&["--verify"], &["--verify", "--faults", "scan"]];
+/// Every way of following pages, each with `--verify`.
+const MODES: [&[&str]; 3] = [
+    &["--verify"],
+    &["--verify", "--faults", "scan"],
+    &["--verify", "--faults", "records"],
+];
 
 /// The messages of the run's warnings of one kind.
 fn warnings(t: &Traced, kind: WarningKind) -> Vec<String> {

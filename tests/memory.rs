@@ -269,7 +269,7 @@ fn the_tree_peak_adds_what_is_held_at_once_and_only_that() {
 /// (their Pss_Anon added) after the fork and after the child's write, and each one's RssAnon.
 #[test]
 fn the_tree_counts_a_frame_shared_by_a_fork_once() {
-    for mode in ["uffd", "scan"] {
+    for mode in ["uffd", "scan", "records"] {
         let t = trace(&["--faults", mode], &[workload("u25_cow_tree")]);
         assert_eq!(t.status, 0, "{mode}: {}", t.stderr);
         let kb = |key: &str| -> Vec<u64> {

@@ -24,7 +24,7 @@ fn a_file_named_in_latin_1_is_mapped_and_followed_exactly() {
         dir.to_str().expect("a UTF-8 scratch dir")
     );
     let program = workload("u26_latin1_map");
-    for mode in ["uffd", "scan"] {
+    for mode in ["uffd", "scan", "records"] {
         let t = trace(
             &["--faults", mode, "--verify"],
             &[program.as_os_str(), file.as_os_str()],

@@ -19,6 +19,7 @@ mod paths;
 mod pressure;
 mod process_order;
 mod raw_thread;
+mod records;
 mod replay;
 mod report;
 mod report_page;

@@ -40,6 +40,7 @@ struct Cli {
 enum FaultsBy {
     Uffd,
     Scan,
+    Records,
 }
 
 /// `--summary`: the rows of the summary's table.
@@ -71,7 +72,9 @@ enum Command {
         /// every layout change, on a timer and at each exit, at nearly the program's own speed
         /// and with the kernel behaving as untraced (nothing is registered: huge pages stay,
         /// and no userfaultfd is needed); pages carry no thread, and a page made resident and
-        /// dropped between two scans is not seen.
+        /// dropped between two scans is not seen; `records`, as `scan`, with the thread whose
+        /// fault made each page resident from the kernel's records of its page faults (one
+        /// ring of records per thread: needs root, CAP_PERFMON or perf_event_paranoid <= 1).
         #[arg(long, value_enum, value_name = "HOW", default_value_t = FaultsBy::Uffd)]
         faults: FaultsBy,
         /// Read the page tables of ranges followed by scans every MS milliseconds while the
@@ -374,14 +377,21 @@ fn main() -> ExitCode {
         } => {
             #[cfg(not(feature = "test-hooks"))]
             let test_corrupt_state = false;
-            if no_faults && faults == FaultsBy::Scan {
-                usage_error("--faults scan follows first touches, which --no-faults does not");
+            let faults_name = match faults {
+                FaultsBy::Uffd => "uffd",
+                FaultsBy::Scan => "scan",
+                FaultsBy::Records => "records",
+            };
+            if no_faults && faults != FaultsBy::Uffd {
+                usage_error(&format!(
+                    "--faults {faults_name} follows first touches, which --no-faults does not"
+                ));
             }
-            if faults == FaultsBy::Scan && touch_stacks > 0 {
-                usage_error(
+            if faults != FaultsBy::Uffd && touch_stacks > 0 {
+                usage_error(&format!(
                     "--touch-stacks samples the faults a userfaultfd resolves, which --faults \
-                     scan does not make",
-                );
+                     {faults_name} does not make"
+                ));
             }
             if no_faults && sample_ms.is_some() {
                 usage_error("--sample-ms times scans of pages, which --no-faults does not follow");
@@ -392,11 +402,11 @@ fn main() -> ExitCode {
                      --no-faults does not follow",
                 );
             }
-            if faults == FaultsBy::Scan && !threads.is_empty() {
-                usage_error(
-                    "--threads selects threads by the first touches they make, which a scan \
-                     does not see (use --faults uffd)",
-                );
+            if faults != FaultsBy::Uffd && !threads.is_empty() {
+                usage_error(&format!(
+                    "--threads selects threads by the first touches they make, which --faults \
+                     {faults_name} does not select by (use --faults uffd)"
+                ));
             }
             if no_faults && touch_stacks > 0 {
                 usage_error(
@@ -412,7 +422,8 @@ fn main() -> ExitCode {
                 output: output_file(output),
                 terminal_stream_name,
                 faults: !no_faults,
-                scan: faults == FaultsBy::Scan,
+                scan: faults != FaultsBy::Uffd,
+                records: faults == FaultsBy::Records,
                 summary: !no_summary,
                 summary_all: summary == SummaryRows::All,
                 verify: verify || verify_every.is_some(),
@@ -472,6 +483,7 @@ fn main() -> ExitCode {
                 terminal_stream_name,
                 faults: true,
                 scan: true,
+                records: false,
                 summary: !no_summary,
                 summary_all: summary == SummaryRows::All,
                 verify: verify || verify_every.is_some(),
@@ -512,6 +524,7 @@ fn main() -> ExitCode {
                 output: output_file(output),
                 faults: !no_faults,
                 scan: false,
+                records: false,
                 summary: true,
                 summary_all: false,
                 verify,

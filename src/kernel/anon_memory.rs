@@ -45,6 +45,11 @@ impl AnonMapping {
         unsafe { self.start.add(i * self.page_size) }
     }
 
+    /// Where it begins.
+    pub fn start(&self) -> u64 {
+        self.start as u64
+    }
+
     /// Writes the first byte of page `i`.
     pub fn write(&mut self, i: usize, value: u8) {
         // SAFETY: `page` checks that the page is inside the mapping, which is readable and

@@ -13,6 +13,7 @@ pub mod abi;
 pub mod anon_memory;
 pub mod attach;
 pub mod bpf;
+pub mod fault_records;
 pub mod idle;
 pub mod inject;
 pub mod oom;

@@ -136,6 +136,10 @@ pub enum FoundBy {
     /// A read of the page tables of a range followed by scans: present then, made so by some
     /// thread since the last scan.
     Scan,
+    /// A read of the page tables found it present (`--faults records`), and the kernel's record
+    /// of a page fault there names the thread (`tid`) whose fault was the first since the page
+    /// was last released.
+    Record,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -330,6 +334,10 @@ pub enum WarningKind {
     /// `perf_event_paranoid`, pinned-memory limits, file descriptors). Their lines are as exact
     /// as ever; they carry no site.
     NoTouchStacks,
+    /// `--faults records`: fault records were lost (a thread's ring was full, or could not be
+    /// had): the pages they were of are still found by reads, without their thread. The message
+    /// says how many and whose.
+    RecordsLost,
 }
 
 impl WarningKind {
@@ -343,6 +351,7 @@ impl WarningKind {
                 | WarningKind::NotFollowed
                 | WarningKind::CheckpointSkipped
                 | WarningKind::NoTouchStacks
+                | WarningKind::RecordsLost
         )
     }
 }

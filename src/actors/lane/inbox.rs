@@ -4,9 +4,13 @@
 
 use std::ops::Range;
 
+use super::records::Records;
 use super::{Dropped, Lane, LaneMessage, PagesAtExit};
 use crate::actors::sequencer::{SequencerMessage, Stamped};
-use crate::event::{Event, EvictedHow, MapCause, MapKind, PageState, VerifyPoint};
+use crate::event::{
+    Event, EvictedHow, FoundBy, MapCause, MapKind, PageState, VerifyPoint, WarningKind,
+};
+use crate::kernel::fault_records::FaultRing;
 use crate::kernel::procfs;
 use crate::verify::Probe;
 
@@ -29,8 +33,12 @@ impl Lane {
             LaneMessage::Fence { tid, range } => self.fences.fence(tid, range),
             LaneMessage::Ended { tid } => self.end_syscall(tid).await,
             LaneMessage::NsTid { tid, ns_tid } => self.who.ns_tid(tid, ns_tid),
+            LaneMessage::Records { pid, tid, ring } => self.add_ring(pid, tid, ring).await,
             LaneMessage::Left { pid } => {
                 self.who.left(pid);
+                if let Some(records) = self.records.as_mut() {
+                    records.process_left(pid);
+                }
                 self.touches.flush(&mut self.outgoing);
                 self.send_out().await;
                 let left = SequencerMessage::Left {
@@ -52,6 +60,10 @@ impl Lane {
                 // since (touched again after the drop; their lines have gone out). Not the page
                 // tables as they are now: a later change (a move) may already be in them, and its
                 // report comes after this line.
+                if let Some(records) = self.records.as_mut() {
+                    records.take();
+                    records.released(&range, at);
+                }
                 let present = self.recent.present_since(&range, at_exit);
                 for (run, present) in procfs::split_by_presence(range, &present) {
                     if !present {
@@ -134,8 +146,97 @@ impl Lane {
         self.out.send(check).await;
     }
 
-    /// Sends an observed event on, in lane order. A thread that ends ends its syscall too.
+    /// Sends an observed event on, in lane order; under `--faults records`, a read's
+    /// `resident` line with the threads whose faults made its pages resident (records.rs).
     pub(super) async fn forward(&mut self, stamped: Stamped) {
+        let Some(records) = self.records.as_mut() else {
+            return self.forward_one(stamped).await;
+        };
+        records.take();
+        match stamped.event {
+            Event::Resident {
+                by: Some(FoundBy::Scan),
+                tid: None,
+                ..
+            } => {
+                let at = stamped.at;
+                for event in records.attribute(stamped.event) {
+                    self.forward_one(Stamped { at, event }).await;
+                }
+                return self.say_records_lost().await;
+            }
+            Event::Unmap {
+                start,
+                end,
+                cause: None,
+                ..
+            } => records.released(&(start..end), stamped.at),
+            Event::Remap {
+                old_start, old_end, ..
+            } => records.released(&(old_start..old_end), stamped.at),
+            Event::ThreadExit { tid, .. } => records.thread_gone(tid),
+            _ => {}
+        }
+        self.forward_one(stamped).await;
+        self.say_records_lost().await;
+    }
+
+    /// `--faults records`: takes in the records written so far (a ring passed its watermark).
+    pub(super) async fn take_records(&mut self) {
+        if let Some(records) = self.records.as_mut() {
+            records.take();
+        }
+        self.say_records_lost().await;
+    }
+
+    /// A `warning` line for the fault records lost since the last, if any were.
+    async fn say_records_lost(&mut self) {
+        let warning = self
+            .records
+            .as_mut()
+            .and_then(|records| records.lost_warning(self.space));
+        if let Some(warning) = warning {
+            self.emit(Stamped::now(warning)).await;
+        }
+    }
+
+    /// Thread `tid`'s ring joins the space's.
+    async fn add_ring(&mut self, pid: i32, tid: i32, ring: FaultRing) {
+        if self.records.is_none() {
+            match Records::new(self.page_size, self.records_wake.clone()) {
+                Ok(records) => self.records = Some(records),
+                Err(e) => {
+                    let warning = Event::Warning {
+                        pid: Some(pid),
+                        space: Some(self.space),
+                        what: WarningKind::RecordsLost,
+                        message: format!(
+                            "the fault records of this space cannot be read ({e}): its pages \
+                             are found by reads, without their thread"
+                        ),
+                    };
+                    return self.emit(Stamped::now(warning)).await;
+                }
+            }
+        }
+        if let Some(records) = self.records.as_mut()
+            && let Err(e) = records.add(pid, tid, ring)
+        {
+            let warning = Event::Warning {
+                pid: Some(pid),
+                space: Some(self.space),
+                what: WarningKind::RecordsLost,
+                message: format!(
+                    "thread {tid}'s fault records cannot be read ({e}): its pages are found by \
+                     reads, without their thread"
+                ),
+            };
+            self.emit(Stamped::now(warning)).await;
+        }
+    }
+
+    /// Sends an observed event on, in lane order. A thread that ends ends its syscall too.
+    async fn forward_one(&mut self, stamped: Stamped) {
         self.who.learn(&stamped.event);
         self.forget_stacks(&stamped.event);
         self.code_changes(&stamped.event);

@@ -17,7 +17,8 @@
 //!
 //! The files: this one is the actor (its state, its loop, reading the descriptor); `inbox.rs`
 //! turns the tracer's messages into lines, `faults.rs` resolves what the descriptor says,
-//! `attribution.rs` says whose each first touch is;
+//! `attribution.rs` says whose each first touch is; `records.rs` reads the space's threads'
+//! fault records under `--faults records` and names the thread of each page a read found;
 //! `handle.rs` is the tracer's end, `woken.rs` the threads it woke that may not have run
 //! since (which the tracer asks about before a change). The pure rules have files of their own, with their tests:
 //! `fences.rs` (R2), `touches.rs` (R9), `pages.rs` (R3, R4), `guards.rs` (R4).
@@ -29,6 +30,7 @@ mod guards;
 mod handle;
 mod inbox;
 mod pages;
+mod records;
 mod touches;
 mod woken;
 
@@ -52,10 +54,12 @@ pub use self::handle::ReadMark;
 use self::handle::{INBOX_LATENCY, LaneWake};
 pub use self::pages::PagesAtExit;
 use self::pages::RecentResolutions;
+use self::records::Records;
 use self::touches::Touches;
 pub use self::woken::Wake;
 use super::sequencer::{SequencerHandle, SequencerMessage, Stamped};
 use crate::event::{Event, SiteId, SpaceId, VerifyPoint, WarningKind};
+use crate::kernel::fault_records::FaultRing;
 use crate::kernel::procfs::Pagemap;
 use crate::kernel::syscall::LayoutSyscall;
 use crate::kernel::uffd::{AddressSpaceUffd, PageFault, UffdMessage, UffdPoller};
@@ -124,6 +128,9 @@ pub enum LaneMessage {
     /// and the messages before are taken in (docs/ordering.md, R3 and R4: a resolution across a
     /// later read of the page tables cannot be placed).
     Quiesce { done: SyncSender<()> },
+    /// `--faults records`: thread `tid` of process `pid` records its page faults in `ring`
+    /// from now on (sent before the thread runs in this space).
+    Records { pid: i32, tid: i32, ring: FaultRing },
     /// Every thread of the space is stopped (`--verify`): resolve what the descriptor still
     /// holds, then send the check on in lane order. `done` is told once the kernel's side has
     /// been read, and only then may the threads run again. A lane that cannot read its
@@ -208,6 +215,10 @@ pub struct Lane {
     touch_stacks: Option<TouchStacks>,
     /// `--threads`: where the names of the faulting threads are noted.
     thread_names: Option<Arc<ThreadNames>>,
+    /// `--faults records`: the rings of the space's threads, once it has one, and what wakes
+    /// the lane when they fill.
+    records: Option<Records>,
+    records_wake: Arc<tokio::sync::Notify>,
 }
 
 impl Lane {
@@ -246,6 +257,8 @@ impl Lane {
             failed: None,
             touch_stacks,
             thread_names: None,
+            records: None,
+            records_wake: Arc::new(tokio::sync::Notify::new()),
         };
         (actor, handle)
     }
@@ -276,6 +289,7 @@ impl Lane {
         // The inbox is taken in again INBOX_LATENCY after each wake by the tracer; the lane's
         // creation counts as one.
         let wake = self.wake.clone();
+        let records_wake = self.records_wake.clone();
         let again = tokio::time::sleep(INBOX_LATENCY);
         tokio::pin!(again);
         let mut again_armed = true;
@@ -328,6 +342,10 @@ impl Lane {
                     if self.take_inbox(&inbox).await {
                         break;
                     }
+                    None
+                }
+                () = records_wake.notified() => {
+                    self.take_records().await;
                     None
                 }
                 () = &mut flush_timer, if timer_for.is_some() => {

@@ -7,7 +7,7 @@ use nix::sys::signal::Signal;
 use rangemap::RangeSet;
 
 use super::spaces::Origin;
-use super::{FollowBy, Phase, Process, ProgramEnd, Thread, Tracer, USER_SPACE_END};
+use super::{Phase, Process, ProgramEnd, Thread, Tracer, USER_SPACE_END};
 use crate::actors::lane::LaneMessage;
 use crate::actors::sequencer::SequencerMessage;
 use crate::event::{Event, ForkKind, SpaceId, WarningKind, signal_name};
@@ -286,6 +286,10 @@ impl Tracer {
         let Some((new_space, inherited)) =
             self.threads.get_mut(&tid).and_then(|t| t.phase.attached())
         else {
+            // A thread, or a process sharing its creator's space: its faults go to that space.
+            if let Some((pid, space)) = self.space_of(tid) {
+                self.record_faults(pid, tid, space);
+            }
             return self.resume_after_setup(tid);
         };
         self.namespaces.learn(tid, None);
@@ -416,7 +420,7 @@ impl Tracer {
                 .and_then(|s| tracer.spaces.get(&s))
                 .is_some_and(|s| s.scans_only())
         };
-        let mut faults_at_exec = (self.config.follow_by == FollowBy::Scans
+        let mut faults_at_exec = (self.config.follow_by.scans_everything()
             || scanned(self, old_space))
         .then(|| procfs::minor_faults(pid))
         .flatten();

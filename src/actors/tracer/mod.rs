@@ -26,7 +26,8 @@
 //! `stack_growth.rs` and `unseen.rs` follow pages by page-table scans; `attach.rs` is `attach`;
 //! `rss.rs` the `rss` lines; `shared.rs` frames shared since a fork (`unshared` lines);
 //! `pressure.rs` what the kernel takes away unasked; `checkpoints.rs` is `--verify`;
-//! `namespaces.rs` tells lanes the ids of threads in a child PID namespace.
+//! `namespaces.rs` tells lanes the ids of threads in a child PID namespace; `records.rs` gives
+//! each thread followed by `--faults records` its ring of fault records.
 
 mod attach;
 mod checkpoints;
@@ -40,6 +41,7 @@ mod namespaces;
 mod notif;
 mod pressure;
 mod races;
+mod records;
 mod rss;
 mod scans;
 mod shadow;
@@ -127,8 +129,21 @@ pub enum FollowBy {
     Faults,
     /// Page-table scans only: nothing injected or registered, so the kernel behaves as untraced.
     Scans,
+    /// Page-table scans for residency, and the kernel's records of each thread's page faults
+    /// for whose fault made each page resident (`--faults records`).
+    Records,
     /// Not at all: mappings only.
     Nothing,
+}
+
+impl FollowBy {
+    /// Whether every private anonymous range is followed by page-table scans.
+    pub fn scans_everything(self) -> bool {
+        match self {
+            FollowBy::Scans | FollowBy::Records => true,
+            FollowBy::Faults | FollowBy::Nothing => false,
+        }
+    }
 }
 
 /// How the traced program ended.

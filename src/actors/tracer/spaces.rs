@@ -70,6 +70,10 @@ pub(super) enum Following {
     /// Page-table scans only: `--faults scan`, or a space that could get no userfaultfd (a
     /// `scans_instead` warning said why).
     Scans,
+    /// Page-table scans, and each thread's fault records, which its lane reads for whose fault
+    /// made each page resident (`--faults records`; the tracer opens a thread's ring before it
+    /// runs in the space: `Tracer::record_faults`).
+    Records,
     /// `attach`: scans only, and none of its syscalls is stopped at, so its layout is sampled
     /// too (attach.rs): `last` is what it was sampled as.
     Sampled { last: Sampled },
@@ -82,15 +86,29 @@ impl Space {
     pub(super) fn uffd(&self) -> Option<&Arc<AddressSpaceUffd>> {
         match &self.following {
             Following::Faults { uffd } => Some(uffd),
-            Following::Scans | Following::Sampled { .. } | Following::Nothing => None,
+            Following::Scans
+            | Following::Records
+            | Following::Sampled { .. }
+            | Following::Nothing => None,
         }
     }
 
     /// Whether its pages are followed by scans only (no fault of it goes through us).
     pub(super) fn scans_only(&self) -> bool {
         match self.following {
-            Following::Scans | Following::Sampled { .. } => true,
+            Following::Scans | Following::Records | Following::Sampled { .. } => true,
             Following::Faults { .. } | Following::Nothing => false,
+        }
+    }
+
+    /// Whether its threads' page faults are recorded for its lane (`--faults records`).
+    pub(super) fn records(&self) -> bool {
+        match self.following {
+            Following::Records => true,
+            Following::Faults { .. }
+            | Following::Scans
+            | Following::Sampled { .. }
+            | Following::Nothing => false,
         }
     }
 
@@ -98,7 +116,10 @@ impl Space {
     pub(super) fn sampled(&self) -> Option<&Sampled> {
         match &self.following {
             Following::Sampled { last } => Some(last),
-            Following::Faults { .. } | Following::Scans | Following::Nothing => None,
+            Following::Faults { .. }
+            | Following::Scans
+            | Following::Records
+            | Following::Nothing => None,
         }
     }
 
@@ -106,7 +127,10 @@ impl Space {
     pub(super) fn resampled(&mut self, sample: Sampled) {
         match &mut self.following {
             Following::Sampled { last } => *last = sample,
-            Following::Faults { .. } | Following::Scans | Following::Nothing => {}
+            Following::Faults { .. }
+            | Following::Scans
+            | Following::Records
+            | Following::Nothing => {}
         }
     }
 
@@ -114,7 +138,10 @@ impl Space {
     /// can be read, and it has a userfaultfd or is followed by scans only.
     pub(super) fn follows_pages(&self) -> bool {
         let followed = match self.following {
-            Following::Faults { .. } | Following::Scans | Following::Sampled { .. } => true,
+            Following::Faults { .. }
+            | Following::Scans
+            | Following::Records
+            | Following::Sampled { .. } => true,
             Following::Nothing => false,
         };
         followed && self.pagemap.is_some()
@@ -269,7 +296,7 @@ impl Tracer {
             }
         };
         let scans_only = followed
-            && (self.config.follow_by == FollowBy::Scans
+            && (self.config.follow_by.scans_everything()
                 || (no_uffd.is_some() && pagemap.is_some()));
         if let Some(e) = no_uffd {
             warnings.push(if scans_only {
@@ -312,6 +339,7 @@ impl Tracer {
             None if self.attaching() => Following::Sampled {
                 last: Sampled::new(maps.clone()),
             },
+            None if self.config.follow_by == FollowBy::Records => Following::Records,
             None => Following::Scans,
         };
         let lane = self.spawn_lane(id, uffd, pagemap.clone());
@@ -379,6 +407,7 @@ impl Tracer {
                 scans: Scans::new(std::time::Instant::now() + self.config.sample),
             },
         );
+        self.record_faults(tid, tid, id);
         for (what, message) in warnings {
             self.warn(Some(tid), Some(id), what, message);
         }

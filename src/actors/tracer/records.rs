@@ -1,0 +1,49 @@
+//! `--faults records`: each thread of a space followed so gets a ring of the kernel's records of
+//! its page faults, opened while it is stopped before it runs there (its space's creation, or
+//! its first stop as a new thread), and handed to the space's lane, which reads it
+//! (lane/records.rs). A ring lives until its thread exits or execs (the kernel drops the event
+//! at the exec: `remove_on_exec`); the exec'd program's space gets a new one.
+
+use super::Tracer;
+use crate::actors::lane::LaneMessage;
+use crate::event::{SpaceId, WarningKind};
+use crate::kernel::fault_records::{FaultRing, RECORD_BYTES, RingSize};
+use crate::test_hooks::{self, Fault};
+
+/// A thread's ring: 2,048 records, the lane woken at a quarter of that. At about 2 µs a fault
+/// (a first touch and its record), a thread that does nothing but fault fills it in 4 ms.
+const RING: RingSize = RingSize {
+    bytes: 2048 * RECORD_BYTES,
+    wake_at: 512 * RECORD_BYTES,
+};
+
+impl Tracer {
+    /// Opens thread `tid`'s ring, if its space is followed by records, and sends it to the
+    /// space's lane. One that cannot be had is said in a warning: that thread's pages are found
+    /// by reads, without their thread.
+    pub(super) fn record_faults(&self, pid: i32, tid: i32, space: SpaceId) {
+        let Some(s) = self.spaces.get(&space).filter(|s| s.records()) else {
+            return;
+        };
+        let size = if test_hooks::fails(Fault::TinyRecordRing, Some(space)) {
+            RingSize {
+                bytes: 4096,
+                wake_at: 4096,
+            }
+        } else {
+            RING
+        };
+        match FaultRing::of_thread(tid, size) {
+            Ok(ring) => s.lane.send(LaneMessage::Records { pid, tid, ring }),
+            Err(e) => self.warn(
+                Some(pid),
+                Some(space),
+                WarningKind::RecordsLost,
+                format!(
+                    "thread {tid}'s page faults cannot be recorded ({e}): its pages are found by \
+                     reads, without their thread"
+                ),
+            ),
+        }
+    }
+}

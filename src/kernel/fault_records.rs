@@ -1,0 +1,490 @@
+//! The kernel's own record of every page fault (`--faults records`): a software `page-faults`
+//! perf event with `sample_period = 1` and `PERF_SAMPLE_TID | PERF_SAMPLE_TIME |
+//! PERF_SAMPLE_ADDR` on `CLOCK_MONOTONIC` writes, synchronously in the fault path and without
+//! putting the thread to sleep, each fault's pid, tid, time and address to a ring we read.
+//!
+//! The kernel allows two shapes (docs/kernel-facts.md, "Fault records"): a ring per thread, or a
+//! ring per CPU. It refuses to map an inherited event that follows a task on any CPU (`EINVAL`),
+//! so an event that also follows the threads a task makes after it is opened once per CPU; and a
+//! per-thread ring serves one task only (`PERF_EVENT_IOC_SET_OUTPUT` between two threads'
+//! any-CPU events: `EINVAL`), while events bound to the same CPU may share a ring. A
+//! [`FaultRing`] is one CPU's ring, of the task it was opened on and of what that task makes
+//! after (`Inherit`); a [`FaultFeed`] is another task's event on that CPU writing into it.
+//!
+//! With `exclude_kernel = 0`, a fault taken inside a syscall on a user address (a `read()` into a
+//! fresh page) is recorded too; that needs `CAP_PERFMON` or `perf_event_paranoid` ≤ 1 (root is
+//! exempt). Faults the kernel takes for the program through `get_user_pages`
+//! (`MADV_POPULATE_*`, `MAP_POPULATE`, `mlock`, `O_DIRECT`, `process_vm_writev`) raise no
+//! `page-faults` event: a record is never the only way a page is found.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::time::{Duration, Instant};
+
+use std::sync::Arc;
+
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
+use perf_event::data::Record;
+use perf_event::events::Software;
+use perf_event::{Builder, Clock, Counter, SampleFlag, Sampler};
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
+use tokio::sync::Notify;
+
+/// One fault, as the kernel recorded it where the fault began (before it was handled: the
+/// fault may yet fail, or be retried and recorded again).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FaultRecord {
+    pub pid: i32,
+    pub tid: i32,
+    /// `CLOCK_MONOTONIC`, in nanoseconds.
+    pub time: u64,
+    /// The faulting address (not page-aligned).
+    pub addr: u64,
+}
+
+/// What a ring holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Drained {
+    Fault(FaultRecord),
+    /// The ring was full: the kernel dropped this many records, and wrote this instead once
+    /// there was room again, with the time it did and the thread whose record it could first
+    /// write (`sample_id_all`).
+    Lost {
+        count: u64,
+        time: Option<u64>,
+        tid: Option<i32>,
+    },
+}
+
+/// Which tasks a ring's event follows besides the one it is opened on: those it makes after.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Inherit {
+    /// Its threads and its child processes, and theirs (the event is copied into each at its
+    /// clone or fork): one set of rings for a whole tree.
+    Tree,
+    /// Its threads only (`inherit_thread`); dropped at an exec (`remove_on_exec`): the rings
+    /// of one address space.
+    Threads,
+    /// None: that task alone; dropped at an exec (`remove_on_exec`).
+    Nothing,
+}
+
+/// How a ring is sized and when its reader is woken.
+#[derive(Clone, Copy, Debug)]
+pub struct RingSize {
+    /// Bytes of records (a power of two, at least a page): 32 bytes a fault.
+    pub bytes: usize,
+    /// Wake the reader once this many bytes are unread (`wakeup_watermark`).
+    pub wake_at: usize,
+}
+
+/// Bytes the kernel writes for one fault: the header, pid and tid, time, address.
+pub const RECORD_BYTES: usize = 32;
+
+/// Why records could not be had.
+#[derive(Debug)]
+pub enum RecordsError {
+    /// `perf_event_open` refused (`perf_event_paranoid`, no perf support, the task gone).
+    Open(io::Error),
+    /// The ring could not be mapped (pinned memory: `perf_event_mlock_kb`, `RLIMIT_MEMLOCK`).
+    Map(io::Error),
+    /// `PERF_EVENT_IOC_SET_OUTPUT` refused to send a task's records into a ring.
+    Redirect(io::Error),
+}
+
+impl std::fmt::Display for RecordsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RecordsError::Open(e) => write!(f, "perf_event_open: {e}"),
+            RecordsError::Map(e) => write!(f, "mapping its ring: {e}"),
+            RecordsError::Redirect(e) => write!(f, "PERF_EVENT_IOC_SET_OUTPUT: {e}"),
+        }
+    }
+}
+
+/// A ring of fault records: of one CPU (`Some`), or of one task on every CPU.
+pub struct FaultRing {
+    sampler: Sampler,
+    cpu: Option<usize>,
+}
+
+impl std::fmt::Debug for FaultRing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FaultRing")
+            .field("fd", &self.as_raw_fd())
+            .field("cpu", &self.cpu)
+            .finish()
+    }
+}
+
+impl AsRawFd for FaultRing {
+    fn as_raw_fd(&self) -> RawFd {
+        self.sampler.as_raw_fd()
+    }
+}
+
+impl AsFd for FaultRing {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: the descriptor is the sampler's, open for as long as the ring (and so the
+        // borrow) lives.
+        unsafe { BorrowedFd::borrow_raw(self.sampler.as_raw_fd()) }
+    }
+}
+
+/// The event of one page fault per record, of task `tid` on `cpu` (or any).
+fn fault_event(tid: i32, cpu: Option<usize>, inherit: Inherit, wake_at: usize) -> Builder<'static> {
+    let mut builder = Builder::new(Software::PAGE_FAULTS);
+    builder.observe_pid(tid);
+    match cpu {
+        Some(cpu) => builder.one_cpu(cpu),
+        None => builder.any_cpu(),
+    };
+    builder
+        .sample_period(1)
+        .sample(SampleFlag::TID | SampleFlag::TIME | SampleFlag::ADDR)
+        .clockid(Clock::MONOTONIC)
+        // A lost record says when, and whose record came next.
+        .sample_id_all(true)
+        .inherit(inherit != Inherit::Nothing)
+        .inherit_thread(inherit == Inherit::Threads)
+        .remove_on_exec(inherit != Inherit::Tree)
+        .exclude_kernel(false)
+        .exclude_hv(true)
+        .wakeup_watermark(wake_at.max(1))
+        .enabled(true);
+    builder
+}
+
+impl FaultRing {
+    /// Records every fault of `tid` on `cpu` (any: `None`, for a task alone) from now on, and
+    /// of the tasks it makes after, as `inherit` says.
+    pub fn open(
+        tid: i32,
+        cpu: Option<usize>,
+        inherit: Inherit,
+        size: RingSize,
+    ) -> Result<Self, RecordsError> {
+        let counter = fault_event(tid, cpu, inherit, size.wake_at)
+            .build()
+            .map_err(RecordsError::Open)?;
+        let sampler = counter.sampled(size.bytes).map_err(RecordsError::Map)?;
+        Ok(Self { sampler, cpu })
+    }
+
+    /// One thread's ring, on every CPU, until it exits or execs: how `--faults records` reads
+    /// each thread's faults.
+    pub fn of_thread(tid: i32, size: RingSize) -> Result<Self, RecordsError> {
+        Self::open(tid, None, Inherit::Nothing, size)
+    }
+
+    /// Takes every record written so far, oldest first, into `into`; how many. Records of
+    /// another kind than a fault or a loss (none is asked for) are passed over.
+    pub fn drain(&mut self, into: &mut Vec<Drained>) -> usize {
+        let before = into.len();
+        while let Some(record) = self.sampler.next_record() {
+            let drained = match record.parse_record() {
+                Ok(Record::Sample(sample)) => {
+                    match (sample.pid(), sample.tid(), sample.time(), sample.addr()) {
+                        (Some(pid), Some(tid), Some(time), Some(addr)) => {
+                            Some(Drained::Fault(FaultRecord {
+                                pid: pid as i32,
+                                tid: tid as i32,
+                                time,
+                                addr,
+                            }))
+                        }
+                        _ => None,
+                    }
+                }
+                Ok(Record::Lost(lost)) => Some(Drained::Lost {
+                    count: lost.lost,
+                    time: None,
+                    tid: None,
+                }),
+                Ok(_) => None,
+                Err(e) => {
+                    tracing::debug!(cpu = self.cpu, "a fault record that does not parse: {e}");
+                    None
+                }
+            };
+            into.extend(drained);
+        }
+        into.len() - before
+    }
+}
+
+/// Another task's event on a ring's CPU, writing its records into that ring: a thread running
+/// already when its process was attached to, or a process that shares an address space without
+/// inheriting the ring's event.
+pub struct FaultFeed {
+    counter: Counter,
+}
+
+impl FaultFeed {
+    /// Fails for a ring of one task on every CPU: the kernel lets such a ring serve that task
+    /// alone.
+    pub fn open(tid: i32, inherit: Inherit, ring: &FaultRing) -> Result<Self, RecordsError> {
+        let counter = fault_event(tid, ring.cpu, inherit, 1)
+            .build()
+            .map_err(RecordsError::Open)?;
+        // SAFETY: an ioctl on our own perf event's descriptor whose argument is another perf
+        // event's descriptor, an integer; the kernel checks both.
+        let rc = unsafe {
+            perf_event_open_sys::ioctls::SET_OUTPUT(counter.as_raw_fd(), ring.as_raw_fd())
+        };
+        if rc != 0 {
+            return Err(RecordsError::Redirect(io::Error::last_os_error()));
+        }
+        Ok(Self { counter })
+    }
+}
+
+impl AsRawFd for FaultFeed {
+    fn as_raw_fd(&self) -> RawFd {
+        self.counter.as_raw_fd()
+    }
+}
+
+/// The rings of the threads of one address space, read together: an epoll set over them that
+/// the runtime polls (`AsyncFd`), readable once any ring holds `wake_at` bytes unread.
+pub struct ThreadRings {
+    epoll: Epoll,
+    /// By thread id, with its process.
+    rings: HashMap<i32, (i32, FaultRing)>,
+}
+
+impl ThreadRings {
+    pub fn new() -> io::Result<Self> {
+        let epoll = Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC).map_err(io::Error::from)?;
+        Ok(Self {
+            epoll,
+            rings: HashMap::new(),
+        })
+    }
+
+    /// Adds thread `tid`'s ring (of process `pid`); one it had before is drained first, into
+    /// `into`.
+    pub fn add(
+        &mut self,
+        pid: i32,
+        tid: i32,
+        ring: FaultRing,
+        into: &mut Vec<Drained>,
+    ) -> io::Result<()> {
+        self.remove(tid, into);
+        let event = EpollEvent::new(EpollFlags::EPOLLIN, tid as u64);
+        self.epoll.add(&ring, event).map_err(io::Error::from)?;
+        self.rings.insert(tid, (pid, ring));
+        Ok(())
+    }
+
+    /// Drains and drops thread `tid`'s ring: the thread is gone, or exec'd (its event went at
+    /// the exec, `remove_on_exec`).
+    pub fn remove(&mut self, tid: i32, into: &mut Vec<Drained>) {
+        if let Some((_, mut ring)) = self.rings.remove(&tid) {
+            ring.drain(into);
+            if let Err(e) = self.epoll.delete(&ring) {
+                tracing::debug!(tid, "taking a ring out of its epoll set: {e}");
+            }
+        }
+    }
+
+    /// Drains and drops the rings of process `pid`'s threads.
+    pub fn remove_process(&mut self, pid: i32, into: &mut Vec<Drained>) {
+        let tids: Vec<i32> = self
+            .rings
+            .iter()
+            .filter(|(_, (p, _))| *p == pid)
+            .map(|(&tid, _)| tid)
+            .collect();
+        for tid in tids {
+            self.remove(tid, into);
+        }
+    }
+
+    /// Takes every record written so far into `into`, ring by ring (each oldest first), and
+    /// takes the epoll set's readiness with them: the set is readable again only once a ring
+    /// reaches its watermark anew. A ring whose thread is gone (its event hung up, which would
+    /// keep the set readable) is drained and dropped.
+    pub fn drain(&mut self, into: &mut Vec<Drained>) -> usize {
+        let mut events = [EpollEvent::empty(); 16];
+        let mut hung_up = Vec::new();
+        while let Ok(n) = self.epoll.wait(&mut events, EpollTimeout::ZERO) {
+            for event in &events[..n] {
+                if event
+                    .events()
+                    .intersects(EpollFlags::EPOLLHUP | EpollFlags::EPOLLERR)
+                {
+                    hung_up.push(event.data() as i32);
+                }
+            }
+            if n < events.len() {
+                break;
+            }
+        }
+        let before = into.len();
+        for (_, ring) in self.rings.values_mut() {
+            ring.drain(into);
+        }
+        for tid in hung_up {
+            self.remove(tid, into);
+        }
+        into.len() - before
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rings.is_empty()
+    }
+}
+
+impl AsRawFd for ThreadRings {
+    fn as_raw_fd(&self) -> RawFd {
+        self.epoll.0.as_raw_fd()
+    }
+}
+
+/// The CPUs a task may run on, whose rings together see all of its faults: those online.
+pub fn cpus() -> io::Result<Vec<usize>> {
+    let online = std::fs::read_to_string("/sys/devices/system/cpu/online")?;
+    parse_cpu_list(online.trim()).ok_or_else(|| {
+        io::Error::other(format!("an online CPU list that does not parse: {online}"))
+    })
+}
+
+/// `0-3,5,7-8` to its CPUs.
+fn parse_cpu_list(list: &str) -> Option<Vec<usize>> {
+    let mut cpus = Vec::new();
+    for part in list.split(',').filter(|p| !p.is_empty()) {
+        match part.split_once('-') {
+            Some((first, last)) => cpus.extend(first.parse::<usize>().ok()?..=last.parse().ok()?),
+            None => cpus.push(part.parse().ok()?),
+        }
+    }
+    Some(cpus)
+}
+
+/// `CLOCK_MONOTONIC` now, in nanoseconds: a record's clock.
+pub fn monotonic_now() -> u64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).map_or(0, |t| {
+        t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
+    })
+}
+
+/// An `Instant` (which is `CLOCK_MONOTONIC` too, but opaque) on a record's clock: measured
+/// from now.
+pub fn monotonic_of(at: Instant) -> u64 {
+    let now = Instant::now();
+    let clock = monotonic_now();
+    match now.checked_duration_since(at) {
+        Some(ago) => clock.saturating_sub(ago.as_nanos() as u64),
+        None => clock + at.duration_since(now).as_nanos() as u64,
+    }
+}
+
+/// The moment a record's time names, as an `Instant`: measured from now.
+pub fn instant_of(time: u64) -> Instant {
+    let now = Instant::now();
+    let clock = monotonic_now();
+    match clock.checked_sub(time) {
+        Some(ago) => now.checked_sub(Duration::from_nanos(ago)).unwrap_or(now),
+        // Later than now: a clock read a little before the record's.
+        None => now + Duration::from_nanos(time - clock),
+    }
+}
+
+/// Wakes a space's lane when its rings hold records past their watermark: a task of the
+/// runtime waiting on the rings' epoll set (a descriptor of its own on the same set), so that
+/// the lane, which owns the rings, is not borrowed while it waits.
+pub struct RingsWatcher {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl RingsWatcher {
+    /// Notifies `wake` each time the set becomes readable. Must be called on the runtime.
+    pub fn start(rings: &ThreadRings, wake: Arc<Notify>) -> io::Result<Self> {
+        let epoll: OwnedFd = rings.epoll.0.try_clone()?;
+        // SAFETY: the AsyncFd owns the descriptor, which stays open on the same epoll set until
+        // the AsyncFd (moved into the task) is dropped with it.
+        let fd = unsafe { AsyncFd::register_with_interest(epoll, Interest::READABLE) }
+            .map_err(io::Error::from)?;
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok(mut guard) = fd.readable().await else {
+                    return;
+                };
+                wake.notify_one();
+                guard.clear_ready();
+            }
+        });
+        Ok(Self { task })
+    }
+}
+
+impl Drop for RingsWatcher {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cpu_list_is_read_as_the_kernel_writes_it() {
+        assert_eq!(parse_cpu_list("0"), Some(vec![0]));
+        assert_eq!(parse_cpu_list("0-3,5,7-8"), Some(vec![0, 1, 2, 3, 5, 7, 8]));
+        assert_eq!(parse_cpu_list("0-x"), None);
+    }
+
+    /// The kernel's side: this thread's own faults on fresh pages, on every CPU's ring, each
+    /// with this thread's ids and its address, in time order on each ring.
+    #[test]
+    fn every_fault_of_a_thread_is_recorded_with_its_ids_and_address() {
+        let tid = nix::unistd::gettid().as_raw();
+        let size = RingSize {
+            bytes: 1 << 20,
+            wake_at: 4096,
+        };
+        let rings: Result<Vec<FaultRing>, RecordsError> = cpus()
+            .expect("online CPUs")
+            .into_iter()
+            .map(|cpu| FaultRing::open(tid, Some(cpu), Inherit::Nothing, size))
+            .collect();
+        let mut rings = match rings {
+            Ok(rings) => rings,
+            // Not root and perf_event_paranoid > 1: what doctor says; nothing to test here.
+            Err(RecordsError::Open(e)) if e.raw_os_error() == Some(libc::EACCES) => return,
+            Err(e) => panic!("opening the rings: {e}"),
+        };
+        let page = crate::kernel::page_size() as usize;
+        let pages = 64;
+        let mut memory =
+            crate::kernel::anon_memory::AnonMapping::new(pages).expect("anonymous memory");
+        for i in 0..pages {
+            memory.write(i, 1);
+        }
+        let mut drained = Vec::new();
+        for ring in &mut rings {
+            ring.drain(&mut drained);
+        }
+        let start = memory.start();
+        let ours: std::collections::BTreeSet<u64> = drained
+            .iter()
+            .filter_map(|d| match d {
+                Drained::Fault(f) => Some(f),
+                Drained::Lost { .. } => None,
+            })
+            .filter(|f| f.tid == tid && f.pid == std::process::id() as i32)
+            .map(|f| f.addr / page as u64 * page as u64)
+            .filter(|&p| p >= start && p < start + (pages * page) as u64)
+            .collect();
+        assert_eq!(
+            ours.len(),
+            pages,
+            "one record at least for each page touched"
+        );
+    }
+}

@@ -1,0 +1,215 @@
+//! `run --faults records`: residency found by page-table reads as under `--faults scan`, and the
+//! thread of each first touch from the kernel's own records of its page faults. The stream
+//! must agree with the kernel at every check, and name the thread that really faulted.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
+use std::time::Duration;
+
+use mevi_actors::event::{Event, FoundBy, WarningKind};
+
+use crate::util::{Traced, trace_with_env, trace_within, workload};
+
+const HANG: Duration = Duration::from_secs(120);
+
+const RECORDS: [&str; 5] = ["--faults", "records", "--verify", "--verify-every", "5"];
+
+/// The pages of `[start, end)` each resident line gives a thread: page number → tid, and the
+/// `by` of each line.
+fn threads_of_pages(
+    t: &Traced,
+    start: u64,
+    end: u64,
+) -> BTreeMap<u64, (Option<i32>, Option<FoundBy>)> {
+    let mut pages = BTreeMap::new();
+    for event in t.events("resident") {
+        let Event::Resident {
+            tid,
+            start: s,
+            end: e,
+            by,
+            ..
+        } = event
+        else {
+            continue;
+        };
+        let mut page = (*s).max(start);
+        while page < (*e).min(end) {
+            pages.entry((page - start) / 4096).or_insert((*tid, *by));
+            page += 4096;
+        }
+    }
+    pages
+}
+
+/// Every workload of the suite that prints its own truth, traced with records and checked
+/// every 5 ms: each check finds 0 mismatches, the replayed end equals what the workload read
+/// from its own page tables, and pages are found with their thread.
+#[test]
+fn every_memory_workload_ends_where_the_kernel_does() {
+    let workloads: &[(&str, &[&str])] = &[
+        ("one_thread", &[]),
+        ("threads_region", &["8"]),
+        ("thread_brk", &[]),
+        ("malloc4", &[]),
+        ("fork_touch", &[]),
+        ("race", &["1"]),
+        ("nocaps_fork", &[]),
+        ("edges", &[]),
+    ];
+    for (name, args) in workloads {
+        let mut program: Vec<OsString> = vec![workload(name).into()];
+        program.extend(args.iter().map(OsString::from));
+        let t = trace_within(&RECORDS, &program, HANG);
+        assert_eq!(t.status, 0, "{name}: {}", t.stderr);
+        let v = t.verify_totals();
+        assert_eq!(v.mismatched_pages, 0, "{name}: {}", t.evidence());
+        assert!(v.points > 0, "{name}: nothing was checked");
+        t.assert_matches_kernel();
+        assert!(
+            t.lines.first().is_some_and(|l| matches!(
+                &l.event,
+                Event::Start { follow: Some(f), .. } if f == "records"
+            )),
+            "{name}: the start line does not say records"
+        );
+        let recorded = t
+            .events("resident")
+            .filter(|e| {
+                matches!(
+                    e,
+                    Event::Resident {
+                        by: Some(FoundBy::Record),
+                        tid: Some(_),
+                        ..
+                    }
+                )
+            })
+            .count();
+        assert!(recorded > 0, "{name}: no page was found with its thread");
+        assert!(
+            t.warnings().is_empty(),
+            "{name}: warnings: {:?}",
+            t.warnings()
+        );
+    }
+}
+
+/// One thread per page (threads_region: thread i writes the pages p < 768 with p % 8 == i):
+/// under records, as under uffd, the pages of each thread are exactly those of one residue,
+/// and no two residues share a thread; every one of those pages is attributed.
+#[test]
+fn each_page_has_the_thread_that_wrote_it_as_under_uffd() {
+    let program = [workload("threads_region"), "8".into()];
+    for flags in [&RECORDS[..], &["--verify"][..]] {
+        let t = trace_within(flags, &program, HANG);
+        assert_eq!(t.status, 0, "{flags:?}: {}", t.stderr);
+        assert_eq!(t.verify_totals().mismatched_pages, 0, "{}", t.evidence());
+        let region = &t.truth("region", "shared")[0];
+        let pages = threads_of_pages(&t, region.start, region.end);
+        let mut by_residue: BTreeMap<u64, BTreeSet<Option<i32>>> = BTreeMap::new();
+        for p in 0..768u64 {
+            let (tid, _) = pages.get(&p).copied().unwrap_or((None, None));
+            assert!(tid.is_some(), "{flags:?}: page {p} has no thread");
+            by_residue.entry(p % 8).or_default().insert(tid);
+        }
+        let mut seen = BTreeSet::new();
+        for (residue, tids) in &by_residue {
+            assert_eq!(
+                tids.len(),
+                1,
+                "{flags:?}: residue {residue} has threads {tids:?}"
+            );
+            assert!(
+                seen.insert(*tids.iter().next().unwrap()),
+                "{flags:?}: two residues share a thread"
+            );
+        }
+        // The pages every thread races to read are each a worker's, whichever came first.
+        let main = t.truth("region", "shared")[0].pid;
+        for p in 1000..1008u64 {
+            let (tid, _) = pages[&p];
+            assert!(
+                tid.is_some_and(|t| t != main),
+                "{flags:?}: page {p}: {tid:?}"
+            );
+        }
+    }
+}
+
+/// Pages made resident only inside system calls (`read()` from `/dev/zero` and from a pipe into
+/// fresh memory) are the kernel's faults, taken for the thread that called: each region is its
+/// reader's alone, and no two readers share a thread.
+#[test]
+fn a_page_faulted_inside_a_syscall_has_the_thread_that_called() {
+    let t = trace_within(&RECORDS, &[workload("u27_syscall_faults")], HANG);
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    assert_eq!(t.verify_totals().mismatched_pages, 0, "{}", t.evidence());
+    t.assert_matches_kernel();
+    let main = t.truth("region", "zero0")[0].pid;
+    let mut readers = BTreeSet::new();
+    for i in 0..4 {
+        let zero = &t.truth("region", &format!("zero{i}"))[0];
+        let pipe = &t.truth("region", &format!("pipe{i}"))[0];
+        let mut tids = BTreeSet::new();
+        for (region, pages) in [(zero, 32), (pipe, 16)] {
+            let found = threads_of_pages(&t, region.start, region.end);
+            assert_eq!(found.len(), pages, "region {}: {found:?}", region.name);
+            for (page, (tid, by)) in found {
+                assert_eq!(by, Some(FoundBy::Record), "{} page {page}", region.name);
+                tids.insert(tid.expect("a recorded page has a thread"));
+            }
+        }
+        assert_eq!(tids.len(), 1, "reader {i}'s regions have threads {tids:?}");
+        let tid = *tids.iter().next().unwrap();
+        assert_ne!(tid, main, "reader {i}'s pages are the main thread's");
+        assert!(readers.insert(tid), "two readers share thread {tid}");
+    }
+}
+
+/// Records a thread's ring had no room for are never silent: a `records_lost` warning says how
+/// many, and the pages they were of are still found (by reads, without their thread), so the
+/// stream still agrees with the kernel.
+#[test]
+fn lost_records_are_said_and_the_pages_still_found() {
+    let t = trace_with_env(
+        &[("MEVI_TEST_FAULT", "tiny-record-ring")],
+        &RECORDS,
+        &[workload("u27_many_faults")],
+        HANG,
+    );
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    assert_eq!(t.verify_totals().mismatched_pages, 0, "{}", t.evidence());
+    t.assert_matches_kernel();
+    let lost: Vec<&str> = t
+        .lines
+        .iter()
+        .filter_map(|l| match &l.event {
+            Event::Warning {
+                what: WarningKind::RecordsLost,
+                message,
+                ..
+            } => Some(message.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        !lost.is_empty(),
+        "no records_lost warning: {}",
+        t.evidence()
+    );
+    assert!(lost.iter().all(|m| m.contains("lost")), "{lost:?}");
+    let by_scan = t
+        .events("resident")
+        .filter(|e| {
+            matches!(
+                e,
+                Event::Resident {
+                    by: Some(FoundBy::Scan),
+                    ..
+                }
+            )
+        })
+        .count();
+    assert!(by_scan > 0, "no page was found without its record");
+}
