@@ -125,6 +125,9 @@ enum Runner {
     MeviScan,
     /// `--faults scan --sample-ms 1`.
     MeviScanFast,
+    /// `--faults records`: scans, with each page's thread from the kernel's fault records
+    /// (issue 27).
+    MeviRecords,
     /// `--verify --verify-every 20`: a check of every space every 20 ms (the mapping series).
     MeviVerifyEvery,
     /// Another build of mevi-actors (`MEVI_BENCH_COMPARE`), for trying a change side by side.
@@ -148,6 +151,7 @@ impl Runner {
             Runner::MeviNoFaults => "mevi-actors --no-faults",
             Runner::MeviScan => "mevi-actors --faults scan",
             Runner::MeviScanFast => "mevi-actors --faults scan --sample-ms 1",
+            Runner::MeviRecords => "mevi-actors --faults records",
             Runner::MeviVerifyEvery => "mevi-actors --verify --verify-every 20",
             Runner::MeviCompared => "MEVI_BENCH_COMPARE",
             Runner::Floor => "floor (poll)",
@@ -267,6 +271,7 @@ fn main() {
                                     | Runner::MeviVariant(_)
                                     | Runner::MeviScan
                                     | Runner::MeviScanFast
+                                    | Runner::MeviRecords
                             )
                         })
                         .collect(),
@@ -314,8 +319,23 @@ impl Bench {
         let with = |base: &[Runner], extra: &[Runner]| -> Vec<Runner> {
             base.iter().chain(extra).copied().collect()
         };
-        let faults = [Untraced, Mevi, MeviScan, MeviScanFast, Floor, FloorBusy];
-        let layout = [Untraced, Mevi, MeviNoFaults, MeviScan, MeviScanFast];
+        let faults = [
+            Untraced,
+            Mevi,
+            MeviScan,
+            MeviScanFast,
+            MeviRecords,
+            Floor,
+            FloorBusy,
+        ];
+        let layout = [
+            Untraced,
+            Mevi,
+            MeviNoFaults,
+            MeviScan,
+            MeviScanFast,
+            MeviRecords,
+        ];
         let mut list = Vec::new();
         for (threads, access) in [(1, "write"), (2, "write"), (1, "read"), (2, "read")] {
             list.push(Workload {
@@ -348,7 +368,7 @@ impl Bench {
                 "2".into(),
                 "1000000".into(),
             ],
-            runners: vec![Untraced, Mevi, MeviScan, SeccompOnly],
+            runners: vec![Untraced, Mevi, MeviScan, MeviRecords, SeccompOnly],
             // Each strace run takes over 2 minutes here: strace 6.1 stops every syscall of a
             // thread, filter or not. One run of the filtered one, to keep the bench short.
             once: strace
@@ -415,7 +435,14 @@ impl Bench {
                 "-C".into(),
                 self.make_project().display().to_string(),
             ],
-            runners: vec![Untraced, Mevi, MeviOnlyLinker, MeviNoFaults, MeviScan],
+            runners: vec![
+                Untraced,
+                Mevi,
+                MeviOnlyLinker,
+                MeviNoFaults,
+                MeviScan,
+                MeviRecords,
+            ],
             once: vec![],
         });
         list.push(Workload {
@@ -553,6 +580,7 @@ impl Bench {
             | Runner::MeviNoFaults
             | Runner::MeviScan
             | Runner::MeviScanFast
+            | Runner::MeviRecords
             | Runner::MeviVerifyEvery
             | Runner::MeviCompared => {
                 let out = self.dir.join("stream.jsonl");
@@ -576,6 +604,9 @@ impl Bench {
                     }
                     Runner::MeviScanFast => {
                         cmd.args(["--faults", "scan", "--sample-ms", "1"]);
+                    }
+                    Runner::MeviRecords => {
+                        cmd.args(["--faults", "records"]);
                     }
                     Runner::MeviVerifyEvery => {
                         cmd.args(["--verify", "--verify-every", "20"]);
@@ -1125,6 +1156,7 @@ fn report(
                 | Runner::MeviCompared
                 | Runner::MeviScan
                 | Runner::MeviScanFast
+                | Runner::MeviRecords
         ) {
             for reference in [
                 Runner::Floor,
@@ -1176,6 +1208,7 @@ fn report(
         }
     }
     scan_targets(w, results, section, targets);
+    records_targets(w, results, section, targets);
     let Some(mevi) = results.get(&Runner::Mevi) else {
         return;
     };
@@ -1233,31 +1266,95 @@ fn report(
     }
 }
 
+/// A mode's limits: touching (against untraced), churn and fork+exec (against `strace
+/// --seccomp-bpf`), other syscalls (against the filter alone).
+struct ModeLimits {
+    touch: f64,
+    churn: f64,
+    forkexec: f64,
+    syscalls: f64,
+}
+
 /// `--faults scan`'s targets (issue 14): touching at nearly the program's own speed, layout
 /// changes and processes at strace's cost or less, other syscalls at the filter's.
+const SCAN_LIMITS: ModeLimits = ModeLimits {
+    touch: 1.15,
+    churn: 1.0,
+    forkexec: 1.0,
+    syscalls: 1.05,
+};
+
+/// `--faults records`' targets (issue 27): first touches at the record's own cost, layout
+/// changes under strace's, processes within a fifth of it, other syscalls at the filter's.
+const RECORDS_LIMITS: ModeLimits = ModeLimits {
+    touch: 1.5,
+    churn: 1.0,
+    forkexec: 1.2,
+    syscalls: 1.05,
+};
+
 fn scan_targets(
     w: &Workload,
     results: &BTreeMap<Runner, Vec<Sample>>,
     section: &str,
     targets: &mut Vec<String>,
 ) {
-    let (Some(scan), Some(base)) = (
-        results.get(&Runner::MeviScan),
-        results.get(&Runner::Untraced),
-    ) else {
+    mode_targets(
+        w,
+        results,
+        section,
+        targets,
+        Runner::MeviScan,
+        "scan",
+        &SCAN_LIMITS,
+    );
+}
+
+fn records_targets(
+    w: &Workload,
+    results: &BTreeMap<Runner, Vec<Sample>>,
+    section: &str,
+    targets: &mut Vec<String>,
+) {
+    let (runner, limits) = (Runner::MeviRecords, &RECORDS_LIMITS);
+    mode_targets(w, results, section, targets, runner, "records", limits);
+}
+
+/// The targets of `--faults MODE` (run by `runner`) on workload `w`, as `limits` sets them.
+fn mode_targets(
+    w: &Workload,
+    results: &BTreeMap<Runner, Vec<Sample>>,
+    section: &str,
+    targets: &mut Vec<String>,
+    runner: Runner,
+    mode: &str,
+    limits: &ModeLimits,
+) {
+    let (Some(traced), Some(base)) = (results.get(&runner), results.get(&Runner::Untraced)) else {
         return;
     };
-    let vs = |r: Runner| results.get(&r).map(|s| paired_ratio(scan, s));
+    let vs = |r: Runner| results.get(&r).map(|s| paired_ratio(traced, s));
     let name = w.name.as_str();
+    let strace = "strace --seccomp-bpf";
     let (what, x, limit) = match name {
-        "touch-write-1t" | "touch-write-2t" => ("untraced", Some(paired_ratio(scan, base)), 1.15),
-        "churn" | "forkexec" => ("strace --seccomp-bpf", vs(Runner::StraceSeccomp), 1.0),
-        "syscalls" => ("the seccomp filter alone", vs(Runner::SeccompOnly), 1.05),
+        "touch-write-1t" | "touch-write-2t" => {
+            ("untraced", Some(paired_ratio(traced, base)), limits.touch)
+        }
+        n if mode == "records" && n.starts_with("touch-") => {
+            ("untraced", Some(paired_ratio(traced, base)), limits.touch)
+        }
+        "churn" => (strace, vs(Runner::StraceSeccomp), limits.churn),
+        "forkexec" => (strace, vs(Runner::StraceSeccomp), limits.forkexec),
+        "syscalls" => (
+            "the seccomp filter alone",
+            vs(Runner::SeccompOnly),
+            limits.syscalls,
+        ),
         _ => return,
     };
     if let Some(x) = x {
         targets.push(target(
-            &format!("{section}{name}: --faults scan within {limit}x of {what}"),
+            &format!("{section}{name}: --faults {mode} within {limit}x of {what}"),
             format!("{x:.2}x"),
             x <= limit,
         ));

@@ -27,6 +27,7 @@ const CHECKS: &[&str] = &[
     "attach",
     "transparent huge pages",
     "kernel.perf_event_paranoid",
+    "fault records",
     "container",
 ];
 

@@ -480,6 +480,32 @@ pub(super) fn perf_event_paranoid() -> Check {
     }
 }
 
+/// `--faults records` opens a ring of fault records per thread: tried on this thread.
+pub(super) fn fault_records() -> Check {
+    use crate::kernel::fault_records::{FaultRing, RingSize};
+    let me = nix::unistd::gettid().as_raw();
+    let size = RingSize {
+        bytes: 4096,
+        wake_at: 4096,
+    };
+    match FaultRing::of_thread(me, size) {
+        Ok(_) => Check::new(
+            Mark::Ok,
+            "fault records",
+            "each thread's page faults can be recorded, inside system calls too (--faults records)",
+        ),
+        // Optional: the default mode does not need it.
+        Err(e) => Check::new(
+            Mark::Note,
+            "fault records",
+            format!(
+                "page faults cannot be recorded ({e}): --faults records names no thread \
+                 (`sysctl kernel.perf_event_paranoid=1`, or CAP_PERFMON)"
+            ),
+        ),
+    }
+}
+
 /// What says this is a container, if anything does.
 pub(super) fn container() -> Option<String> {
     let marker = |path: &str, name: &str| {

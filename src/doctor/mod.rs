@@ -222,6 +222,7 @@ pub fn examine() -> Report {
         attach(&me),
         thp(),
         perf_event_paranoid(),
+        fault_records(),
         namespaces(&me, container.as_deref()),
     ]);
     Report { checks, verdict }
