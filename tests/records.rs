@@ -213,3 +213,27 @@ fn lost_records_are_said_and_the_pages_still_found() {
         .count();
     assert!(by_scan > 0, "no page was found without its record");
 }
+
+/// 1,000 threads alive at once, each writing its own page of one region: every page has a thread
+/// of its own, none the main thread's, and the stream agrees with the kernel at the exit. (Not
+/// every 5 ms: a checkpoint stops all 1,000 threads, in every mode, and the run would crawl.)
+#[test]
+fn a_thousand_threads_each_have_their_own_page() {
+    let flags = ["--faults", "records", "--verify"];
+    let t = trace_within(&flags, &[workload("u27_thousand_threads")], HANG);
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    assert_eq!(t.verify_totals().mismatched_pages, 0, "{}", t.evidence());
+    t.assert_matches_kernel();
+    let region = &t.truth("region", "shared")[0];
+    let pages = threads_of_pages(&t, region.start, region.end);
+    assert_eq!(pages.len(), 1000, "pages found: {}", pages.len());
+    let tids: BTreeSet<i32> = pages
+        .values()
+        .map(|(tid, by)| {
+            assert_eq!(*by, Some(FoundBy::Record));
+            tid.expect("a recorded page has a thread")
+        })
+        .collect();
+    assert_eq!(tids.len(), 1000, "1,000 pages, {} threads", tids.len());
+    assert!(!tids.contains(&region.pid), "a page is the main thread's");
+}

@@ -313,6 +313,31 @@ fn cases_under_faults_scan() {
     }
 }
 
+/// `run --faults records`: as under scans, every case, with each page found also named by the
+/// kernel's record of the fault that made it resident; the stream agrees with the kernel at
+/// every checkpoint.
+#[test]
+fn cases_under_faults_records() {
+    let profile = Profile {
+        threads: &[8],
+        seeds: &[2],
+        millis: 300,
+        fault: None,
+        flags: &["--faults", "records"],
+    };
+    for case in [
+        "reuse", "discard", "layout", "mremap", "brk", "fork", "vfork", "exec", "fixed", "exits",
+        "kill", "free", "populate",
+    ] {
+        let c = race(case, &profile);
+        c.assert_passed();
+        assert!(
+            c.scanned > 0 || case == "populate",
+            "{case}: no resident line found by a read"
+        );
+    }
+}
+
 /// Every case for minutes: `cargo test -- --ignored soak`.
 #[test]
 #[ignore]
