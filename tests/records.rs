@@ -215,12 +215,12 @@ fn lost_records_are_said_and_the_pages_still_found() {
 }
 
 /// 1,000 threads alive at once, each writing its own page of one region: every page has a thread
-/// of its own, none the main thread's, and the stream agrees with the kernel at the exit. (Not
-/// every 5 ms: a checkpoint stops all 1,000 threads, in every mode, and the run would crawl.)
+/// of its own, none the main thread's, and the stream agrees with the kernel at every check.
+/// Most of the threads are gone by the last checks: their rings have hung up (a drain that
+/// waited for fewer of them than it had room for once never ended).
 #[test]
 fn a_thousand_threads_each_have_their_own_page() {
-    let flags = ["--faults", "records", "--verify"];
-    let t = trace_within(&flags, &[workload("u27_thousand_threads")], HANG);
+    let t = trace_within(&RECORDS, &[workload("u27_thousand_threads")], HANG);
     assert_eq!(t.status, 0, "{}", t.stderr);
     assert_eq!(t.verify_totals().mismatched_pages, 0, "{}", t.evidence());
     t.assert_matches_kernel();

@@ -253,6 +253,8 @@ pub struct ThreadRings {
     epoll: Epoll,
     /// By thread id, with its process.
     rings: HashMap<i32, (i32, FaultRing)>,
+    /// Where a wait on the set lands: room for every ring.
+    events: Vec<EpollEvent>,
 }
 
 impl ThreadRings {
@@ -261,6 +263,7 @@ impl ThreadRings {
         Ok(Self {
             epoll,
             rings: HashMap::new(),
+            events: Vec::new(),
         })
     }
 
@@ -309,19 +312,19 @@ impl ThreadRings {
     /// reaches its watermark anew. A ring whose thread is gone (its event hung up, which would
     /// keep the set readable) is drained and dropped.
     pub fn drain(&mut self, into: &mut Vec<Drained>) -> usize {
-        let mut events = [EpollEvent::empty(); 16];
+        // One wait with room for every ring: a hung-up ring stays ready until it is dropped
+        // below, so waiting again until fewer come than there is room for would never end.
+        self.events
+            .resize(self.rings.len().max(1), EpollEvent::empty());
         let mut hung_up = Vec::new();
-        while let Ok(n) = self.epoll.wait(&mut events, EpollTimeout::ZERO) {
-            for event in &events[..n] {
+        if let Ok(n) = self.epoll.wait(&mut self.events, EpollTimeout::ZERO) {
+            for event in &self.events[..n] {
                 if event
                     .events()
                     .intersects(EpollFlags::EPOLLHUP | EpollFlags::EPOLLERR)
                 {
                     hung_up.push(event.data() as i32);
                 }
-            }
-            if n < events.len() {
-                break;
             }
         }
         let before = into.len();
