@@ -87,11 +87,22 @@ fn every_memory_workload_ends_where_the_kernel_does() {
             })
             .count();
         assert!(recorded > 0, "{name}: no page was found with its thread");
-        assert!(
-            t.warnings().is_empty(),
-            "{name}: warnings: {:?}",
-            t.warnings()
-        );
+        // Records may be lost on a loaded machine (a ring fills before its lane gets a CPU):
+        // said, and the pages still found. Nothing else is warned of.
+        let others: Vec<_> = t
+            .warnings()
+            .into_iter()
+            .filter(|l| {
+                !matches!(
+                    l.event,
+                    Event::Warning {
+                        what: WarningKind::RecordsLost,
+                        ..
+                    }
+                )
+            })
+            .collect();
+        assert!(others.is_empty(), "{name}: warnings: {others:?}");
     }
 }
 

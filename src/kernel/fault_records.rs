@@ -7,9 +7,10 @@
 //! ring per CPU. It refuses to map an inherited event that follows a task on any CPU (`EINVAL`),
 //! so an event that also follows the threads a task makes after it is opened once per CPU; and a
 //! per-thread ring serves one task only (`PERF_EVENT_IOC_SET_OUTPUT` between two threads'
-//! any-CPU events: `EINVAL`), while events bound to the same CPU may share a ring. A
-//! [`FaultRing`] is one CPU's ring, of the task it was opened on and of what that task makes
-//! after (`Inherit`); a [`FaultFeed`] is another task's event on that CPU writing into it.
+//! any-CPU events: `EINVAL`), while events bound to the same CPU may share a ring
+//! (`PERF_EVENT_IOC_SET_OUTPUT`). A [`FaultRing`] is one CPU's ring, of the task it was opened on
+//! and of what that task makes after (`Inherit`), or one thread's ring on every CPU, which is
+//! what `--faults records` uses ([`ThreadRings`]).
 //!
 //! With `exclude_kernel = 0`, a fault taken inside a syscall on a user address (a `read()` into a
 //! fresh page) is recorded too; that needs `CAP_PERFMON` or `perf_event_paranoid` ≤ 1 (root is
@@ -27,7 +28,7 @@ use std::sync::Arc;
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 use perf_event::data::Record;
 use perf_event::events::Software;
-use perf_event::{Builder, Clock, Counter, SampleFlag, Sampler};
+use perf_event::{Builder, Clock, SampleFlag, Sampler};
 use tokio::io::Interest;
 use tokio::io::unix::AsyncFd;
 use tokio::sync::Notify;
@@ -49,8 +50,8 @@ pub struct FaultRecord {
 pub enum Drained {
     Fault(FaultRecord),
     /// The ring was full: the kernel dropped this many records, and wrote this instead once
-    /// there was room again, with the time it did and the thread whose record it could first
-    /// write (`sample_id_all`).
+    /// there was room again; `tid` is the ring's thread, where the ring is one thread's
+    /// (`ThreadRings`), and `time` is not read yet.
     Lost {
         count: u64,
         time: Option<u64>,
@@ -90,8 +91,6 @@ pub enum RecordsError {
     Open(io::Error),
     /// The ring could not be mapped (pinned memory: `perf_event_mlock_kb`, `RLIMIT_MEMLOCK`).
     Map(io::Error),
-    /// `PERF_EVENT_IOC_SET_OUTPUT` refused to send a task's records into a ring.
-    Redirect(io::Error),
 }
 
 impl std::fmt::Display for RecordsError {
@@ -99,7 +98,6 @@ impl std::fmt::Display for RecordsError {
         match self {
             RecordsError::Open(e) => write!(f, "perf_event_open: {e}"),
             RecordsError::Map(e) => write!(f, "mapping its ring: {e}"),
-            RecordsError::Redirect(e) => write!(f, "PERF_EVENT_IOC_SET_OUTPUT: {e}"),
         }
     }
 }
@@ -215,38 +213,6 @@ impl FaultRing {
     }
 }
 
-/// Another task's event on a ring's CPU, writing its records into that ring: a thread running
-/// already when its process was attached to, or a process that shares an address space without
-/// inheriting the ring's event.
-pub struct FaultFeed {
-    counter: Counter,
-}
-
-impl FaultFeed {
-    /// Fails for a ring of one task on every CPU: the kernel lets such a ring serve that task
-    /// alone.
-    pub fn open(tid: i32, inherit: Inherit, ring: &FaultRing) -> Result<Self, RecordsError> {
-        let counter = fault_event(tid, ring.cpu, inherit, 1)
-            .build()
-            .map_err(RecordsError::Open)?;
-        // SAFETY: an ioctl on our own perf event's descriptor whose argument is another perf
-        // event's descriptor, an integer; the kernel checks both.
-        let rc = unsafe {
-            perf_event_open_sys::ioctls::SET_OUTPUT(counter.as_raw_fd(), ring.as_raw_fd())
-        };
-        if rc != 0 {
-            return Err(RecordsError::Redirect(io::Error::last_os_error()));
-        }
-        Ok(Self { counter })
-    }
-}
-
-impl AsRawFd for FaultFeed {
-    fn as_raw_fd(&self) -> RawFd {
-        self.counter.as_raw_fd()
-    }
-}
-
 /// The rings of the threads of one address space, read together: an epoll set over them that
 /// the runtime polls (`AsyncFd`), readable once any ring holds `wake_at` bytes unread.
 pub struct ThreadRings {
@@ -287,7 +253,7 @@ impl ThreadRings {
     /// the exec, `remove_on_exec`).
     pub fn remove(&mut self, tid: i32, into: &mut Vec<Drained>) {
         if let Some((_, mut ring)) = self.rings.remove(&tid) {
-            ring.drain(into);
+            drain_ring(tid, &mut ring, into);
             if let Err(e) = self.epoll.delete(&ring) {
                 tracing::debug!(tid, "taking a ring out of its epoll set: {e}");
             }
@@ -328,8 +294,8 @@ impl ThreadRings {
             }
         }
         let before = into.len();
-        for (_, ring) in self.rings.values_mut() {
-            ring.drain(into);
+        for (&tid, (_, ring)) in self.rings.iter_mut() {
+            drain_ring(tid, ring, into);
         }
         for tid in hung_up {
             self.remove(tid, into);
@@ -339,6 +305,17 @@ impl ThreadRings {
 
     pub fn is_empty(&self) -> bool {
         self.rings.is_empty()
+    }
+}
+
+/// Drains thread `tid`'s ring into `into`: a loss there is that thread's.
+fn drain_ring(tid: i32, ring: &mut FaultRing, into: &mut Vec<Drained>) {
+    let from = into.len();
+    ring.drain(into);
+    for drained in &mut into[from..] {
+        if let Drained::Lost { tid: whose, .. } = drained {
+            *whose = Some(tid);
+        }
     }
 }
 

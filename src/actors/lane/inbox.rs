@@ -4,13 +4,11 @@
 
 use std::ops::Range;
 
-use super::records::Records;
+use super::records::{Records, unrecorded};
 use super::{Dropped, Lane, LaneMessage, PagesAtExit};
 use crate::actors::sequencer::{SequencerMessage, Stamped};
-use crate::event::{
-    Event, EvictedHow, FoundBy, MapCause, MapKind, PageState, VerifyPoint, WarningKind,
-};
-use crate::kernel::fault_records::FaultRing;
+use crate::event::{Event, EvictedHow, FoundBy, MapCause, MapKind, PageState, VerifyPoint};
+use crate::kernel::fault_records::{FaultRing, instant_of};
 use crate::kernel::procfs;
 use crate::verify::Probe;
 
@@ -152,15 +150,20 @@ impl Lane {
         let Some(records) = self.records.as_mut() else {
             return self.forward_one(stamped).await;
         };
-        records.take();
-        match stamped.event {
+        // The rings are drained where a record may be claimed or forgotten: before a read's
+        // line, a release, and a thread's end (the rest of the time, at their watermarks).
+        let released = match &stamped.event {
             Event::Resident {
                 by: Some(FoundBy::Scan),
                 tid: None,
                 ..
             } => {
-                let at = stamped.at;
-                for event in records.attribute(stamped.event) {
+                records.take();
+                // At the record's time (a fault before the read), which the sequencer moves up
+                // to the line before it's if that is later: the stream's time never goes back.
+                let read_at = stamped.at;
+                for (event, time) in records.attribute(stamped.event, read_at) {
+                    let at = time.map_or(read_at, |t| instant_of(t).min(read_at));
                     self.forward_one(Stamped { at, event }).await;
                 }
                 return self.say_records_lost().await;
@@ -170,12 +173,33 @@ impl Lane {
                 end,
                 cause: None,
                 ..
-            } => records.released(&(start..end), stamped.at),
+            } => [Some(*start..*end), None],
+            // A mapping placed over a range (`MAP_FIXED`, or a split of one) replaces its pages.
+            Event::Map {
+                start,
+                end,
+                cause: None | Some(MapCause::Split),
+                ..
+            } => [Some(*start..*end), None],
             Event::Remap {
-                old_start, old_end, ..
-            } => records.released(&(old_start..old_end), stamped.at),
-            Event::ThreadExit { tid, .. } => records.thread_gone(tid),
-            _ => {}
+                old_start,
+                old_end,
+                new_start,
+                new_end,
+                ..
+            } => [Some(*old_start..*old_end), Some(*new_start..*new_end)],
+            Event::Brk { old, new, .. } => [Some(*old.min(new)..*old.max(new)), None],
+            Event::ThreadExit { tid, .. } | Event::Exit { tid, .. } => {
+                records.thread_gone(*tid);
+                [None, None]
+            }
+            _ => [None, None],
+        };
+        if released.iter().any(Option::is_some) {
+            records.take();
+            for range in released.iter().flatten() {
+                records.released(range, stamped.at);
+            }
         }
         self.forward_one(stamped).await;
         self.say_records_lost().await;
@@ -200,37 +224,29 @@ impl Lane {
         }
     }
 
-    /// Thread `tid`'s ring joins the space's.
+    /// Thread `tid`'s ring joins the space's. The space's rings that cannot be read at all
+    /// are said once; a thread's that cannot join them, for that thread.
     async fn add_ring(&mut self, pid: i32, tid: i32, ring: FaultRing) {
-        if self.records.is_none() {
-            match Records::new(self.page_size, self.records_wake.clone()) {
-                Ok(records) => self.records = Some(records),
-                Err(e) => {
-                    let warning = Event::Warning {
-                        pid: Some(pid),
-                        space: Some(self.space),
-                        what: WarningKind::RecordsLost,
-                        message: format!(
-                            "the fault records of this space cannot be read ({e}): its pages \
-                             are found by reads, without their thread"
-                        ),
-                    };
-                    return self.emit(Stamped::now(warning)).await;
+        let failure = match self.records.as_mut() {
+            Some(records) => records
+                .add(pid, tid, ring)
+                .err()
+                .map(|e| (format!("thread {tid}'s"), e)),
+            None if self.records_failed => None,
+            None => match Records::new(self.page_size, self.records_wake.clone()) {
+                Ok(mut records) => {
+                    let added = records.add(pid, tid, ring);
+                    self.records = Some(records);
+                    added.err().map(|e| (format!("thread {tid}'s"), e))
                 }
-            }
-        }
-        if let Some(records) = self.records.as_mut()
-            && let Err(e) = records.add(pid, tid, ring)
-        {
-            let warning = Event::Warning {
-                pid: Some(pid),
-                space: Some(self.space),
-                what: WarningKind::RecordsLost,
-                message: format!(
-                    "thread {tid}'s fault records cannot be read ({e}): its pages are found by \
-                     reads, without their thread"
-                ),
-            };
+                Err(e) => {
+                    self.records_failed = true;
+                    Some(("this space's".to_string(), e))
+                }
+            },
+        };
+        if let Some((whose, e)) = failure {
+            let warning = unrecorded(pid, self.space, &whose, &e);
             self.emit(Stamped::now(warning)).await;
         }
     }

@@ -219,6 +219,8 @@ pub struct Lane {
     /// the lane when they fill.
     records: Option<Records>,
     records_wake: Arc<tokio::sync::Notify>,
+    /// The space's rings could not be had (said once): later threads' are dropped.
+    records_failed: bool,
 }
 
 impl Lane {
@@ -259,6 +261,7 @@ impl Lane {
             thread_names: None,
             records: None,
             records_wake: Arc::new(tokio::sync::Notify::new()),
+            records_failed: false,
         };
         (actor, handle)
     }

@@ -11,12 +11,15 @@
 //! fault the kernel took through `get_user_pages`, which raises no `page-faults` event, or a
 //! lost record).
 //!
-//! A release (unmap, discard, move) forgets the records of its range made before it; a record
-//! made after it is kept for the page's next read. A record no read claims (a fault on a file
-//! page, a copy on write, a fault that failed) is forgotten once it is older than
-//! `UNCLAIMED_FOR`.
+//! A read claims only records made before it (a later one is another fault's, kept for the next
+//! read). A release (unmap, discard, move, a mapping or heap placed over the range, a heap
+//! shrink) forgets the records of its range made before its line; a record made after it is
+//! kept for the page's next read. A huge page is one fault, recorded at one of its 4 KiB pages:
+//! its frame is claimed whole by the frame's earliest record. A record no read claims (a fault
+//! on a file page, a copy on write, a fault that failed) is forgotten once it is older than
+//! `UNCLAIMED_FOR`, or sooner once more than `MOST_UNCLAIMED` wait.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::io;
 use std::ops::Range;
 use std::sync::Arc;
@@ -33,6 +36,14 @@ use crate::kernel::fault_records::{
 /// waits for a read (`--sample-ms`, spaced by the reads' cost).
 const UNCLAIMED_FOR: Duration = Duration::from_secs(10);
 
+/// At most this many unclaimed records are kept (40 bytes each, with the map's own): past it,
+/// those older than `CROWDED_FOR` are forgotten.
+const MOST_UNCLAIMED: usize = 1 << 20;
+const CROWDED_FOR: Duration = Duration::from_secs(1);
+
+/// A transparent huge page on x86_64 (a PMD): one fault, one record.
+const HUGE_PAGE: u64 = 2 << 20;
+
 /// The first fault recorded at a page since it was last released.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Toucher {
@@ -47,13 +58,13 @@ pub(super) struct Records {
     rings: ThreadRings,
     /// Wakes the lane through `wake` when a ring passes its watermark.
     _watcher: RingsWatcher,
-    first: HashMap<u64, Toucher>,
+    /// By page, in address order (a release or a huge page takes a range of them).
+    first: BTreeMap<u64, Toucher>,
     drained: Vec<Drained>,
-    page_mask: u64,
-    /// Records lost since the stream last said so, and whose (the thread of the next record a
-    /// full ring could take).
+    page_size: u64,
+    /// Records lost since the stream last said so, and whose rings lost them.
     lost: u64,
-    lost_by: Option<i32>,
+    lost_by: Vec<i32>,
     /// When unclaimed records were last forgotten.
     pruned: Instant,
 }
@@ -66,49 +77,49 @@ impl Records {
         Ok(Self {
             rings,
             _watcher: watcher,
-            first: HashMap::new(),
+            first: BTreeMap::new(),
             drained: Vec::new(),
-            page_mask: !(page_size - 1),
+            page_size,
             lost: 0,
-            lost_by: None,
+            lost_by: Vec::new(),
             pruned: Instant::now(),
         })
     }
 
-    /// Thread `tid` of process `pid` records its faults in `ring` from now on.
-    pub(super) fn add(&mut self, pid: i32, tid: i32, ring: FaultRing) -> io::Result<()> {
+    /// Runs `with` on the rings, and takes in what it drained from them.
+    fn with_rings(&mut self, with: impl FnOnce(&mut ThreadRings, &mut Vec<Drained>)) {
         let mut drained = std::mem::take(&mut self.drained);
-        let added = self.rings.add(pid, tid, ring, &mut drained);
+        with(&mut self.rings, &mut drained);
         self.drained = drained;
         self.take_drained();
+    }
+
+    /// Thread `tid` of process `pid` records its faults in `ring` from now on.
+    pub(super) fn add(&mut self, pid: i32, tid: i32, ring: FaultRing) -> io::Result<()> {
+        let mut added = Ok(());
+        self.with_rings(|rings, drained| added = rings.add(pid, tid, ring, drained));
         added
     }
 
     /// A thread ended: what its ring holds is taken, and the ring dropped.
     pub(super) fn thread_gone(&mut self, tid: i32) {
-        let mut drained = std::mem::take(&mut self.drained);
-        self.rings.remove(tid, &mut drained);
-        self.drained = drained;
-        self.take_drained();
+        self.with_rings(|rings, drained| rings.remove(tid, drained));
     }
 
     /// A process left the space (it exec'd, and its events went with the old program).
     pub(super) fn process_left(&mut self, pid: i32) {
-        let mut drained = std::mem::take(&mut self.drained);
-        self.rings.remove_process(pid, &mut drained);
-        self.drained = drained;
-        self.take_drained();
+        self.with_rings(|rings, drained| rings.remove_process(pid, drained));
     }
 
     /// Takes in every record written so far.
     pub(super) fn take(&mut self) {
-        let mut drained = std::mem::take(&mut self.drained);
-        self.rings.drain(&mut drained);
-        self.drained = drained;
-        self.take_drained();
+        self.with_rings(|rings, drained| {
+            rings.drain(drained);
+        });
     }
 
     fn take_drained(&mut self) {
+        let page_mask = !(self.page_size - 1);
         for drained in self.drained.drain(..) {
             match drained {
                 Drained::Fault(fault) => {
@@ -118,7 +129,7 @@ impl Records {
                         time: fault.time,
                     };
                     self.first
-                        .entry(fault.addr & self.page_mask)
+                        .entry(fault.addr & page_mask)
                         .and_modify(|first| {
                             if toucher.time < first.time {
                                 *first = toucher;
@@ -128,15 +139,19 @@ impl Records {
                 }
                 Drained::Lost { count, tid, .. } => {
                     self.lost += count;
-                    self.lost_by = self.lost_by.or(tid);
+                    if let Some(tid) = tid
+                        && !self.lost_by.contains(&tid)
+                    {
+                        self.lost_by.push(tid);
+                    }
                 }
             }
         }
-        if self.pruned.elapsed() >= UNCLAIMED_FOR {
+        let crowded = self.first.len() > MOST_UNCLAIMED;
+        if crowded || self.pruned.elapsed() >= UNCLAIMED_FOR {
             self.pruned = Instant::now();
-            let Some(oldest) = monotonic_now().checked_sub(UNCLAIMED_FOR.as_nanos() as u64) else {
-                return;
-            };
+            let age = if crowded { CROWDED_FOR } else { UNCLAIMED_FOR };
+            let oldest = monotonic_now().saturating_sub(age.as_nanos() as u64);
             self.first.retain(|_, first| first.time >= oldest);
         }
     }
@@ -146,10 +161,18 @@ impl Records {
         if self.lost == 0 {
             return None;
         }
-        let (lost, by) = (std::mem::take(&mut self.lost), self.lost_by.take());
-        let whose = by.map_or(String::new(), |tid| {
-            format!(" (thread {tid}'s ring among them)")
-        });
+        let lost = std::mem::take(&mut self.lost);
+        let by = std::mem::take(&mut self.lost_by);
+        let whose = match by.as_slice() {
+            [] => String::new(),
+            tids => format!(
+                " by the ring(s) of thread(s) {}",
+                tids.iter()
+                    .map(|t| t.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
         Some(Event::Warning {
             pid: None,
             space: Some(space),
@@ -161,35 +184,54 @@ impl Records {
         })
     }
 
-    /// Pages in `range` were released at `at` (their mapping unmapped, moved or discarded):
-    /// the records made there before are forgotten.
+    /// Pages in `range` were released at `at` (their mapping unmapped, moved, discarded or
+    /// replaced): the records made there before are forgotten.
     pub(super) fn released(&mut self, range: &Range<u64>, at: Instant) {
-        if self.first.is_empty() {
+        if self.first.is_empty() || range.is_empty() {
             return;
         }
         let before = monotonic_of(at);
-        let pages = (range.end.saturating_sub(range.start)) / (!self.page_mask + 1);
-        if pages as usize > self.first.len() {
-            self.first
-                .retain(|page, first| !range.contains(page) || first.time > before);
-        } else {
-            let mut page = range.start & self.page_mask;
-            while page < range.end {
-                if self
-                    .first
-                    .get(&page)
-                    .is_some_and(|first| first.time <= before)
-                {
-                    self.first.remove(&page);
-                }
-                page += !self.page_mask + 1;
-            }
+        let gone: Vec<u64> = self
+            .first
+            .range(range.clone())
+            .filter(|(_, first)| first.time <= before)
+            .map(|(&page, _)| page)
+            .collect();
+        for page in gone {
+            self.first.remove(&page);
         }
     }
 
-    /// A read's `resident` line (`by` `scan`), split into runs by whose record each page has:
-    /// those with one carry its pid and tid (`by` `record`), the others are as found.
-    pub(super) fn attribute(&mut self, event: Event) -> Vec<Event> {
+    /// The earliest record made by `before` at the pages of `range`, taken (with every other
+    /// record there made by then).
+    fn claim(&mut self, range: Range<u64>, before: u64) -> Option<Toucher> {
+        let mut earliest: Option<Toucher> = None;
+        let claimed: Vec<u64> = self
+            .first
+            .range(range)
+            .filter(|(_, first)| first.time <= before)
+            .map(|(&page, first)| {
+                if earliest.is_none_or(|e| first.time < e.time) {
+                    earliest = Some(*first);
+                }
+                page
+            })
+            .collect();
+        for page in claimed {
+            self.first.remove(&page);
+        }
+        earliest
+    }
+
+    /// A read's `resident` line (`by` `scan`, read at `read_at`), split into runs by whose
+    /// record each page has (a huge page's frame by the frame's): those with one carry its pid
+    /// and tid (`by` `record`) and the time of the run's earliest record, the others are as
+    /// found (no time of their own). Runs with a time come first, in time order.
+    pub(super) fn attribute(
+        &mut self,
+        event: Event,
+        read_at: Instant,
+    ) -> Vec<(Event, Option<u64>)> {
         let Event::Resident {
             pid,
             tid: None,
@@ -207,45 +249,164 @@ impl Records {
             withheld,
         } = event
         else {
-            return vec![event];
+            return vec![(event, None)];
         };
-        let page_size = !self.page_mask + 1;
+        let before = monotonic_of(read_at);
+        let step = if huge { HUGE_PAGE } else { self.page_size };
         let mut runs: Vec<(Range<u64>, Option<Toucher>)> = Vec::new();
-        let mut page = start;
-        while page < end {
-            let whose = self.first.remove(&page);
+        let mut piece = start;
+        while piece < end {
+            let next = ((piece / step + 1) * step).min(end);
+            // A huge page's record may be at any page of its frame, even outside the line.
+            let looked = if huge {
+                piece / step * step..piece / step * step + step
+            } else {
+                piece..next
+            };
+            let whose = self.claim(looked, before);
             match runs.last_mut() {
                 Some((run, last))
-                    if run.end == page
+                    if run.end == piece
                         && last.map(|t| (t.pid, t.tid)) == whose.map(|t| (t.pid, t.tid)) =>
                 {
-                    run.end = page + page_size;
+                    run.end = next;
+                    if let (Some(last), Some(whose)) = (last.as_mut(), whose) {
+                        last.time = last.time.min(whose.time);
+                    }
                 }
-                _ => runs.push((page..page + page_size, whose)),
+                _ => runs.push((piece..next, whose)),
             }
-            page += page_size;
+            piece = next;
         }
+        runs.sort_by_key(|(_, whose)| whose.map_or(u64::MAX, |t| t.time));
         runs.into_iter()
-            .map(|(run, whose)| Event::Resident {
-                pid: whose.map_or(pid, |t| t.pid),
-                tid: whose.map(|t| t.tid),
-                space,
-                start: run.start,
-                end: run.end,
-                write,
-                faults,
-                writer,
-                by: Some(if whose.is_some() {
-                    FoundBy::Record
-                } else {
-                    FoundBy::Scan
-                }),
-                huge,
-                site,
-                sampled,
-                from: None,
-                withheld,
+            .map(|(run, whose)| {
+                let event = Event::Resident {
+                    pid: whose.map_or(pid, |t| t.pid),
+                    tid: whose.map(|t| t.tid),
+                    space,
+                    start: run.start,
+                    end: run.end,
+                    write,
+                    faults,
+                    writer,
+                    by: Some(if whose.is_some() {
+                        FoundBy::Record
+                    } else {
+                        FoundBy::Scan
+                    }),
+                    huge,
+                    site,
+                    sampled,
+                    from: None,
+                    withheld,
+                };
+                (event, whose.map(|t| t.time))
             })
             .collect()
+    }
+}
+
+/// The warning for a thread, or a whole space, whose faults cannot be recorded.
+pub(super) fn unrecorded(
+    pid: i32,
+    space: SpaceId,
+    whose: &str,
+    why: &dyn std::fmt::Display,
+) -> Event {
+    Event::Warning {
+        pid: Some(pid),
+        space: Some(space),
+        what: WarningKind::RecordsLost,
+        message: format!(
+            "{whose} fault records cannot be read ({why}): its pages are found by reads, \
+             without their thread"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const P: u64 = 4096;
+    /// A millisecond in nanoseconds: far wider than the error of converting an `Instant`.
+    const MS: u64 = 1_000_000;
+
+    fn resident(start: u64, end: u64, huge: bool) -> Event {
+        Event::Resident {
+            pid: 1,
+            tid: None,
+            space: 0,
+            start,
+            end,
+            write: true,
+            faults: 0,
+            writer: None,
+            by: Some(FoundBy::Scan),
+            huge,
+            site: None,
+            sampled: 0,
+            from: None,
+            withheld: false,
+        }
+    }
+
+    fn touched(records: &mut Records, page: u64, tid: i32, time: u64) {
+        records.first.insert(page, Toucher { pid: 1, tid, time });
+    }
+
+    /// (start, end, tid) of each line.
+    fn lines(lines: &[(Event, Option<u64>)]) -> Vec<(u64, u64, Option<i32>)> {
+        lines
+            .iter()
+            .map(|(e, _)| match e {
+                Event::Resident {
+                    start, end, tid, ..
+                } => (*start, *end, *tid),
+                _ => unreachable!(),
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_read_takes_the_earliest_record_made_before_it_and_no_later_one() {
+        let mut records = Records::new(P, Arc::new(Notify::new())).unwrap();
+        let now = Instant::now();
+        let before = monotonic_of(now);
+        touched(&mut records, 0, 10, before - 2 * MS);
+        touched(&mut records, P, 11, before - MS);
+        // Made after the read: another fault's, kept.
+        touched(&mut records, 2 * P, 12, before + 1000 * MS);
+        let split = records.attribute(resident(0, 3 * P, false), now);
+        assert_eq!(
+            lines(&split),
+            vec![(0, P, Some(10)), (P, 2 * P, Some(11)), (2 * P, 3 * P, None)]
+        );
+        assert_eq!(records.first.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_huge_page_is_claimed_whole_by_its_frames_record() {
+        let mut records = Records::new(P, Arc::new(Notify::new())).unwrap();
+        let now = Instant::now();
+        let before = monotonic_of(now);
+        // The fault was recorded at a page in the middle of the frame.
+        touched(&mut records, HUGE_PAGE + 100 * P, 7, before - MS);
+        let split = records.attribute(resident(HUGE_PAGE, 2 * HUGE_PAGE, true), now);
+        assert_eq!(lines(&split), vec![(HUGE_PAGE, 2 * HUGE_PAGE, Some(7))]);
+    }
+
+    #[tokio::test]
+    async fn a_release_forgets_the_records_made_before_it() {
+        let mut records = Records::new(P, Arc::new(Notify::new())).unwrap();
+        let at = Instant::now();
+        let release = monotonic_of(at);
+        touched(&mut records, 0, 1, release - MS);
+        touched(&mut records, P, 2, release + MS);
+        touched(&mut records, 5 * P, 3, release - MS);
+        records.released(&(0..2 * P), at);
+        let kept: Vec<u64> = records.first.keys().copied().collect();
+        assert_eq!(kept, vec![P, 5 * P]);
     }
 }

@@ -232,6 +232,9 @@ impl Tracer {
                 ),
             );
         }
+        // Taken before the threads go, as it was before they were kept here: a wake during
+        // the releases below is one since the end (woken.rs).
+        let end = Instant::now();
         let mut released = Vec::new();
         for (tid, how) in c.parked {
             // A layout change held at its entry by woken.rs goes from there, after these.
@@ -240,7 +243,7 @@ impl Tracer {
                 released.push(tid);
             }
         }
-        self.held.checkpoint_ended(Instant::now(), released);
+        self.held.checkpoint_ended(end, released);
         // The next interval starts now that the threads run again.
         if let Some(every) = self.config.verify_every {
             self.checkpoints.next_due = Some(Instant::now() + every);

@@ -7,14 +7,24 @@
 use super::Tracer;
 use crate::actors::lane::LaneMessage;
 use crate::event::{SpaceId, WarningKind};
-use crate::kernel::fault_records::{FaultRing, RECORD_BYTES, RingSize};
+use crate::kernel::fault_records::{FaultRing, RECORD_BYTES, RecordsError, RingSize};
 use crate::test_hooks::{self, Fault};
 
-/// A thread's ring: 2,048 records, the lane woken at a quarter of that. At about 2 µs a fault
-/// (a first touch and its record), a thread that does nothing but fault fills it in 4 ms.
+/// A thread's ring: 8,192 records (256 KiB), the lane woken at an eighth of that. At about 2 µs
+/// a fault (a first touch and its record), a thread that does nothing but fault fills it in
+/// 16 ms: the lane's CPU may be taken that long on a loaded machine.
 const RING: RingSize = RingSize {
+    bytes: 8192 * RECORD_BYTES,
+    wake_at: 1024 * RECORD_BYTES,
+};
+
+/// The rings of a space's threads beyond its first `FULL_RINGS` are smaller (2,048 records,
+/// 64 KiB): pinned memory grows with the threads, and a thousand threads fault a thousand
+/// times slower each than one.
+const FULL_RINGS: usize = 64;
+const SMALL_RING: RingSize = RingSize {
     bytes: 2048 * RECORD_BYTES,
-    wake_at: 512 * RECORD_BYTES,
+    wake_at: 256 * RECORD_BYTES,
 };
 
 impl Tracer {
@@ -30,11 +40,17 @@ impl Tracer {
                 bytes: 4096,
                 wake_at: 4096,
             }
+        } else if self.threads_in(space).nth(FULL_RINGS).is_some() {
+            SMALL_RING
         } else {
             RING
         };
         match FaultRing::of_thread(tid, size) {
             Ok(ring) => s.lane.send(LaneMessage::Records { pid, tid, ring }),
+            // Gone meanwhile: its death is reported, and it faults no more.
+            Err(RecordsError::Open(e)) if e.raw_os_error() == Some(libc::ESRCH) => {
+                tracing::debug!(tid, "a thread gone before its ring was opened");
+            }
             Err(e) => self.warn(
                 Some(pid),
                 Some(space),

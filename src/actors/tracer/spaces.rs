@@ -407,7 +407,9 @@ impl Tracer {
                 scans: Scans::new(std::time::Instant::now() + self.config.sample),
             },
         );
-        self.record_faults(tid, tid, id);
+        if died.is_none() {
+            self.record_faults(tid, tid, id);
+        }
         for (what, message) in warnings {
             self.warn(Some(tid), Some(id), what, message);
         }

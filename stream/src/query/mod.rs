@@ -128,7 +128,8 @@ impl State {
             self.clock.wall_ns = *wall_ns;
             self.page_size = (*page_size).max(1);
             self.faults = *faults;
-            self.scanned = follow.as_deref() == Some("scan");
+            // Pages found by reads: `records` names their threads, not each first touch.
+            self.scanned = matches!(follow.as_deref(), Some("scan" | "records"));
         }
         self.processes.apply(&mut self.replay, line);
         self.last = Some((line.seq, line.t_ns));
