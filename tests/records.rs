@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use mevi_actors::event::{Event, FoundBy, WarningKind};
 
-use crate::util::{Traced, trace_with_env, trace_within, workload};
+use crate::util::{TRUTH_WORKLOADS, Traced, trace_with_env, trace_within, workload};
 
 const HANG: Duration = Duration::from_secs(120);
 
@@ -47,17 +47,7 @@ fn threads_of_pages(
 /// from its own page tables, and pages are found with their thread.
 #[test]
 fn every_memory_workload_ends_where_the_kernel_does() {
-    let workloads: &[(&str, &[&str])] = &[
-        ("one_thread", &[]),
-        ("threads_region", &["8"]),
-        ("thread_brk", &[]),
-        ("malloc4", &[]),
-        ("fork_touch", &[]),
-        ("race", &["1"]),
-        ("nocaps_fork", &[]),
-        ("edges", &[]),
-    ];
-    for (name, args) in workloads {
+    for (name, args) in TRUTH_WORKLOADS {
         let mut program: Vec<OsString> = vec![workload(name).into()];
         program.extend(args.iter().map(OsString::from));
         let t = trace_within(&RECORDS, &program, HANG);

@@ -8,7 +8,9 @@ use std::time::Duration;
 use mevi_actors::event::Event;
 use rangemap::RangeSet;
 
-use crate::util::{WorldCopy, as_nobody, can_become_nobody, run_within, trace_within, workload};
+use crate::util::{
+    TRUTH_WORKLOADS, WorldCopy, as_nobody, can_become_nobody, run_within, trace_within, workload,
+};
 
 const HANG: Duration = Duration::from_secs(120);
 
@@ -17,17 +19,7 @@ const HANG: Duration = Duration::from_secs(120);
 /// from its own page tables.
 #[test]
 fn every_memory_workload_ends_where_the_kernel_does() {
-    let workloads: &[(&str, &[&str])] = &[
-        ("one_thread", &[]),
-        ("threads_region", &["8"]),
-        ("thread_brk", &[]),
-        ("malloc4", &[]),
-        ("fork_touch", &[]),
-        ("race", &["1"]),
-        ("nocaps_fork", &[]),
-        ("edges", &[]),
-    ];
-    for (name, args) in workloads {
+    for (name, args) in TRUTH_WORKLOADS {
         let mut program: Vec<OsString> = vec![workload(name).into()];
         program.extend(args.iter().map(OsString::from));
         let flags = ["--faults", "scan", "--verify", "--verify-every", "20"];

@@ -279,19 +279,7 @@ fn every_case_with_ranges_followed_by_scans() {
         fault: Some("thp-always"),
         flags: &[],
     };
-    for case in [
-        "reuse", "discard", "layout", "mremap", "brk", "fork", "vfork", "exec", "fixed", "exits",
-        "kill", "free", "populate",
-    ] {
-        let c = race(case, &profile);
-        c.assert_passed();
-        // Not vacuous: what was checked was followed by scans. (The populate case's pages are
-        // all there at each mapping's exit: nothing is left for a scan to find.)
-        assert!(
-            c.scanned > 0 || case == "populate",
-            "{case}: no resident line found by a scan"
-        );
-    }
+    every_case_found_by_reads(&profile);
 }
 
 /// `run --faults scan`: every private anonymous range but the stacks is followed by scans.
@@ -325,11 +313,15 @@ fn cases_under_faults_records() {
         fault: None,
         flags: &["--faults", "records"],
     };
-    for case in [
-        "reuse", "discard", "layout", "mremap", "brk", "fork", "vfork", "exec", "fixed", "exits",
-        "kill", "free", "populate",
-    ] {
-        let c = race(case, &profile);
+    every_case_found_by_reads(&profile);
+}
+
+/// Every case under `profile`, each passed, and not vacuously: what was checked was found by
+/// reads of the page tables. (The populate case's pages are all there at each mapping's exit:
+/// nothing is left for a read to find.)
+fn every_case_found_by_reads(profile: &Profile) {
+    for case in CASES {
+        let c = race(case, profile);
         c.assert_passed();
         assert!(
             c.scanned > 0 || case == "populate",
@@ -338,14 +330,17 @@ fn cases_under_faults_records() {
     }
 }
 
+/// Every race case of the stress workload.
+const CASES: [&str; 13] = [
+    "reuse", "discard", "layout", "mremap", "brk", "fork", "vfork", "exec", "fixed", "exits",
+    "kill", "free", "populate",
+];
+
 /// Every case for minutes: `cargo test -- --ignored soak`.
 #[test]
 #[ignore]
 fn soak_every_case() {
-    let cases = [
-        "reuse", "discard", "layout", "mremap", "brk", "fork", "vfork", "exec", "fixed", "exits",
-        "kill", "free", "populate",
-    ];
+    let cases = CASES;
     let profile = soak();
     let mut all = Checked::default();
     // Every case runs to the end; what went wrong is said at the end, all of it.

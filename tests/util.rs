@@ -36,6 +36,19 @@ pub fn workload(name: &str) -> PathBuf {
     try_workload(name, &["-O1", "-pthread"]).unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// The workloads of the suite that print their own truth and touch memory of many kinds, with
+/// their arguments: every way of following pages is checked on each.
+pub const TRUTH_WORKLOADS: &[(&str, &[&str])] = &[
+    ("one_thread", &[]),
+    ("threads_region", &["8"]),
+    ("thread_brk", &[]),
+    ("malloc4", &[]),
+    ("fork_touch", &[]),
+    ("race", &["1"]),
+    ("nocaps_fork", &[]),
+    ("edges", &[]),
+];
+
 /// The variable naming the file a skipped test is recorded in (`.ci/run` sets it and counts).
 const SKIPS_FILE_VAR: &str = "MEVI_TEST_SKIPS";
 
