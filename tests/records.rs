@@ -4,11 +4,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::OsString;
+use std::process::Command;
 use std::time::Duration;
 
 use mevi_actors::event::{Event, FoundBy, WarningKind};
 
-use crate::util::{TRUTH_WORKLOADS, Traced, trace_with_env, trace_within, workload};
+use crate::util::{TRUTH_WORKLOADS, Traced, run_within, trace_with_env, trace_within, workload};
 
 const HANG: Duration = Duration::from_secs(120);
 
@@ -237,4 +238,53 @@ fn a_thousand_threads_each_have_their_own_page() {
         .collect();
     assert_eq!(tids.len(), 1000, "1,000 pages, {} threads", tids.len());
     assert!(!tids.contains(&region.pid), "a page is the main thread's");
+}
+
+/// One address mapped, written and unmapped 256 times: each round's pages are named by the
+/// round's own records, however far behind its thread the lane reads them (a page's earlier
+/// rounds' records are each claimed by their own read, or forgotten with their release).
+#[test]
+fn a_page_written_again_after_each_release_is_named_each_time() {
+    let t = trace_within(&RECORDS, &[workload("u27_retouch")], HANG);
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    assert_eq!(t.verify_totals().mismatched_pages, 0, "{}", t.evidence());
+    t.assert_matches_kernel();
+    let region = &t.truth("region", "round")[0];
+    let lines: Vec<&Event> = t
+        .events("resident")
+        .filter(|e| matches!(e, Event::Resident { start, end, .. } if *start < region.end && region.start < *end))
+        .collect();
+    assert!(lines.len() >= 256, "{} lines for 256 rounds", lines.len());
+    let unnamed = lines
+        .iter()
+        .filter(|e| {
+            !matches!(
+                e,
+                Event::Resident {
+                    by: Some(FoundBy::Record),
+                    tid: Some(_),
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(
+        unnamed,
+        0,
+        "{unnamed} of {} lines without their thread",
+        lines.len()
+    );
+}
+
+/// Processes that share their parent's space (`clone(CLONE_VM)`) and exit while it goes on:
+/// no line names one after its `exit` (its last pages, found by a later read, are written as
+/// found), so the stream replays cleanly and verifies.
+#[test]
+fn no_line_names_a_process_of_a_shared_space_after_its_exit() {
+    let program = [workload("u27_clone_vm")];
+    let (status, stdout, _) = run_within(&mut Command::new(&program[0]), HANG);
+    let t = trace_within(&RECORDS, &program, HANG);
+    assert_eq!((t.status, &t.stdout), (status, &stdout), "{}", t.stderr);
+    assert!(t.replay.problems.is_empty(), "{:?}", t.replay.problems);
+    assert_eq!(t.verify_totals().mismatched_pages, 0, "{}", t.evidence());
 }

@@ -43,6 +43,17 @@ pub fn whole_pages(range: std::ops::Range<u64>, page_size: u64) -> std::ops::Ran
     range.start & !(page_size - 1)..page_align(range.end, page_size)
 }
 
+/// Descriptors are handed out lowest first: a descriptor held per thread (a perf event's)
+/// landing at or above the first figure means that fewer than a quarter of the limit (and at
+/// least 64) are left for the trace itself (a userfaultfd and `/proc` files per space, code
+/// files). With the limit itself.
+pub fn fd_ceiling() -> (i32, i32) {
+    use nix::sys::resource::{Resource, getrlimit};
+    let limit = getrlimit(Resource::RLIMIT_NOFILE).map_or(1024, |(soft, _)| soft);
+    let limit = i32::try_from(limit).unwrap_or(i32::MAX);
+    (limit - (limit / 4).max(64), limit)
+}
+
 /// The size of a page.
 pub fn page_size() -> u64 {
     // SAFETY: sysconf has no preconditions.

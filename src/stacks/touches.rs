@@ -125,7 +125,8 @@ impl TouchSamplers {
                 }));
             }
         }
-        let (fd_ceiling, fd_limit) = fd_ceiling();
+        // A sampler at or above the ceiling is closed again, and its thread goes without.
+        let (fd_ceiling, fd_limit) = crate::kernel::fd_ceiling();
         let (refusal, message) = match opened {
             Ok(sampler) if sampler.as_raw_fd() < fd_ceiling => {
                 self.threads().insert(tid, Arc::new(Mutex::new(sampler)));
@@ -229,17 +230,6 @@ fn tell(
     message: impl FnOnce() -> String,
 ) -> Option<String> {
     told.insert(refusal).then(message)
-}
-
-/// Descriptors are handed out lowest first: a sampler's landing at or above this means that
-/// fewer than a quarter of the limit (and at least 64) are left for the trace itself (a
-/// userfaultfd and `/proc` files per space, code files). It is closed again, and its thread
-/// goes without. With the limit itself.
-fn fd_ceiling() -> (i32, i32) {
-    use nix::sys::resource::{Resource, getrlimit};
-    let limit = getrlimit(Resource::RLIMIT_NOFILE).map_or(1024, |(soft, _)| soft);
-    let limit = i32::try_from(limit).unwrap_or(i32::MAX);
-    (limit - (limit / 4).max(64), limit)
 }
 
 fn denied(e: &io::Error) -> bool {

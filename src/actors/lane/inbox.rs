@@ -189,8 +189,17 @@ impl Lane {
                 ..
             } => [Some(*old_start..*old_end), Some(*new_start..*new_end)],
             Event::Brk { old, new, .. } => [Some(*old.min(new)..*old.max(new)), None],
-            Event::ThreadExit { tid, .. } | Event::Exit { tid, .. } => {
+            Event::ThreadExit { tid, .. } => {
                 records.thread_gone(*tid);
+                [None, None]
+            }
+            Event::Exit { pid, tid, .. } => {
+                records.thread_gone(*tid);
+                records.process_ended(*pid);
+                [None, None]
+            }
+            Event::Fork { child, .. } => {
+                records.process_made(*child);
                 [None, None]
             }
             _ => [None, None],

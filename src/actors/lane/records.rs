@@ -19,7 +19,7 @@
 //! on a file page, a copy on write, a fault that failed) is forgotten once it is older than
 //! `UNCLAIMED_FOR`, or sooner once more than `MOST_UNCLAIMED` wait.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::io;
 use std::ops::Range;
 use std::sync::Arc;
@@ -44,7 +44,7 @@ const CROWDED_FOR: Duration = Duration::from_secs(1);
 /// A transparent huge page on x86_64 (a PMD): one fault, one record.
 const HUGE_PAGE: u64 = 2 << 20;
 
-/// The first fault recorded at a page since it was last released.
+/// A fault recorded at a page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Toucher {
     pid: i32,
@@ -58,8 +58,10 @@ pub(super) struct Records {
     rings: ThreadRings,
     /// Wakes the lane through `wake` when a ring passes its watermark.
     _watcher: RingsWatcher,
-    /// By page, in address order (a release or a huge page takes a range of them).
-    first: BTreeMap<u64, Toucher>,
+    /// By page and time, in address order (a release or a huge page takes a range of them):
+    /// every record not claimed or forgotten yet, since a lane that runs behind its threads may
+    /// hold several faults of a page, each to be claimed by its own read.
+    first: BTreeMap<(u64, u64), Toucher>,
     drained: Vec<Drained>,
     page_size: u64,
     /// Records lost since the stream last said so, and whose rings lost them.
@@ -67,6 +69,10 @@ pub(super) struct Records {
     lost_by: Vec<i32>,
     /// When unclaimed records were last forgotten.
     pruned: Instant,
+    /// Processes of the space whose `exit` has gone out (a `clone(CLONE_VM)` child's, before
+    /// the space's end): a line about them now would come after their end, so their records
+    /// name no page (it is written as the read found it).
+    ended: HashSet<i32>,
 }
 
 impl Records {
@@ -83,6 +89,7 @@ impl Records {
             lost: 0,
             lost_by: Vec::new(),
             pruned: Instant::now(),
+            ended: HashSet::new(),
         })
     }
 
@@ -104,6 +111,16 @@ impl Records {
     /// A thread ended: what its ring holds is taken, and the ring dropped.
     pub(super) fn thread_gone(&mut self, tid: i32) {
         self.with_rings(|rings, drained| rings.remove(tid, drained));
+    }
+
+    /// Process `pid`'s `exit` line is going out.
+    pub(super) fn process_ended(&mut self, pid: i32) {
+        self.ended.insert(pid);
+    }
+
+    /// Process `pid` was made (its pid may be an ended one's, reused).
+    pub(super) fn process_made(&mut self, pid: i32) {
+        self.ended.remove(&pid);
     }
 
     /// A process left the space (it exec'd, and its events went with the old program).
@@ -129,13 +146,7 @@ impl Records {
                         time: fault.time,
                     };
                     self.first
-                        .entry(fault.addr & page_mask)
-                        .and_modify(|first| {
-                            if toucher.time < first.time {
-                                *first = toucher;
-                            }
-                        })
-                        .or_insert(toucher);
+                        .insert((fault.addr & page_mask, fault.time), toucher);
                 }
                 Drained::Lost { count, tid, .. } => {
                     self.lost += count;
@@ -191,14 +202,14 @@ impl Records {
             return;
         }
         let before = monotonic_of(at);
-        let gone: Vec<u64> = self
+        let gone: Vec<(u64, u64)> = self
             .first
-            .range(range.clone())
+            .range((range.start, 0)..(range.end, 0))
             .filter(|(_, first)| first.time <= before)
-            .map(|(&page, _)| page)
+            .map(|(&key, _)| key)
             .collect();
-        for page in gone {
-            self.first.remove(&page);
+        for key in gone {
+            self.first.remove(&key);
         }
     }
 
@@ -206,19 +217,19 @@ impl Records {
     /// record there made by then).
     fn claim(&mut self, range: Range<u64>, before: u64) -> Option<Toucher> {
         let mut earliest: Option<Toucher> = None;
-        let claimed: Vec<u64> = self
+        let claimed: Vec<(u64, u64)> = self
             .first
-            .range(range)
+            .range((range.start, 0)..(range.end, 0))
             .filter(|(_, first)| first.time <= before)
-            .map(|(&page, first)| {
+            .map(|(&key, first)| {
                 if earliest.is_none_or(|e| first.time < e.time) {
                     earliest = Some(*first);
                 }
-                page
+                key
             })
             .collect();
-        for page in claimed {
-            self.first.remove(&page);
+        for key in claimed {
+            self.first.remove(&key);
         }
         earliest
     }
@@ -263,7 +274,9 @@ impl Records {
             } else {
                 piece..next
             };
-            let whose = self.claim(looked, before);
+            let whose = self
+                .claim(looked, before)
+                .filter(|t| !self.ended.contains(&t.pid));
             match runs.last_mut() {
                 Some((run, last))
                     if run.end == piece
@@ -353,7 +366,9 @@ mod tests {
     }
 
     fn touched(records: &mut Records, page: u64, tid: i32, time: u64) {
-        records.first.insert(page, Toucher { pid: 1, tid, time });
+        records
+            .first
+            .insert((page, time), Toucher { pid: 1, tid, time });
     }
 
     /// (start, end, tid) of each line.
@@ -406,7 +421,7 @@ mod tests {
         touched(&mut records, P, 2, release + MS);
         touched(&mut records, 5 * P, 3, release - MS);
         records.released(&(0..2 * P), at);
-        let kept: Vec<u64> = records.first.keys().copied().collect();
+        let kept: Vec<u64> = records.first.keys().map(|&(page, _)| page).collect();
         assert_eq!(kept, vec![P, 5 * P]);
     }
 }

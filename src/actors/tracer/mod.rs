@@ -245,6 +245,8 @@ pub struct Tracer {
     rss_reads: rss::RssReads,
     /// namespaces.rs: the ids of threads in a child PID namespace.
     namespaces: namespaces::NamespaceIds,
+    /// records.rs: the spaces told their threads' rings would take too many descriptors.
+    unrecorded: records::Unrecorded,
 }
 
 impl Tracer {
@@ -276,6 +278,7 @@ impl Tracer {
             shared_reads: shared::SharedReads::new(),
             rss_reads: rss::RssReads::new(),
             namespaces: namespaces::NamespaceIds::default(),
+            unrecorded: records::Unrecorded::default(),
         }
     }
 

@@ -4,6 +4,9 @@
 //! (lane/records.rs). A ring lives until its thread exits or execs (the kernel drops the event
 //! at the exec: `remove_on_exec`); the exec'd program's space gets a new one.
 
+use std::collections::HashSet;
+use std::os::fd::AsRawFd;
+
 use super::Tracer;
 use crate::actors::lane::LaneMessage;
 use crate::event::{SpaceId, WarningKind};
@@ -27,11 +30,19 @@ const SMALL_RING: RingSize = RingSize {
     wake_at: 256 * RECORD_BYTES,
 };
 
+/// The spaces told that their threads' rings would take the descriptors the trace needs: said
+/// once each.
+#[derive(Default)]
+pub(super) struct Unrecorded {
+    scarce: HashSet<SpaceId>,
+}
+
 impl Tracer {
     /// Opens thread `tid`'s ring, if its space is followed by records, and sends it to the
     /// space's lane. One that cannot be had is said in a warning: that thread's pages are found
-    /// by reads, without their thread.
-    pub(super) fn record_faults(&self, pid: i32, tid: i32, space: SpaceId) {
+    /// by reads, without their thread. A ring whose descriptor would leave the trace too few
+    /// (`kernel::fd_ceiling`) is closed again, and said once for the space.
+    pub(super) fn record_faults(&mut self, pid: i32, tid: i32, space: SpaceId) {
         let Some(s) = self.spaces.get(&space).filter(|s| s.records()) else {
             return;
         };
@@ -45,8 +56,27 @@ impl Tracer {
         } else {
             RING
         };
+        let (ceiling, limit) = crate::kernel::fd_ceiling();
         match FaultRing::of_thread(tid, size) {
-            Ok(ring) => s.lane.send(LaneMessage::Records { pid, tid, ring }),
+            Ok(ring) if ring.as_raw_fd() < ceiling => {
+                s.lane.send(LaneMessage::Records { pid, tid, ring })
+            }
+            Ok(_) => {
+                if self.unrecorded.scarce.insert(space) {
+                    self.warn(
+                        Some(pid),
+                        Some(space),
+                        WarningKind::RecordsLost,
+                        format!(
+                            "thread {tid} and the next get no ring of fault records: a ring per \
+                             thread would leave fewer than {} of the {limit} file descriptors \
+                             RLIMIT_NOFILE allows to the trace (raise it: ulimit -n); their pages \
+                             are found by reads, without their thread",
+                            limit - ceiling
+                        ),
+                    );
+                }
+            }
             // Gone meanwhile: its death is reported, and it faults no more.
             Err(RecordsError::Open(e)) if e.raw_os_error() == Some(libc::ESRCH) => {
                 tracing::debug!(tid, "a thread gone before its ring was opened");
