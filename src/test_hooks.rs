@@ -15,7 +15,8 @@
 //! - `killed-first`: the program is killed by SIGKILL before its first stop;
 //! - `thp-always`: the tracer takes the machine's transparent huge page policy to be `always`
 //!   (every private anonymous range followed by scans), whatever sysfs says;
-//! - `perf-kernel`: `--touch-stacks` may not sample kernel-mode faults (as under
+//! - `perf-kernel`: `--touch-stacks` may not sample kernel-mode faults, nor `--faults records`
+//!   record them (as under
 //!   `perf_event_paranoid` 2);
 //! - `bpf`: `--touch-stacks` cannot load the program that draws its samples (no `CAP_BPF`);
 //! - `tiny-record-ring`: `--faults records` gives each thread a ring of one page (128 records)

@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::process::Command;
 use std::time::Duration;
 
-use mevi_actors::event::{Event, FoundBy, WarningKind};
+use mevi_actors::event::{Event, FoundBy, Line, WarningKind};
 
 use crate::util::{TRUTH_WORKLOADS, Traced, run_within, trace_with_env, trace_within, workload};
 
@@ -287,4 +287,47 @@ fn no_line_names_a_process_of_a_shared_space_after_its_exit() {
     assert_eq!((t.status, &t.stdout), (status, &stdout), "{}", t.stderr);
     assert!(t.replay.problems.is_empty(), "{:?}", t.replay.problems);
     assert_eq!(t.verify_totals().mismatched_pages, 0, "{}", t.evidence());
+}
+
+/// Where kernel-mode faults may not be recorded (`perf_event_paranoid` 2 without
+/// `CAP_PERFMON`, here by the `perf-kernel` hook), user-mode ones still are: one warning says
+/// so, the pages a thread made resident inside `read()` are found without their thread, and
+/// the stream still agrees with the kernel.
+#[test]
+fn without_kernel_mode_faults_the_pages_of_syscalls_are_found_without_their_thread() {
+    let t = trace_with_env(
+        &[("MEVI_TEST_FAULT", "perf-kernel")],
+        &RECORDS,
+        &[workload("u27_syscall_faults")],
+        HANG,
+    );
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    assert_eq!(t.verify_totals().mismatched_pages, 0, "{}", t.evidence());
+    t.assert_matches_kernel();
+    let said: Vec<&Line> = t
+        .warnings()
+        .into_iter()
+        .filter(|l| matches!(&l.event, Event::Warning { what: WarningKind::RecordsLost, message, .. } if message.contains("inside system calls")))
+        .collect();
+    assert_eq!(said.len(), 1, "{:?}", t.warnings());
+    let zero = &t.truth("region", "zero0")[0];
+    let found = threads_of_pages(&t, zero.start, zero.end);
+    assert_eq!(found.len(), 32);
+    assert!(
+        found
+            .values()
+            .all(|(tid, by)| tid.is_none() && *by == Some(FoundBy::Scan)),
+        "{found:?}"
+    );
+    // User-mode faults are still named: the stacks and heaps the threads touched.
+    assert!(
+        t.events("resident").any(|e| matches!(
+            e,
+            Event::Resident {
+                by: Some(FoundBy::Record),
+                ..
+            }
+        )),
+        "no page was named at all"
+    );
 }

@@ -482,17 +482,24 @@ pub(super) fn perf_event_paranoid() -> Check {
 
 /// `--faults records` opens a ring of fault records per thread: tried on this thread.
 pub(super) fn fault_records() -> Check {
-    use crate::kernel::fault_records::{FaultRing, RingSize};
+    use crate::kernel::fault_records::{FaultRing, FaultsSeen, RingSize};
     let me = nix::unistd::gettid().as_raw();
     let size = RingSize {
         bytes: 4096,
         wake_at: 4096,
     };
-    match FaultRing::of_thread(me, size) {
+    match FaultRing::of_thread(me, FaultsSeen::All, size) {
         Ok(_) => Check::new(
             Mark::Ok,
             "fault records",
             "each thread's page faults can be recorded, inside system calls too (--faults records)",
+        ),
+        Err(_) if FaultRing::of_thread(me, FaultsSeen::UserOnly, size).is_ok() => Check::new(
+            Mark::Note,
+            "fault records",
+            "user-mode page faults can be recorded (--faults records), not those inside system \
+             calls, whose pages are then found without their thread \
+             (`sysctl kernel.perf_event_paranoid=1`, or CAP_PERFMON)",
         ),
         // Optional: the default mode does not need it.
         Err(e) => Check::new(

@@ -27,6 +27,8 @@ use std::sync::Arc;
 
 use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 use perf_event::data::Record;
+
+pub use super::perf::FaultsSeen;
 use perf_event::events::Software;
 use perf_event::{Builder, Clock, SampleFlag, Sampler};
 use tokio::io::Interest;
@@ -132,7 +134,13 @@ impl AsFd for FaultRing {
 }
 
 /// The event of one page fault per record, of task `tid` on `cpu` (or any).
-fn fault_event(tid: i32, cpu: Option<usize>, inherit: Inherit, wake_at: usize) -> Builder<'static> {
+fn fault_event(
+    tid: i32,
+    cpu: Option<usize>,
+    inherit: Inherit,
+    seen: FaultsSeen,
+    wake_at: usize,
+) -> Builder<'static> {
     let mut builder = Builder::new(Software::PAGE_FAULTS);
     builder.observe_pid(tid);
     match cpu {
@@ -148,7 +156,7 @@ fn fault_event(tid: i32, cpu: Option<usize>, inherit: Inherit, wake_at: usize) -
         .inherit(inherit != Inherit::Nothing)
         .inherit_thread(inherit == Inherit::Threads)
         .remove_on_exec(inherit != Inherit::Tree)
-        .exclude_kernel(false)
+        .exclude_kernel(seen == FaultsSeen::UserOnly)
         .exclude_hv(true)
         .wakeup_watermark(wake_at.max(1))
         .enabled(true);
@@ -157,14 +165,17 @@ fn fault_event(tid: i32, cpu: Option<usize>, inherit: Inherit, wake_at: usize) -
 
 impl FaultRing {
     /// Records every fault of `tid` on `cpu` (any: `None`, for a task alone) from now on, and
-    /// of the tasks it makes after, as `inherit` says.
+    /// of the tasks it makes after, as `inherit` says; those taken inside system calls too
+    /// unless `seen` is `UserOnly` (what a user without `CAP_PERFMON` may have under
+    /// `perf_event_paranoid` 2).
     pub fn open(
         tid: i32,
         cpu: Option<usize>,
         inherit: Inherit,
+        seen: FaultsSeen,
         size: RingSize,
     ) -> Result<Self, RecordsError> {
-        let counter = fault_event(tid, cpu, inherit, size.wake_at)
+        let counter = fault_event(tid, cpu, inherit, seen, size.wake_at)
             .build()
             .map_err(RecordsError::Open)?;
         let sampler = counter.sampled(size.bytes).map_err(RecordsError::Map)?;
@@ -173,8 +184,8 @@ impl FaultRing {
 
     /// One thread's ring, on every CPU, until it exits or execs: how `--faults records` reads
     /// each thread's faults.
-    pub fn of_thread(tid: i32, size: RingSize) -> Result<Self, RecordsError> {
-        Self::open(tid, None, Inherit::Nothing, size)
+    pub fn of_thread(tid: i32, seen: FaultsSeen, size: RingSize) -> Result<Self, RecordsError> {
+        Self::open(tid, None, Inherit::Nothing, seen, size)
     }
 
     /// Takes every record written so far, oldest first, into `into`; how many. Records of
@@ -431,7 +442,7 @@ mod tests {
         let rings: Result<Vec<FaultRing>, RecordsError> = cpus()
             .expect("online CPUs")
             .into_iter()
-            .map(|cpu| FaultRing::open(tid, Some(cpu), Inherit::Nothing, size))
+            .map(|cpu| FaultRing::open(tid, Some(cpu), Inherit::Nothing, FaultsSeen::All, size))
             .collect();
         let mut rings = match rings {
             Ok(rings) => rings,

@@ -10,7 +10,7 @@ use std::os::fd::AsRawFd;
 use super::Tracer;
 use crate::actors::lane::LaneMessage;
 use crate::event::{SpaceId, WarningKind};
-use crate::kernel::fault_records::{FaultRing, RECORD_BYTES, RecordsError, RingSize};
+use crate::kernel::fault_records::{FaultRing, FaultsSeen, RECORD_BYTES, RecordsError, RingSize};
 use crate::test_hooks::{self, Fault};
 
 /// A thread's ring: 8,192 records (256 KiB), the lane woken at an eighth of that. At about 2 µs
@@ -30,11 +30,21 @@ const SMALL_RING: RingSize = RingSize {
     wake_at: 256 * RECORD_BYTES,
 };
 
-/// The spaces told that their threads' rings would take the descriptors the trace needs: said
-/// once each.
-#[derive(Default)]
+/// What the kernel lets the trace record, and the spaces told that their threads' rings would
+/// take the descriptors the trace needs (said once each).
 pub(super) struct Unrecorded {
+    /// `All` until the kernel refuses kernel-mode faults once: `UserOnly` from then on.
+    seen: FaultsSeen,
     scarce: HashSet<SpaceId>,
+}
+
+impl Default for Unrecorded {
+    fn default() -> Self {
+        Self {
+            seen: FaultsSeen::All,
+            scarce: HashSet::new(),
+        }
+    }
 }
 
 impl Tracer {
@@ -43,9 +53,9 @@ impl Tracer {
     /// by reads, without their thread. A ring whose descriptor would leave the trace too few
     /// (`kernel::fd_ceiling`) is closed again, and said once for the space.
     pub(super) fn record_faults(&mut self, pid: i32, tid: i32, space: SpaceId) {
-        let Some(s) = self.spaces.get(&space).filter(|s| s.records()) else {
+        if !self.spaces.get(&space).is_some_and(|s| s.records()) {
             return;
-        };
+        }
         let size = if test_hooks::fails(Fault::TinyRecordRing, Some(space)) {
             RingSize {
                 bytes: 4096,
@@ -57,7 +67,44 @@ impl Tracer {
             RING
         };
         let (ceiling, limit) = crate::kernel::fd_ceiling();
-        match FaultRing::of_thread(tid, size) {
+        let opened = match self.unrecorded.seen {
+            FaultsSeen::All if test_hooks::fails(Fault::PerfKernel, None) => Err(
+                RecordsError::Open(std::io::Error::from_raw_os_error(libc::EACCES)),
+            ),
+            seen => FaultRing::of_thread(tid, seen, size),
+        };
+        // Refused kernel-mode faults (`perf_event_paranoid` 2, no CAP_PERFMON): user-mode ones,
+        // for this thread and every later one, said once.
+        let opened = match opened {
+            Err(RecordsError::Open(e))
+                if self.unrecorded.seen == FaultsSeen::All
+                    && matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) =>
+            {
+                let user = FaultRing::of_thread(tid, FaultsSeen::UserOnly, size);
+                if user.is_ok() {
+                    self.unrecorded.seen = FaultsSeen::UserOnly;
+                    self.warn(
+                        Some(pid),
+                        Some(space),
+                        WarningKind::RecordsLost,
+                        format!(
+                            "page faults inside system calls cannot be recorded ({e}; \
+                             kernel.perf_event_paranoid is {}: 1, or CAP_PERFMON, records them): \
+                             the pages made resident there are found by reads, without their \
+                             thread",
+                            crate::kernel::procfs::sysctl("kernel.perf_event_paranoid")
+                                .unwrap_or_else(|| "?".into())
+                        ),
+                    );
+                }
+                user
+            }
+            other => other,
+        };
+        let Some(s) = self.spaces.get(&space) else {
+            return;
+        };
+        match opened {
             Ok(ring) if ring.as_raw_fd() < ceiling => {
                 s.lane.send(LaneMessage::Records { pid, tid, ring })
             }
