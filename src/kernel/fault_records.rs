@@ -3,14 +3,13 @@
 //! PERF_SAMPLE_ADDR` on `CLOCK_MONOTONIC` writes, synchronously in the fault path and without
 //! putting the thread to sleep, each fault's pid, tid, time and address to a ring we read.
 //!
-//! The kernel allows two shapes (docs/kernel-facts.md, "Fault records"): a ring per thread, or a
-//! ring per CPU. It refuses to map an inherited event that follows a task on any CPU (`EINVAL`),
-//! so an event that also follows the threads a task makes after it is opened once per CPU; and a
-//! per-thread ring serves one task only (`PERF_EVENT_IOC_SET_OUTPUT` between two threads'
-//! any-CPU events: `EINVAL`), while events bound to the same CPU may share a ring
-//! (`PERF_EVENT_IOC_SET_OUTPUT`). A [`FaultRing`] is one CPU's ring, of the task it was opened on
-//! and of what that task makes after (`Inherit`), or one thread's ring on every CPU, which is
-//! what `--faults records` uses ([`ThreadRings`]).
+//! The kernel allows two shapes (docs/kernel-facts.md, "Behind `--faults records`"): a ring per
+//! thread, or a ring per CPU. It refuses to map an inherited event that follows a task on any
+//! CPU (`EINVAL`), and a per-thread ring serves one task only (`PERF_EVENT_IOC_SET_OUTPUT`
+//! between two threads' any-CPU events: `EINVAL`). A [`FaultRing`] is one thread's ring, on
+//! every CPU, not inherited, dropped at an exec: `--faults records` opens one for each thread and
+//! reads a space's together ([`ThreadRings`]). (Per-CPU rings, and the choice between the two at
+//! scale, are measured in docs/performance.md.)
 //!
 //! With `exclude_kernel = 0`, a fault taken inside a syscall on a user address (a `read()` into a
 //! fresh page) is recorded too; that needs `CAP_PERFMON` or `perf_event_paranoid` ≤ 1 (root is
@@ -51,27 +50,12 @@ pub struct FaultRecord {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Drained {
     Fault(FaultRecord),
-    /// The ring was full: the kernel dropped this many records, and wrote this instead once
-    /// there was room again; `tid` is the ring's thread, where the ring is one thread's
-    /// (`ThreadRings`), and `time` is not read yet.
+    /// The ring of thread `tid` was full: the kernel dropped this many records, and wrote this
+    /// instead once there was room again.
     Lost {
         count: u64,
-        time: Option<u64>,
-        tid: Option<i32>,
+        tid: i32,
     },
-}
-
-/// Which tasks a ring's event follows besides the one it is opened on: those it makes after.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Inherit {
-    /// Its threads and its child processes, and theirs (the event is copied into each at its
-    /// clone or fork): one set of rings for a whole tree.
-    Tree,
-    /// Its threads only (`inherit_thread`); dropped at an exec (`remove_on_exec`): the rings
-    /// of one address space.
-    Threads,
-    /// None: that task alone; dropped at an exec (`remove_on_exec`).
-    Nothing,
 }
 
 /// How a ring is sized and when its reader is woken.
@@ -104,17 +88,17 @@ impl std::fmt::Display for RecordsError {
     }
 }
 
-/// A ring of fault records: of one CPU (`Some`), or of one task on every CPU.
+/// A thread's ring of fault records, on every CPU.
 pub struct FaultRing {
     sampler: Sampler,
-    cpu: Option<usize>,
+    tid: i32,
 }
 
 impl std::fmt::Debug for FaultRing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("FaultRing")
             .field("fd", &self.as_raw_fd())
-            .field("cpu", &self.cpu)
+            .field("tid", &self.tid)
             .finish()
     }
 }
@@ -133,59 +117,26 @@ impl AsFd for FaultRing {
     }
 }
 
-/// The event of one page fault per record, of task `tid` on `cpu` (or any).
-fn fault_event(
-    tid: i32,
-    cpu: Option<usize>,
-    inherit: Inherit,
-    seen: FaultsSeen,
-    wake_at: usize,
-) -> Builder<'static> {
-    let mut builder = Builder::new(Software::PAGE_FAULTS);
-    builder.observe_pid(tid);
-    match cpu {
-        Some(cpu) => builder.one_cpu(cpu),
-        None => builder.any_cpu(),
-    };
-    builder
-        .sample_period(1)
-        .sample(SampleFlag::TID | SampleFlag::TIME | SampleFlag::ADDR)
-        .clockid(Clock::MONOTONIC)
-        // A lost record says when, and whose record came next.
-        .sample_id_all(true)
-        .inherit(inherit != Inherit::Nothing)
-        .inherit_thread(inherit == Inherit::Threads)
-        .remove_on_exec(inherit != Inherit::Tree)
-        .exclude_kernel(seen == FaultsSeen::UserOnly)
-        .exclude_hv(true)
-        .wakeup_watermark(wake_at.max(1))
-        .enabled(true);
-    builder
-}
-
 impl FaultRing {
-    /// Records every fault of `tid` on `cpu` (any: `None`, for a task alone) from now on, and
-    /// of the tasks it makes after, as `inherit` says; those taken inside system calls too
-    /// unless `seen` is `UserOnly` (what a user without `CAP_PERFMON` may have under
-    /// `perf_event_paranoid` 2).
-    pub fn open(
-        tid: i32,
-        cpu: Option<usize>,
-        inherit: Inherit,
-        seen: FaultsSeen,
-        size: RingSize,
-    ) -> Result<Self, RecordsError> {
-        let counter = fault_event(tid, cpu, inherit, seen, size.wake_at)
-            .build()
-            .map_err(RecordsError::Open)?;
-        let sampler = counter.sampled(size.bytes).map_err(RecordsError::Map)?;
-        Ok(Self { sampler, cpu })
-    }
-
-    /// One thread's ring, on every CPU, until it exits or execs: how `--faults records` reads
-    /// each thread's faults.
+    /// Records every fault of thread `tid` from now on, on any CPU, until it exits or execs
+    /// (`remove_on_exec`); those taken inside system calls too unless `seen` is `UserOnly`
+    /// (what a user without `CAP_PERFMON` may have under `perf_event_paranoid` 2).
     pub fn of_thread(tid: i32, seen: FaultsSeen, size: RingSize) -> Result<Self, RecordsError> {
-        Self::open(tid, None, Inherit::Nothing, seen, size)
+        let mut builder = Builder::new(Software::PAGE_FAULTS);
+        builder
+            .observe_pid(tid)
+            .any_cpu()
+            .sample_period(1)
+            .sample(SampleFlag::TID | SampleFlag::TIME | SampleFlag::ADDR)
+            .clockid(Clock::MONOTONIC)
+            .remove_on_exec(true)
+            .exclude_kernel(seen == FaultsSeen::UserOnly)
+            .exclude_hv(true)
+            .wakeup_watermark(size.wake_at.max(1))
+            .enabled(true);
+        let counter = builder.build().map_err(RecordsError::Open)?;
+        let sampler = counter.sampled(size.bytes).map_err(RecordsError::Map)?;
+        Ok(Self { sampler, tid })
     }
 
     /// Takes every record written so far, oldest first, into `into`; how many. Records of
@@ -209,12 +160,11 @@ impl FaultRing {
                 }
                 Ok(Record::Lost(lost)) => Some(Drained::Lost {
                     count: lost.lost,
-                    time: None,
-                    tid: None,
+                    tid: self.tid,
                 }),
                 Ok(_) => None,
                 Err(e) => {
-                    tracing::debug!(cpu = self.cpu, "a fault record that does not parse: {e}");
+                    tracing::debug!("a fault record that does not parse: {e}");
                     None
                 }
             };
@@ -264,7 +214,7 @@ impl ThreadRings {
     /// the exec, `remove_on_exec`).
     pub fn remove(&mut self, tid: i32, into: &mut Vec<Drained>) {
         if let Some((_, mut ring)) = self.rings.remove(&tid) {
-            drain_ring(tid, &mut ring, into);
+            ring.drain(into);
             if let Err(e) = self.epoll.delete(&ring) {
                 tracing::debug!(tid, "taking a ring out of its epoll set: {e}");
             }
@@ -305,8 +255,8 @@ impl ThreadRings {
             }
         }
         let before = into.len();
-        for (&tid, (_, ring)) in self.rings.iter_mut() {
-            drain_ring(tid, ring, into);
+        for (_, ring) in self.rings.values_mut() {
+            ring.drain(into);
         }
         for tid in hung_up {
             self.remove(tid, into);
@@ -319,41 +269,10 @@ impl ThreadRings {
     }
 }
 
-/// Drains thread `tid`'s ring into `into`: a loss there is that thread's.
-fn drain_ring(tid: i32, ring: &mut FaultRing, into: &mut Vec<Drained>) {
-    let from = into.len();
-    ring.drain(into);
-    for drained in &mut into[from..] {
-        if let Drained::Lost { tid: whose, .. } = drained {
-            *whose = Some(tid);
-        }
-    }
-}
-
 impl AsRawFd for ThreadRings {
     fn as_raw_fd(&self) -> RawFd {
         self.epoll.0.as_raw_fd()
     }
-}
-
-/// The CPUs a task may run on, whose rings together see all of its faults: those online.
-pub fn cpus() -> io::Result<Vec<usize>> {
-    let online = std::fs::read_to_string("/sys/devices/system/cpu/online")?;
-    parse_cpu_list(online.trim()).ok_or_else(|| {
-        io::Error::other(format!("an online CPU list that does not parse: {online}"))
-    })
-}
-
-/// `0-3,5,7-8` to its CPUs.
-fn parse_cpu_list(list: &str) -> Option<Vec<usize>> {
-    let mut cpus = Vec::new();
-    for part in list.split(',').filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((first, last)) => cpus.extend(first.parse::<usize>().ok()?..=last.parse().ok()?),
-            None => cpus.push(part.parse().ok()?),
-        }
-    }
-    Some(cpus)
 }
 
 /// `CLOCK_MONOTONIC` now, in nanoseconds: a record's clock.
@@ -423,15 +342,8 @@ impl Drop for RingsWatcher {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_cpu_list_is_read_as_the_kernel_writes_it() {
-        assert_eq!(parse_cpu_list("0"), Some(vec![0]));
-        assert_eq!(parse_cpu_list("0-3,5,7-8"), Some(vec![0, 1, 2, 3, 5, 7, 8]));
-        assert_eq!(parse_cpu_list("0-x"), None);
-    }
-
-    /// The kernel's side: this thread's own faults on fresh pages, on every CPU's ring, each
-    /// with this thread's ids and its address, in time order on each ring.
+    /// The kernel's side: this thread's own faults on fresh pages, each in its ring with this
+    /// thread's ids and its address (user-mode faults, where kernel-mode ones are refused).
     #[test]
     fn every_fault_of_a_thread_is_recorded_with_its_ids_and_address() {
         let tid = nix::unistd::gettid().as_raw();
@@ -439,17 +351,9 @@ mod tests {
             bytes: 1 << 20,
             wake_at: 4096,
         };
-        let rings: Result<Vec<FaultRing>, RecordsError> = cpus()
-            .expect("online CPUs")
-            .into_iter()
-            .map(|cpu| FaultRing::open(tid, Some(cpu), Inherit::Nothing, FaultsSeen::All, size))
-            .collect();
-        let mut rings = match rings {
-            Ok(rings) => rings,
-            // Not root and perf_event_paranoid > 1: what doctor says; nothing to test here.
-            Err(RecordsError::Open(e)) if e.raw_os_error() == Some(libc::EACCES) => return,
-            Err(e) => panic!("opening the rings: {e}"),
-        };
+        let mut ring = FaultRing::of_thread(tid, FaultsSeen::All, size)
+            .or_else(|_| FaultRing::of_thread(tid, FaultsSeen::UserOnly, size))
+            .expect("a ring of this thread's faults");
         let page = crate::kernel::page_size() as usize;
         let pages = 64;
         let mut memory =
@@ -458,9 +362,7 @@ mod tests {
             memory.write(i, 1);
         }
         let mut drained = Vec::new();
-        for ring in &mut rings {
-            ring.drain(&mut drained);
-        }
+        ring.drain(&mut drained);
         let start = memory.start();
         let ours: std::collections::BTreeSet<u64> = drained
             .iter()

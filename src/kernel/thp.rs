@@ -17,6 +17,9 @@ pub enum ThpPolicy {
 
 const SYSFS: &str = "/sys/kernel/mm/transparent_hugepage";
 
+/// A transparent huge page on x86_64 (a PMD): one fault maps it whole.
+pub const HUGE_PAGE: u64 = 2 << 20;
+
 impl ThpPolicy {
     /// The policy of this machine: the most permissive of the PMD setting and every mTHP size's
     /// (a size set to `inherit` takes the PMD setting). Never, without THP support.

@@ -31,6 +31,7 @@ use crate::event::{Event, FoundBy, SpaceId, WarningKind};
 use crate::kernel::fault_records::{
     Drained, FaultRing, RingsWatcher, ThreadRings, monotonic_now, monotonic_of,
 };
+use crate::kernel::thp::HUGE_PAGE;
 
 /// A record no read claimed by then is forgotten: far longer than the longest a followed page
 /// waits for a read (`--sample-ms`, spaced by the reads' cost).
@@ -40,9 +41,6 @@ const UNCLAIMED_FOR: Duration = Duration::from_secs(10);
 /// those older than `CROWDED_FOR` are forgotten.
 const MOST_UNCLAIMED: usize = 1 << 20;
 const CROWDED_FOR: Duration = Duration::from_secs(1);
-
-/// A transparent huge page on x86_64 (a PMD): one fault, one record.
-const HUGE_PAGE: u64 = 2 << 20;
 
 /// A fault recorded at a page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,7 +59,7 @@ pub(super) struct Records {
     /// By page and time, in address order (a release or a huge page takes a range of them):
     /// every record not claimed or forgotten yet, since a lane that runs behind its threads may
     /// hold several faults of a page, each to be claimed by its own read.
-    first: BTreeMap<(u64, u64), Toucher>,
+    unclaimed: BTreeMap<(u64, u64), Toucher>,
     drained: Vec<Drained>,
     page_size: u64,
     /// Records lost since the stream last said so, and whose rings lost them.
@@ -83,7 +81,7 @@ impl Records {
         Ok(Self {
             rings,
             _watcher: watcher,
-            first: BTreeMap::new(),
+            unclaimed: BTreeMap::new(),
             drained: Vec::new(),
             page_size,
             lost: 0,
@@ -145,25 +143,23 @@ impl Records {
                         tid: fault.tid,
                         time: fault.time,
                     };
-                    self.first
+                    self.unclaimed
                         .insert((fault.addr & page_mask, fault.time), toucher);
                 }
-                Drained::Lost { count, tid, .. } => {
+                Drained::Lost { count, tid } => {
                     self.lost += count;
-                    if let Some(tid) = tid
-                        && !self.lost_by.contains(&tid)
-                    {
+                    if !self.lost_by.contains(&tid) {
                         self.lost_by.push(tid);
                     }
                 }
             }
         }
-        let crowded = self.first.len() > MOST_UNCLAIMED;
+        let crowded = self.unclaimed.len() > MOST_UNCLAIMED;
         if crowded || self.pruned.elapsed() >= UNCLAIMED_FOR {
             self.pruned = Instant::now();
             let age = if crowded { CROWDED_FOR } else { UNCLAIMED_FOR };
             let oldest = monotonic_now().saturating_sub(age.as_nanos() as u64);
-            self.first.retain(|_, first| first.time >= oldest);
+            self.unclaimed.retain(|_, record| record.time >= oldest);
         }
     }
 
@@ -174,23 +170,18 @@ impl Records {
         }
         let lost = std::mem::take(&mut self.lost);
         let by = std::mem::take(&mut self.lost_by);
-        let whose = match by.as_slice() {
-            [] => String::new(),
-            tids => format!(
-                " by the ring(s) of thread(s) {}",
-                tids.iter()
-                    .map(|t| t.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-        };
+        let whose = by
+            .iter()
+            .map(|t| t.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
         Some(Event::Warning {
             pid: None,
             space: Some(space),
             what: WarningKind::RecordsLost,
             message: format!(
-                "{lost} fault record(s) lost{whose}: the pages they were of are found by reads, \
-                 without their thread"
+                "{lost} fault record(s) lost by the ring(s) of thread(s) {whose}: the pages they \
+                 were of are found by reads, without their thread"
             ),
         })
     }
@@ -198,40 +189,24 @@ impl Records {
     /// Pages in `range` were released at `at` (their mapping unmapped, moved, discarded or
     /// replaced): the records made there before are forgotten.
     pub(super) fn released(&mut self, range: &Range<u64>, at: Instant) {
-        if self.first.is_empty() || range.is_empty() {
-            return;
-        }
-        let before = monotonic_of(at);
-        let gone: Vec<(u64, u64)> = self
-            .first
-            .range((range.start, 0)..(range.end, 0))
-            .filter(|(_, first)| first.time <= before)
-            .map(|(&key, _)| key)
-            .collect();
-        for key in gone {
-            self.first.remove(&key);
+        // An empty range (`start >= end`) releases nothing, and is no range of the map's.
+        if !self.unclaimed.is_empty() && !range.is_empty() {
+            self.take_made_by(range.clone(), monotonic_of(at));
         }
     }
 
-    /// The earliest record made by `before` at the pages of `range`, taken (with every other
-    /// record there made by then).
-    fn claim(&mut self, range: Range<u64>, before: u64) -> Option<Toucher> {
-        let mut earliest: Option<Toucher> = None;
-        let claimed: Vec<(u64, u64)> = self
-            .first
+    /// Takes out the records at the pages of `range` made by `before` (a read claims the
+    /// earliest of them; a release forgets them all).
+    fn take_made_by(&mut self, range: Range<u64>, before: u64) -> Vec<Toucher> {
+        let keys: Vec<(u64, u64)> = self
+            .unclaimed
             .range((range.start, 0)..(range.end, 0))
-            .filter(|(_, first)| first.time <= before)
-            .map(|(&key, first)| {
-                if earliest.is_none_or(|e| first.time < e.time) {
-                    earliest = Some(*first);
-                }
-                key
-            })
+            .filter(|(_, record)| record.time <= before)
+            .map(|(&key, _)| key)
             .collect();
-        for key in claimed {
-            self.first.remove(&key);
-        }
-        earliest
+        keys.into_iter()
+            .filter_map(|key| self.unclaimed.remove(&key))
+            .collect()
     }
 
     /// A read's `resident` line (`by` `scan`, read at `read_at`), split into runs by whose
@@ -275,7 +250,9 @@ impl Records {
                 piece..next
             };
             let whose = self
-                .claim(looked, before)
+                .take_made_by(looked, before)
+                .into_iter()
+                .min_by_key(|t| t.time)
                 .filter(|t| !self.ended.contains(&t.pid));
             match runs.last_mut() {
                 Some((run, last))
@@ -367,7 +344,7 @@ mod tests {
 
     fn touched(records: &mut Records, page: u64, tid: i32, time: u64) {
         records
-            .first
+            .unclaimed
             .insert((page, time), Toucher { pid: 1, tid, time });
     }
 
@@ -398,7 +375,7 @@ mod tests {
             lines(&split),
             vec![(0, P, Some(10)), (P, 2 * P, Some(11)), (2 * P, 3 * P, None)]
         );
-        assert_eq!(records.first.len(), 1);
+        assert_eq!(records.unclaimed.len(), 1);
     }
 
     #[tokio::test]
@@ -421,7 +398,7 @@ mod tests {
         touched(&mut records, P, 2, release + MS);
         touched(&mut records, 5 * P, 3, release - MS);
         records.released(&(0..2 * P), at);
-        let kept: Vec<u64> = records.first.keys().map(|&(page, _)| page).collect();
+        let kept: Vec<u64> = records.unclaimed.keys().map(|&(page, _)| page).collect();
         assert_eq!(kept, vec![P, 5 * P]);
     }
 }

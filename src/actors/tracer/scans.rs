@@ -14,15 +14,13 @@ use super::{COST_FACTOR, Tracer, next_read};
 use crate::event::{Event, FoundBy, SpaceId};
 use crate::kernel::procfs;
 use crate::kernel::syscall::{HugeAdvice, LayoutSyscall};
-use crate::kernel::thp::ThpPolicy;
+use crate::kernel::thp::{HUGE_PAGE, ThpPolicy};
 use crate::kernel::tick;
 
 /// Pieces of one followed range that a timed scan reads, separated by fewer seen pages than
 /// this, are read as one: a `PAGEMAP_SCAN` call costs about as much as walking that many
 /// present pages again.
 const JOIN_GAP: u64 = 1 << 20;
-/// A transparent huge page on x86_64 (a PMD).
-const HUGE_PAGE: u64 = 2 << 20;
 
 /// The whole user address space, as a set.
 pub(super) fn everywhere() -> RangeSet<u64> {
