@@ -7,7 +7,7 @@ use std::ffi::OsString;
 use std::process::Command;
 use std::time::Duration;
 
-use mevi_actors::event::{Event, FoundBy, Line, WarningKind};
+use mevi_actors::event::{Event, FoundBy, WarningKind};
 
 use crate::util::{TRUTH_WORKLOADS, Traced, run_within, trace_with_env, trace_within, workload};
 
@@ -43,6 +43,37 @@ fn threads_of_pages(
     pages
 }
 
+/// The messages of the run's `records_lost` warnings.
+fn records_lost(t: &Traced) -> Vec<&str> {
+    t.warnings()
+        .into_iter()
+        .filter_map(|l| match &l.event {
+            Event::Warning {
+                what: WarningKind::RecordsLost,
+                message,
+                ..
+            } => Some(message.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// How many `resident` lines name their thread from a record.
+fn named_by_records(t: &Traced) -> usize {
+    t.events("resident")
+        .filter(|e| {
+            matches!(
+                e,
+                Event::Resident {
+                    by: Some(FoundBy::Record),
+                    tid: Some(_),
+                    ..
+                }
+            )
+        })
+        .count()
+}
+
 /// Every workload of the suite that prints its own truth, traced with records and checked
 /// every 5 ms: each check finds 0 mismatches, the replayed end equals what the workload read
 /// from its own page tables, and pages are found with their thread.
@@ -64,36 +95,18 @@ fn every_memory_workload_ends_where_the_kernel_does() {
             )),
             "{name}: the start line does not say records"
         );
-        let recorded = t
-            .events("resident")
-            .filter(|e| {
-                matches!(
-                    e,
-                    Event::Resident {
-                        by: Some(FoundBy::Record),
-                        tid: Some(_),
-                        ..
-                    }
-                )
-            })
-            .count();
-        assert!(recorded > 0, "{name}: no page was found with its thread");
+        assert!(
+            named_by_records(&t) > 0,
+            "{name}: no page was found with its thread"
+        );
         // Records may be lost on a loaded machine (a ring fills before its lane gets a CPU):
         // said, and the pages still found. Nothing else is warned of.
-        let others: Vec<_> = t
-            .warnings()
-            .into_iter()
-            .filter(|l| {
-                !matches!(
-                    l.event,
-                    Event::Warning {
-                        what: WarningKind::RecordsLost,
-                        ..
-                    }
-                )
-            })
-            .collect();
-        assert!(others.is_empty(), "{name}: warnings: {others:?}");
+        assert_eq!(
+            t.warnings().len(),
+            records_lost(&t).len(),
+            "{name}: warnings: {:?}",
+            t.warnings()
+        );
     }
 }
 
@@ -183,18 +196,7 @@ fn lost_records_are_said_and_the_pages_still_found() {
     assert_eq!(t.status, 0, "{}", t.stderr);
     assert_eq!(t.verify_totals().mismatched_pages, 0, "{}", t.evidence());
     t.assert_matches_kernel();
-    let lost: Vec<&str> = t
-        .lines
-        .iter()
-        .filter_map(|l| match &l.event {
-            Event::Warning {
-                what: WarningKind::RecordsLost,
-                message,
-                ..
-            } => Some(message.as_str()),
-            _ => None,
-        })
-        .collect();
+    let lost = records_lost(&t);
     assert!(
         !lost.is_empty(),
         "no records_lost warning: {}",
@@ -304,12 +306,11 @@ fn without_kernel_mode_faults_the_pages_of_syscalls_are_found_without_their_thre
     assert_eq!(t.status, 0, "{}", t.stderr);
     assert_eq!(t.verify_totals().mismatched_pages, 0, "{}", t.evidence());
     t.assert_matches_kernel();
-    let said: Vec<&Line> = t
-        .warnings()
+    let said = records_lost(&t)
         .into_iter()
-        .filter(|l| matches!(&l.event, Event::Warning { what: WarningKind::RecordsLost, message, .. } if message.contains("inside system calls")))
-        .collect();
-    assert_eq!(said.len(), 1, "{:?}", t.warnings());
+        .filter(|m| m.contains("inside system calls"))
+        .count();
+    assert_eq!(said, 1, "{:?}", t.warnings());
     let zero = &t.truth("region", "zero0")[0];
     let found = threads_of_pages(&t, zero.start, zero.end);
     assert_eq!(found.len(), 32);
@@ -320,14 +321,5 @@ fn without_kernel_mode_faults_the_pages_of_syscalls_are_found_without_their_thre
         "{found:?}"
     );
     // User-mode faults are still named: the stacks and heaps the threads touched.
-    assert!(
-        t.events("resident").any(|e| matches!(
-            e,
-            Event::Resident {
-                by: Some(FoundBy::Record),
-                ..
-            }
-        )),
-        "no page was named at all"
-    );
+    assert!(named_by_records(&t) > 0, "no page was named at all");
 }

@@ -67,40 +67,7 @@ impl Tracer {
             RING
         };
         let (ceiling, limit) = crate::kernel::fd_ceiling();
-        let opened = match self.unrecorded.seen {
-            FaultsSeen::All if test_hooks::fails(Fault::PerfKernel, None) => Err(
-                RecordsError::Open(std::io::Error::from_raw_os_error(libc::EACCES)),
-            ),
-            seen => FaultRing::of_thread(tid, seen, size),
-        };
-        // Refused kernel-mode faults (`perf_event_paranoid` 2, no CAP_PERFMON): user-mode ones,
-        // for this thread and every later one, said once.
-        let opened = match opened {
-            Err(RecordsError::Open(e))
-                if self.unrecorded.seen == FaultsSeen::All
-                    && matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) =>
-            {
-                let user = FaultRing::of_thread(tid, FaultsSeen::UserOnly, size);
-                if user.is_ok() {
-                    self.unrecorded.seen = FaultsSeen::UserOnly;
-                    self.warn(
-                        Some(pid),
-                        Some(space),
-                        WarningKind::RecordsLost,
-                        format!(
-                            "page faults inside system calls cannot be recorded ({e}; \
-                             kernel.perf_event_paranoid is {}: 1, or CAP_PERFMON, records them): \
-                             the pages made resident there are found by reads, without their \
-                             thread",
-                            crate::kernel::procfs::sysctl("kernel.perf_event_paranoid")
-                                .unwrap_or_else(|| "?".into())
-                        ),
-                    );
-                }
-                user
-            }
-            other => other,
-        };
+        let opened = self.open_ring(pid, tid, space, size);
         let Some(s) = self.spaces.get(&space) else {
             return;
         };
@@ -137,6 +104,50 @@ impl Tracer {
                      reads, without their thread"
                 ),
             ),
+        }
+    }
+
+    /// Opens thread `tid`'s ring. Once the kernel refuses kernel-mode faults
+    /// (`perf_event_paranoid` 2, no `CAP_PERFMON`), user-mode ones, for this thread and every
+    /// later one, said once.
+    fn open_ring(
+        &mut self,
+        pid: i32,
+        tid: i32,
+        space: SpaceId,
+        size: RingSize,
+    ) -> Result<FaultRing, RecordsError> {
+        let opened = match self.unrecorded.seen {
+            FaultsSeen::All if test_hooks::fails(Fault::PerfKernel, None) => Err(
+                RecordsError::Open(std::io::Error::from_raw_os_error(libc::EACCES)),
+            ),
+            seen => FaultRing::of_thread(tid, seen, size),
+        };
+        match opened {
+            Err(RecordsError::Open(e))
+                if self.unrecorded.seen == FaultsSeen::All
+                    && matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) =>
+            {
+                let user = FaultRing::of_thread(tid, FaultsSeen::UserOnly, size);
+                if user.is_ok() {
+                    self.unrecorded.seen = FaultsSeen::UserOnly;
+                    self.warn(
+                        Some(pid),
+                        Some(space),
+                        WarningKind::RecordsLost,
+                        format!(
+                            "page faults inside system calls cannot be recorded ({e}; \
+                             kernel.perf_event_paranoid is {}: 1, or CAP_PERFMON, records them): \
+                             the pages made resident there are found by reads, without their \
+                             thread",
+                            crate::kernel::procfs::sysctl("kernel.perf_event_paranoid")
+                                .unwrap_or_else(|| "?".into())
+                        ),
+                    );
+                }
+                user
+            }
+            other => other,
         }
     }
 }
