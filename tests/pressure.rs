@@ -392,7 +392,13 @@ fn a_grown_stack_paged_out_and_swapped_pages_freed_agree_with_the_kernel() {
             .any(|l| matches!(&l.event, Event::Discard { advice, .. } if advice == "free"));
         assert!(
             freed,
-            "{how}: no discard of the swapped pages MADV_FREE dropped"
+            "{how}: no discard of the swapped pages MADV_FREE dropped: {}",
+            t.lines
+                .iter()
+                .filter(|l| matches!(l.event, Event::Evicted { .. } | Event::Discard { .. }))
+                .map(|l| serde_json::to_string(l).unwrap())
+                .collect::<Vec<_>>()
+                .join("\n")
         );
     }
 }

@@ -205,6 +205,20 @@ impl LayoutSyscall {
         reach
     }
 
+    /// The range an `MADV_FREE` frees lazily: its pages in swap are dropped at once, those
+    /// present may be reclaimed from its return on.
+    pub fn frees_lazily(&self) -> Option<Range<u64>> {
+        match *self {
+            LayoutSyscall::Madvise {
+                addr,
+                len,
+                lazy_free: true,
+                ..
+            } => Some(addr..addr.saturating_add(len)).filter(|r| !r.is_empty()),
+            _ => None,
+        }
+    }
+
     /// The range whose pages this call can take away (unmap, discard, replace, move out), if
     /// any; a `brk` that shrinks is the caller's to see, from the break before.
     pub fn releases(&self) -> Option<Range<u64>> {
@@ -624,6 +638,8 @@ mod tests {
             P,
         );
         assert!(free.reach().is_empty());
+        assert_eq!(free.frees_lazily(), Some(P..2 * P));
+        assert_eq!(dontneed.frees_lazily(), None);
         assert_eq!(free.drops_unannounced(), None);
         for (advice, huge) in [
             (libc::MADV_HUGEPAGE, Some(HugeAdvice::Advise)),

@@ -242,6 +242,8 @@ impl Tracer {
     }
 
     /// What the begun layout syscalls of a space may be changing: their reports decide there.
+    /// An `MADV_FREE` too: it drops the range's pages in swap as it runs, which a look between
+    /// its entry and its report would take for pages gone by themselves.
     pub(super) fn begun_may_change(&self, space: SpaceId) -> RangeSet<u64> {
         let mut changes = RangeSet::new();
         for call in self
@@ -249,6 +251,7 @@ impl Tracer {
             .filter_map(|(_, t)| t.syscalls.layout_call())
         {
             changes.extend(self.may_change(space, &call));
+            changes.extend(call.frees_lazily());
         }
         changes
     }
