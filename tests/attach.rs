@@ -417,10 +417,10 @@ fn overlaps(line: &Event, range: &Range<u64>) -> bool {
     }
 }
 
-/// Attach follows a process that was running before it, with a thread already there: its first
-/// lines are the `start` line naming the pid, an `exec` line marked `attached`, and the snapshot
-/// (the pages present before the attach); then what the process does while attached, seen by
-/// scans only: a new mapping as `redescribe` lines, new pages as `resident` lines `by` a scan
+/// Attach (`--faults scan`) follows a process that was running before it, with a thread already
+/// there: its first lines are the `start` line naming the pid, an `exec` line marked `attached`,
+/// and the snapshot (the pages present before the attach); then what the process does while
+/// attached, seen by scans only: a new mapping as `redescribe` lines, new pages as `resident` lines `by` a scan
 /// with no thread, pages dropped after a scan saw them as a `discard` by `scan`, a child it forks
 /// (`-f`) with its own exit. The replayed stream equals what the parent and the child read from
 /// their own page tables, and every `--verify` checkpoint agrees. On SIGINT attach detaches and
@@ -440,7 +440,7 @@ fn attach_follows_a_running_process_and_detach_leaves_it_as_it_was() {
     target.ask(BEFORE);
     let mut attached = Attached::start(
         &pid.to_string(),
-        &["-f", "--verify", "--verify-every", "20"],
+        &["-f", "--faults", "scan", "--verify", "--verify-every", "20"],
     );
     attached.wait_for_snapshot();
     let while_attached = target.ask_under(WHILE, Some(&mut attached));
@@ -568,6 +568,101 @@ fn attach_follows_a_running_process_and_detach_leaves_it_as_it_was() {
     );
 
     // The stream equals the kernel.
+    t.assert_matches_kernel();
+    let v = t.verify_totals();
+    assert!(v.points > 0, "nothing was checked: {}", t.stderr);
+    assert_eq!(v.mismatched_pages, 0, "{}", t.evidence());
+}
+
+/// Attached, each page is found with the thread whose fault the kernel recorded there (the
+/// default where the kernel allows records): pages written by two threads already running at
+/// the attach, by the main thread, and by sixteen threads made while attached (each writes one
+/// page and exits before the scan finds it) are `by` `record` with their writer's tid, every
+/// one; the stream equals the kernel, at every `--verify-every` checkpoint too.
+#[test]
+fn attached_pages_have_the_thread_that_wrote_them() {
+    if let Err(e) = mevi_actors::kernel::fault_records::recordable() {
+        return crate::util::skip(&format!("page faults cannot be recorded here: {e}"));
+    }
+    let mut target = Target::start();
+    let pid = target.pid;
+    target.ask(&["worker", "worker", "map 64"]);
+    let mut attached = Attached::start(&pid.to_string(), &["--verify-every", "20"]);
+    // A sample has begun: every thread's ring was opened before the trace's first.
+    attached.wait_for_a_sample_of(pid);
+    let said = target.ask_under(
+        &[
+            "work 0 0 0 8",
+            "work 1 0 8 8",
+            "touch 0 16 8",
+            "threads 0 24 16",
+            "truth",
+            SCANNED,
+        ],
+        Some(&mut attached),
+    );
+    let (t, json) = attached.end(Some(Signal::SIGINT), &said);
+    assert_eq!(t.status, 0, "{}", t.evidence());
+    assert_eq!(json[0]["follow"], "records", "{}", json[0]);
+    target.exit(0);
+
+    // Who wrote each page of r0, as the workload says.
+    let r0 = region(&said, pid, "r0");
+    let page_of = |i: u64| r0.start + i * PAGE;
+    let workers: Vec<i32> = said
+        .iter()
+        .filter_map(|l| l.strip_prefix("tid ").and_then(|t| t.parse().ok()))
+        .collect();
+    assert!(workers.len() >= 2, "{said:?}");
+    let mut expected: std::collections::BTreeMap<u64, i32> = std::collections::BTreeMap::new();
+    for i in 0..8 {
+        expected.insert(page_of(i), workers[0]);
+        expected.insert(page_of(8 + i), workers[1]);
+        expected.insert(page_of(16 + i), pid);
+    }
+    for l in &said {
+        if let Some(rest) = l.strip_prefix("tid ")
+            && let Some((tid, page)) = rest.split_once(" page 0x")
+        {
+            let page = u64::from_str_radix(page, 16).unwrap();
+            expected.insert(page, tid.parse().unwrap());
+        }
+    }
+    assert_eq!(expected.len(), 40, "{said:?}");
+    let mut found = std::collections::BTreeMap::new();
+    for line in t.events("resident") {
+        if let Event::Resident {
+            start,
+            end,
+            tid,
+            by,
+            ..
+        } = line
+        {
+            for page in (*start..*end).step_by(PAGE as usize) {
+                if r0.contains(&page) {
+                    found.insert(page, (*tid, *by));
+                }
+            }
+        }
+    }
+    let wrong: Vec<String> = expected
+        .iter()
+        .filter(|&(page, &tid)| found.get(page) != Some(&(Some(tid), Some(FoundBy::Record))))
+        .map(|(page, tid)| {
+            format!(
+                "page {}: written by {tid}, in the stream {:?}",
+                (page - r0.start) / PAGE,
+                found.get(page)
+            )
+        })
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "{} of 40 pages:\n{}",
+        wrong.len(),
+        wrong.join("\n")
+    );
     t.assert_matches_kernel();
     let v = t.verify_totals();
     assert!(v.points > 0, "nothing was checked: {}", t.stderr);
@@ -794,6 +889,17 @@ fn attach_usage_errors() {
         assert_eq!(stdout, "", "{args:?}");
         assert!(stderr.contains("-p"), "{args:?}: {stderr}");
     }
+    // A userfaultfd would have to be made inside the running program: one line, status 2.
+    let (status, stdout, stderr) = run_within(
+        Command::new(bin()).args(["attach", "-p", "1", "--faults", "uffd"]),
+        HANG,
+    );
+    assert_eq!((status, stdout.as_str()), (2, ""), "{stderr}");
+    assert!(
+        stderr.contains("--faults records or --faults scan")
+            && stderr.contains("Usage: mevi-actors attach"),
+        "{stderr}"
+    );
 }
 
 /// The pages a process makes while attached are found, by scans or by the samples that describe

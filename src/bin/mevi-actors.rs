@@ -184,9 +184,11 @@ enum Command {
     /// Follow processes that are already running, without restarting them, until Ctrl-C (or
     /// until they have all exited); then let them go, exactly as they were.
     ///
-    /// Their memory is followed by page-table scans every --sample-ms, their forks, execs and
-    /// exits exactly, through ptrace event stops only: no filter, no userfaultfd, nothing is
-    /// written into them. A mapping made and dropped within one sample is not seen. Needs root
+    /// Their memory is followed by page-table scans every --sample-ms, each page found with the
+    /// thread whose page fault made it resident (from the kernel's records of each thread's
+    /// faults, where it allows them: `doctor` says), their forks, execs and exits exactly,
+    /// through ptrace event stops only: no filter, no userfaultfd, nothing is written into
+    /// them. A mapping made and dropped within one sample is not seen. Needs root
     /// or CAP_SYS_PTRACE for another user's process (and kernel.yama.ptrace_scope allowing it:
     /// `mevi-actors doctor` says). The stream goes to stdout (or -o FILE), as for `run`.
     Attach {
@@ -203,6 +205,11 @@ enum Command {
         /// Read their mappings and page tables every MS milliseconds (10 by default).
         #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(1..=60_000))]
         sample_ms: Option<u64>,
+        /// How pages are followed: `records`, by the scans, each page with the thread whose
+        /// fault the kernel recorded first there (a ring of records per thread; the default
+        /// where the kernel allows it); `scan`, by the scans alone (pages carry no thread).
+        #[arg(long, value_enum, value_name = "HOW")]
+        faults: Option<FaultsBy>,
         /// Do not print the human summary on stderr.
         #[arg(long)]
         no_summary: bool,
@@ -383,33 +390,47 @@ fn main() -> ExitCode {
                 FaultsBy::Records => "records",
             };
             if no_faults && faults != FaultsBy::Uffd {
-                usage_error(&format!(
-                    "--faults {faults_name} follows first touches, which --no-faults does not"
-                ));
+                usage_error(
+                    "run",
+                    &format!(
+                        "--faults {faults_name} follows first touches, which --no-faults does not"
+                    ),
+                );
             }
             if faults != FaultsBy::Uffd && touch_stacks > 0 {
-                usage_error(&format!(
-                    "--touch-stacks samples the faults a userfaultfd resolves, which --faults \
+                usage_error(
+                    "run",
+                    &format!(
+                        "--touch-stacks samples the faults a userfaultfd resolves, which --faults \
                      {faults_name} does not make"
-                ));
+                    ),
+                );
             }
             if no_faults && sample_ms.is_some() {
-                usage_error("--sample-ms times scans of pages, which --no-faults does not follow");
+                usage_error(
+                    "run",
+                    "--sample-ms times scans of pages, which --no-faults does not follow",
+                );
             }
             if no_faults && (!threads.is_empty() || !region.is_empty() || min_size.is_some()) {
                 usage_error(
+                    "run",
                     "--threads, --region and --min-size select pages to follow, which \
                      --no-faults does not follow",
                 );
             }
             if faults != FaultsBy::Uffd && !threads.is_empty() {
-                usage_error(&format!(
-                    "--threads selects threads by the first touches they make, which --faults \
+                usage_error(
+                    "run",
+                    &format!(
+                        "--threads selects threads by the first touches they make, which --faults \
                      {faults_name} does not select by (use --faults uffd)"
-                ));
+                    ),
+                );
             }
             if no_faults && touch_stacks > 0 {
                 usage_error(
+                    "run",
                     "--touch-stacks samples first touches, which --no-faults does not follow",
                 );
             }
@@ -453,6 +474,7 @@ fn main() -> ExitCode {
             follow_forks,
             output,
             sample_ms,
+            faults,
             no_summary,
             summary,
             verify,
@@ -460,6 +482,17 @@ fn main() -> ExitCode {
             buffer,
             report,
         } => {
+            // Records where the kernel allows them (doctor says): they cost the program no stop.
+            let records = match faults {
+                Some(FaultsBy::Uffd) => usage_error(
+                    "attach",
+                    "attach cannot follow pages by userfaultfd: it would have to be made inside \
+                     the running program (use --faults records or --faults scan)",
+                ),
+                Some(FaultsBy::Records) => true,
+                Some(FaultsBy::Scan) => false,
+                None => mevi_actors::kernel::fault_records::recordable().is_ok(),
+            };
             // A pid given twice is followed once.
             let mut given = std::collections::HashSet::new();
             let pids: Vec<i32> = pids.into_iter().filter(|&p| given.insert(p)).collect();
@@ -483,7 +516,7 @@ fn main() -> ExitCode {
                 terminal_stream_name,
                 faults: true,
                 scan: true,
-                records: false,
+                records,
                 summary: !no_summary,
                 summary_all: summary == SummaryRows::All,
                 verify: verify || verify_every.is_some(),
@@ -592,18 +625,18 @@ fn main() -> ExitCode {
     ExitCode::from(status.clamp(0, 255) as u8)
 }
 
-/// Options of `run` that cannot go together: one line and `run`'s usage, exit 2.
 /// `--only`'s shell pattern, or what is wrong with it.
 fn glob_pattern(text: &str) -> Result<glob::Pattern, String> {
     glob::Pattern::new(text).map_err(|e| format!("not a shell pattern: {e}"))
 }
 
-fn usage_error(message: &str) -> ! {
+/// Options of `subcommand` that cannot go together: one line and its usage, exit 2.
+fn usage_error(subcommand: &str, message: &str) -> ! {
     use clap::CommandFactory;
     // The subcommand, once built, knows its full name for the usage line.
     let mut cli = Cli::command();
     cli.build();
-    let mut run = cli.find_subcommand("run").cloned().unwrap_or(cli);
-    run.error(clap::error::ErrorKind::ArgumentConflict, message)
+    let mut sub = cli.find_subcommand(subcommand).cloned().unwrap_or(cli);
+    sub.error(clap::error::ErrorKind::ArgumentConflict, message)
         .exit()
 }

@@ -482,19 +482,15 @@ pub(super) fn perf_event_paranoid() -> Check {
 
 /// `--faults records` opens a ring of fault records per thread: tried on this thread.
 pub(super) fn fault_records() -> Check {
-    use crate::kernel::fault_records::{FaultRing, FaultsSeen, RingSize};
-    let me = nix::unistd::gettid().as_raw();
-    let size = RingSize {
-        bytes: 4096,
-        wake_at: 4096,
-    };
-    match FaultRing::of_thread(me, FaultsSeen::All, size) {
-        Ok(_) => Check::new(
+    use crate::kernel::fault_records::{FaultsSeen, recordable};
+    match recordable() {
+        Ok(FaultsSeen::All) => Check::new(
             Mark::Ok,
             "fault records",
-            "each thread's page faults can be recorded, inside system calls too (--faults records)",
+            "each thread's page faults can be recorded, inside system calls too (--faults \
+             records; attach follows so by default)",
         ),
-        Err(_) if FaultRing::of_thread(me, FaultsSeen::UserOnly, size).is_ok() => Check::new(
+        Ok(FaultsSeen::UserOnly) => Check::new(
             Mark::Note,
             "fault records",
             "user-mode page faults can be recorded (--faults records), not those inside system \
@@ -506,8 +502,9 @@ pub(super) fn fault_records() -> Check {
             Mark::Note,
             "fault records",
             format!(
-                "page faults cannot be recorded ({e}): --faults records names no thread \
-                 (`sysctl kernel.perf_event_paranoid=1`, or CAP_PERFMON)"
+                "page faults cannot be recorded ({e}): --faults records names no thread, and \
+                 attach follows by scans only (`sysctl kernel.perf_event_paranoid=1`, or \
+                 CAP_PERFMON)"
             ),
         ),
     }

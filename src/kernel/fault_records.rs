@@ -117,6 +117,22 @@ impl AsFd for FaultRing {
     }
 }
 
+/// What the kernel lets this process record of a thread's faults, tried on the calling thread:
+/// all of them, or those of user mode only (`perf_event_paranoid` 2 without `CAP_PERFMON`), or
+/// none (the error of the last try).
+pub fn recordable() -> Result<FaultsSeen, RecordsError> {
+    let me = nix::unistd::gettid().as_raw();
+    let size = RingSize {
+        bytes: 4096,
+        wake_at: 4096,
+    };
+    FaultRing::of_thread(me, FaultsSeen::All, size)
+        .map(|_| FaultsSeen::All)
+        .or_else(|_| {
+            FaultRing::of_thread(me, FaultsSeen::UserOnly, size).map(|_| FaultsSeen::UserOnly)
+        })
+}
+
 impl FaultRing {
     /// Records every fault of thread `tid` from now on, on any CPU, until it exits or execs
     /// (`remove_on_exec`); those taken inside system calls too unless `seen` is `UserOnly`

@@ -5,6 +5,12 @@
  * drive it in phases before, while and after it is attached:
  *
  *   thread           start a thread that blocks for good     -> ok thread
+ *   worker           start a thread that waits for "work"    -> ok worker WI
+ *   work W I F N     worker W writes pages F..F+N-1 of region
+ *                    I, and says its tid                     -> tid T, ok work
+ *   threads I F N    N new threads each write one page, the
+ *                    K-th page F+K of region I, say their
+ *                    tids, and exit; the parent joins them   -> tid T page P..., ok threads
  *   map N            mmap N pages (region rI, I from 0)      -> ok map rI
  *   touch I F N      write pages F..F+N-1 of region I        -> ok touch
  *   discard I F N    MADV_DONTNEED them                      -> ok discard
@@ -116,6 +122,105 @@ static void start_thread(void)
             truth_die("read(thread_ready)");
 }
 
+/* A worker: a thread that writes the pages it is given, on its pipe, and says its tid. */
+#define MAX_WORKERS 8
+static int worker_pipe[MAX_WORKERS][2];
+static int worker_done[2];
+static int workers;
+
+struct work {
+    char *start;
+    size_t len;
+};
+
+static void *worker_thread(void *arg)
+{
+    int w = (int)(long)arg;
+    for (;;) {
+        struct work work;
+        ssize_t r = read(worker_pipe[w][0], &work, sizeof work);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r != sizeof work)
+            truth_die("read(worker_pipe)");
+        truth_write_pages(work.start, 0, work.len / TRUTH_PAGE - 1);
+        pid_t tid = gettid();
+        truth_write_all(worker_done[1], (const char *)&tid, sizeof tid);
+    }
+    return NULL;
+}
+
+static void start_worker(void)
+{
+    if (workers >= MAX_WORKERS) {
+        errno = ERANGE;
+        truth_die("worker: no more workers");
+    }
+    if (pipe(worker_pipe[workers]) != 0)
+        truth_die("pipe");
+    pthread_t thread;
+    int e = pthread_create(&thread, NULL, worker_thread, (void *)(long)workers);
+    if (e != 0) {
+        errno = e;
+        truth_die("pthread_create");
+    }
+    workers++;
+}
+
+static pid_t give_work(unsigned long w, char *start, size_t len)
+{
+    if (w >= (unsigned long)workers) {
+        errno = ERANGE;
+        truth_die("work: no such worker");
+    }
+    struct work work = {start, len};
+    truth_write_all(worker_pipe[w][1], (const char *)&work, sizeof work);
+    pid_t tid;
+    while (read(worker_done[0], &tid, sizeof tid) != sizeof tid)
+        if (errno != EINTR)
+            truth_die("read(worker_done)");
+    return tid;
+}
+
+/* `threads`: each writes its page and keeps its tid. */
+struct one_page {
+    char *page;
+    pid_t tid;
+};
+
+static void *page_thread(void *arg)
+{
+    struct one_page *mine = arg;
+    truth_write_pages(mine->page, 0, 0);
+    mine->tid = gettid();
+    return NULL;
+}
+
+static void threads_each_writing_a_page(char *start, size_t len)
+{
+    static struct one_page pages[64];
+    pthread_t threads[64];
+    size_t n = len / TRUTH_PAGE;
+    if (n > 64) {
+        errno = ERANGE;
+        truth_die("threads: at most 64");
+    }
+    for (size_t k = 0; k < n; k++) {
+        pages[k].page = start + k * TRUTH_PAGE;
+        int e = pthread_create(&threads[k], NULL, page_thread, &pages[k]);
+        if (e != 0) {
+            errno = e;
+            truth_die("pthread_create");
+        }
+    }
+    for (size_t k = 0; k < n; k++) {
+        pthread_join(threads[k], NULL);
+        char said[64];
+        snprintf(said, sizeof said, "tid %ld page %p", (long)pages[k].tid, (void *)pages[k].page);
+        reply(said);
+    }
+}
+
 static void map_region(unsigned long npages)
 {
     if (regions >= TRUTH_MAX_REGIONS || npages == 0) {
@@ -170,7 +275,7 @@ static int fork_and_exec(long code)
 int main(void)
 {
     static char line[256];
-    if (pipe(thread_ready) != 0)
+    if (pipe(thread_ready) != 0 || pipe(worker_done) != 0)
         truth_die("pipe");
     int n = snprintf(reply_buf, sizeof reply_buf, "pid %ld\n", (long)getpid());
     truth_write_all(1, reply_buf, (size_t)n);
@@ -186,6 +291,20 @@ int main(void)
         if (strcmp(word, "thread") == 0) {
             start_thread();
             reply("ok thread");
+        } else if (strcmp(word, "worker") == 0) {
+            start_worker();
+            snprintf(line, sizeof line, "ok worker %d", workers - 1);
+            reply(line);
+        } else if (strcmp(word, "work") == 0) {
+            unsigned long w = next_number(&p);
+            char *start = pages_of(&p, &len);
+            snprintf(line, sizeof line, "tid %ld", (long)give_work(w, start, len));
+            reply(line);
+            reply("ok work");
+        } else if (strcmp(word, "threads") == 0) {
+            char *start = pages_of(&p, &len);
+            threads_each_writing_a_page(start, len);
+            reply("ok threads");
         } else if (strcmp(word, "map") == 0) {
             map_region(next_number(&p));
             snprintf(line, sizeof line, "ok map r%d", regions - 1);

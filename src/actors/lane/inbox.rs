@@ -168,19 +168,14 @@ impl Lane {
                 }
                 return self.say_records_lost().await;
             }
-            Event::Unmap {
-                start,
-                end,
-                cause: None,
-                ..
-            } => [Some(*start..*end), None],
+            // A range described again (`redescribe`) is too: the pages present there are in
+            // its `map` lines' states, so no read claims their records. So is a discard the
+            // tracer saw rather than stopped at (`attach`'s, by a scan: pages gone).
+            Event::Unmap { start, end, .. } | Event::Discard { start, end, .. } => {
+                [Some(*start..*end), None]
+            }
             // A mapping placed over a range (`MAP_FIXED`, or a split of one) replaces its pages.
-            Event::Map {
-                start,
-                end,
-                cause: None | Some(MapCause::Split),
-                ..
-            } => [Some(*start..*end), None],
+            Event::Map { start, end, .. } => [Some(*start..*end), None],
             Event::Remap {
                 old_start,
                 old_end,

@@ -78,6 +78,13 @@ impl Tracer {
             // The only failure is its death meanwhile, which its exit reports.
             if let Err(e) = self.create_space(pid, space, Origin::Attach) {
                 tracing::debug!(pid, "attaching: {e:?}");
+                continue;
+            }
+            // The space's making recorded its first thread's faults; the others run on
+            // meanwhile (seized, not stopped): a page one of them faults before its ring opens
+            // is found by a scan, without its thread.
+            for &tid in tids.iter().filter(|&&tid| tid != pid) {
+                self.record_faults(pid, tid, space);
             }
         }
         Ok(())

@@ -75,8 +75,9 @@ pub(super) enum Following {
     /// runs in the space: `Tracer::record_faults`).
     Records,
     /// `attach`: scans only, and none of its syscalls is stopped at, so its layout is sampled
-    /// too (attach.rs): `last` is what it was sampled as.
-    Sampled { last: Sampled },
+    /// too (attach.rs): `last` is what it was sampled as. With `records`, its threads' faults
+    /// are recorded as under `Records` (the attach's `--faults records`).
+    Sampled { last: Sampled, records: bool },
     /// Not at all: `--no-faults`, `--only`, a 32-bit program, or no way of following left.
     Nothing,
 }
@@ -105,17 +106,15 @@ impl Space {
     pub(super) fn records(&self) -> bool {
         match self.following {
             Following::Records => true,
-            Following::Faults { .. }
-            | Following::Scans
-            | Following::Sampled { .. }
-            | Following::Nothing => false,
+            Following::Sampled { records, .. } => records,
+            Following::Faults { .. } | Following::Scans | Following::Nothing => false,
         }
     }
 
     /// What an attached space (whose layout is sampled, not stopped at) was last sampled as.
     pub(super) fn sampled(&self) -> Option<&Sampled> {
         match &self.following {
-            Following::Sampled { last } => Some(last),
+            Following::Sampled { last, .. } => Some(last),
             Following::Faults { .. }
             | Following::Scans
             | Following::Records
@@ -126,7 +125,7 @@ impl Space {
     /// An attached space's new sample, replacing the last (none taken in another space).
     pub(super) fn resampled(&mut self, sample: Sampled) {
         match &mut self.following {
-            Following::Sampled { last } => *last = sample,
+            Following::Sampled { last, .. } => *last = sample,
             Following::Faults { .. }
             | Following::Scans
             | Following::Records
@@ -338,6 +337,7 @@ impl Tracer {
             None if !scans_only => Following::Nothing,
             None if self.attaching() => Following::Sampled {
                 last: Sampled::new(maps.clone()),
+                records: self.config.follow_by == FollowBy::Records,
             },
             None if self.config.follow_by == FollowBy::Records => Following::Records,
             None => Following::Scans,
