@@ -33,6 +33,14 @@ const LANE_CAPACITY: usize = 1024;
 const SEQUENCER_CAPACITY: usize = 4096;
 const STATE_CAPACITY: usize = 4096;
 
+/// Under fault records, how long each line waits to go out, so that a read's line named by a
+/// record goes at its fault's time (sequencer/placing.rs): four sample periods, as a page is
+/// read at the latest a sample period after its fault (a look spaced by its cost, a loaded
+/// machine, later); at least 50 ms, at most a second of delay in the stream.
+fn placing_window(sample: Duration) -> Duration {
+    (sample * 4).clamp(Duration::from_millis(50), Duration::from_secs(1))
+}
+
 /// `attach`: the running processes to follow instead of a program to start.
 #[derive(Clone, Debug)]
 pub struct AttachTo {
@@ -391,7 +399,8 @@ pub fn run(options: RunOptions) -> RunOutcome {
     let thread_names = (!options.selection.threads.is_empty())
         .then(|| Arc::new(ThreadNames::new(options.selection.threads.clone())));
     let state = state.selecting_threads(thread_names.is_some());
-    let (sequencer, sequencer_handle) = Sequencer::new(SEQUENCER_CAPACITY, state_handle, started);
+    let (mut sequencer, sequencer_handle) =
+        Sequencer::new(SEQUENCER_CAPACITY, state_handle, started);
     let thp = if test_hooks::fails(Fault::ThpAlways, None) {
         ThpPolicy::Always
     } else {
@@ -403,6 +412,9 @@ pub fn run(options: RunOptions) -> RunOutcome {
         (true, true, false) => FollowBy::Scans,
         (true, true, true) => FollowBy::Records,
     };
+    if follow_by == FollowBy::Records {
+        sequencer = sequencer.placing_records(placing_window(options.sample));
+    }
     let start = Event::Start {
         schema: SCHEMA,
         version: env!("CARGO_PKG_VERSION").to_string(),

@@ -278,6 +278,72 @@ fn a_page_written_again_after_each_release_is_named_each_time() {
     );
 }
 
+/// A page's line goes at its fault's time, not at the read that finds it: a thread writes 16
+/// pages and exits, the main thread maps and unmaps eight times, and only the read at the last
+/// munmap's entry finds the pages (timed reads are a second apart). Their lines, the writer's,
+/// come before the first of those maps, in `seq` and in time, and before the writer's
+/// `thread_exit`.
+#[test]
+fn a_page_found_late_is_written_at_its_fault() {
+    let t = trace_within(
+        &["--faults", "records", "--sample-ms", "1000", "--verify"],
+        &[workload("u27_placed")],
+        HANG,
+    );
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    assert_eq!(t.verify_totals().mismatched_pages, 0, "{}", t.evidence());
+    let said = |what: &str| {
+        t.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(what))
+            .unwrap_or_else(|| panic!("no {what:?} in {}", t.stdout))
+            .to_string()
+    };
+    let writer: i32 = said("writer ").parse().unwrap();
+    let after = u64::from_str_radix(said("after 0x").as_str(), 16).unwrap();
+    let region = u64::from_str_radix(said("written 0x").as_str(), 16).unwrap();
+    let region = region..region + 16 * 4096;
+    let seq_of = |found: &dyn Fn(&Event) -> bool| {
+        t.lines
+            .iter()
+            .find(|l| found(&l.event))
+            .map(|l| (l.seq, l.t_ns))
+            .unwrap_or_else(|| panic!("no such line"))
+    };
+    let first_after = seq_of(&|e| matches!(e, Event::Map { start, .. } if *start == after));
+    let writer_exit = seq_of(&|e| matches!(e, Event::ThreadExit { tid, .. } if *tid == writer));
+    let written: Vec<(u64, u64, u64)> = t
+        .lines
+        .iter()
+        .filter_map(|l| match l.event {
+            Event::Resident {
+                tid: Some(tid),
+                start,
+                end,
+                ..
+            } if tid == writer && region.contains(&start) => {
+                Some((l.seq, l.t_ns, (end - start) / 4096))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        written.iter().map(|w| w.2).sum::<u64>(),
+        16,
+        "the writer's lines: {written:?}"
+    );
+    for (seq, t_ns, _) in &written {
+        assert!(
+            *seq < writer_exit.0 && *seq < first_after.0 && *t_ns <= first_after.1,
+            "a line of the writer's at seq {seq}, t_ns {t_ns}: after its thread_exit (seq {}) or \
+             the map after (seq {}, t_ns {})",
+            writer_exit.0,
+            first_after.0,
+            first_after.1
+        );
+    }
+}
+
 /// Processes that share their parent's space (`clone(CLONE_VM)`) and exit while it goes on:
 /// no line names one after its `exit` (its last pages, found by a later read, are written as
 /// found), so the stream replays cleanly and verifies.

@@ -211,7 +211,7 @@ impl Records {
 
     /// A read's `resident` line (`by` `scan`, read at `read_at`), split into runs by whose
     /// record each page has (a huge page's frame by the frame's): those with one carry its pid
-    /// and tid (`by` `record`) and the time of the run's earliest record, the others are as
+    /// and tid (`by` `record`) and the time of the run's latest record, the others are as
     /// found (no time of their own). Runs with a time come first, in time order.
     pub(super) fn attribute(
         &mut self,
@@ -260,8 +260,10 @@ impl Records {
                         && last.map(|t| (t.pid, t.tid)) == whose.map(|t| (t.pid, t.tid)) =>
                 {
                     run.end = next;
+                    // The run's line comes once all of its pages are resident: at its latest
+                    // record, after every release of any of them (which forgot older ones).
                     if let (Some(last), Some(whose)) = (last.as_mut(), whose) {
-                        last.time = last.time.min(whose.time);
+                        last.time = last.time.max(whose.time);
                     }
                 }
                 _ => runs.push((piece..next, whose)),

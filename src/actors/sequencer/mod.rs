@@ -41,16 +41,21 @@
 //!
 //! Every line written gets the next `seq` and a time that never goes backwards (a held line
 //! written late takes the time of the line before it).
+//!
+//! Under fault records, lines ready to go out wait a window first, so that a read's line named
+//! by a record can go back to its fault's time (placing.rs).
 
 mod gate;
+mod placing;
 #[cfg(test)]
 mod tests;
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use async_channel::{Receiver, Sender};
 
 use self::gate::{Gate, Held};
+use self::placing::Placing;
 use super::state::{StateHandle, StateMessage};
 use crate::event::{Event, Line, SpaceId};
 use crate::verify::Probe;
@@ -114,6 +119,8 @@ pub struct Sequencer {
     next_seq: u64,
     last_t_ns: u64,
     gate: Gate,
+    /// Under fault records: the lines ready, waiting to go out.
+    placing: Option<Placing>,
 }
 
 impl Sequencer {
@@ -126,8 +133,16 @@ impl Sequencer {
             next_seq: 0,
             last_t_ns: 0,
             gate: Gate::default(),
+            placing: None,
         };
         (actor, SequencerHandle { tx })
+    }
+
+    /// Under fault records: every line waits `window` before it goes out, so that a read's
+    /// line named by a record found up to that long after its fault goes at the fault's time.
+    pub fn placing_records(mut self, window: Duration) -> Self {
+        self.placing = Some(Placing::new(window));
+        self
     }
 
     pub async fn run(mut self, start: Event) {
@@ -140,7 +155,21 @@ impl Sequencer {
             probe: None,
         })
         .await;
-        while let Ok(message) = self.inbox.recv().await {
+        loop {
+            let due = self.placing.as_ref().and_then(Placing::next_due);
+            let received = match due {
+                Some(due) => tokio::select! {
+                    received = self.inbox.recv() => received,
+                    () = tokio::time::sleep_until(due.into()) => {
+                        self.emit_due().await;
+                        continue;
+                    }
+                },
+                None => self.inbox.recv().await,
+            };
+            let Ok(message) = received else {
+                break;
+            };
             match message {
                 SequencerMessage::Line(stamped) => self.gate.line(Held {
                     stamped,
@@ -165,10 +194,35 @@ impl Sequencer {
             self.gate.release_all();
             self.emit_ready().await;
         }
+        self.emit_waiting().await;
     }
 
     async fn emit_ready(&mut self) {
         while let Some(held) = self.gate.next_ready() {
+            match self.placing.as_mut() {
+                // A check goes out with everything before it: the tracer waits for it.
+                Some(_) if held.probe.is_some() => {
+                    self.emit_waiting().await;
+                    self.emit(held).await;
+                }
+                Some(placing) => placing.push(held, Instant::now()),
+                None => self.emit(held).await,
+            }
+        }
+        self.emit_due().await;
+    }
+
+    /// The waiting lines due by now.
+    async fn emit_due(&mut self) {
+        let now = Instant::now();
+        while let Some(held) = self.placing.as_mut().and_then(|p| p.pop_due(now)) {
+            self.emit(held).await;
+        }
+    }
+
+    /// Every waiting line, due or not.
+    async fn emit_waiting(&mut self) {
+        while let Some(held) = self.placing.as_mut().and_then(Placing::pop) {
             self.emit(held).await;
         }
     }
