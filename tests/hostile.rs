@@ -152,7 +152,7 @@ fn a_fatal_signal_ends_a_program_in_a_killable_wait_as_untraced() {
     let status = crate::util::exit_status_within(&mut untraced, Duration::from_secs(10), "it");
     assert_eq!(status, 143);
     let program = program.to_str().unwrap();
-    for flags in [&[][..], &["--faults", "scan"]] {
+    for flags in [&[][..], &["--faults", "scan"], &["--faults", "records"]] {
         for signal in [Signal::SIGTERM, Signal::SIGINT] {
             let file = scratch("killable");
             let run = run_in_background_with(flags, &file, &[program], true);
@@ -189,7 +189,7 @@ fn a_fatal_signal_ends_a_program_in_a_killable_wait_as_untraced() {
 #[test]
 fn a_program_unmounts_what_it_ran_a_program_from() {
     let program = workload("u25_unmount");
-    for flags in [&[][..], &["--faults", "scan"]] {
+    for flags in [&[][..], &["--faults", "scan"], &["--faults", "records"]] {
         let t = trace(flags, &[&program]);
         assert_eq!(
             (t.status, t.stdout.as_str()),
@@ -221,6 +221,7 @@ fn pages_moved_by_compaction_are_not_taken_for_swapped_ones() {
     for flags in [
         &["--verify-every", "20"][..],
         &["--verify-every", "20", "--faults", "scan"],
+        &["--verify-every", "20", "--faults", "records"],
     ] {
         let compacting = Compacting::start(compact);
         let t = trace(flags, &[program.as_os_str(), "256".as_ref(), "4".as_ref()]);
@@ -307,6 +308,7 @@ fn a_guard_region_over_pages_just_faulted_in_is_discarded_whole() {
         &["--verify-every", "5"][..],
         &["--verify-every", "5"],
         &["--verify-every", "5", "--faults", "scan"],
+        &["--verify-every", "5", "--faults", "records"],
     ] {
         let t = trace(flags, &[program.as_os_str(), "1500".as_ref()]);
         if t.stdout.starts_with("no guard regions") {
@@ -397,6 +399,7 @@ fn guard_regions_raced_by_first_touches_of_other_threads_are_discarded_exactly()
         &["--verify-every", "5"],
         &["--verify-every", "5"],
         &["--verify-every", "5", "--faults", "scan"],
+        &["--verify-every", "5", "--faults", "records"],
     ] {
         let t = trace_within(
             flags,

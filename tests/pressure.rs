@@ -173,7 +173,7 @@ fn pages_swapped_out_come_back_and_freed_ones_are_reclaimed() {
         return;
     };
     let program = workload("pressure_pages");
-    for how in ["uffd", "scan"] {
+    for how in ["uffd", "scan", "records"] {
         let Some(cgroup) = MemoryCgroup::new("mevi-pressure") else {
             return;
         };
@@ -340,7 +340,7 @@ fn a_grown_stack_paged_out_and_swapped_pages_freed_agree_with_the_kernel() {
         return;
     };
     let program = workload("pressure_edges");
-    for how in ["uffd", "scan"] {
+    for how in ["uffd", "scan", "records"] {
         let t = trace_within(
             &["--faults", how, "--sample-ms", "5", "--verify"],
             &[&program],
@@ -483,7 +483,7 @@ fn an_oom_kill_is_said_on_the_exit_line() {
 fn rss_lines_say_what_the_kernel_counts() {
     let file = crate::util::scratch("rss_kinds.data");
     let program: Vec<OsString> = vec![workload("rss_kinds").into(), file.clone().into()];
-    for how in ["uffd", "scan"] {
+    for how in ["uffd", "scan", "records"] {
         let t = trace_within(&["--faults", how, "--sample-ms", "5"], &program, HANG);
         assert_eq!(t.status, 0, "{how}: {}", t.stderr);
         let said: Vec<i64> = t

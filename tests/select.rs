@@ -23,7 +23,7 @@ fn only_the_selected_program_has_its_pages_followed() {
         threads_region.display()
     );
     let program: Vec<OsString> = vec!["sh".into(), "-c".into(), script.into()];
-    for how in ["uffd", "scan"] {
+    for how in ["uffd", "scan", "records"] {
         let flags = ["--faults", how, "--only", "one_thread", "--verify"];
         let t = trace_within(&flags, &program, HANG);
         assert_eq!(t.status, 0, "{how}: {}", t.evidence());
@@ -176,7 +176,7 @@ fn threads_writes_the_first_touches_of_the_named_threads_only() {
 fn region_and_min_size_follow_the_mappings_selected_only() {
     let program = workload("select_two");
     let region = format!("{:#x}-{:#x}", BIG.start, BIG.start + 0x1000);
-    for how in ["uffd", "scan"] {
+    for how in ["uffd", "scan", "records"] {
         for flags in [["--region", region.as_str()], ["--min-size", "1M"]] {
             let mut all = vec!["--faults", how, "--verify"];
             all.extend(flags);
@@ -241,7 +241,7 @@ fn a_mapping_merged_into_one_left_out_is_followed_by_scans() {
         (status, untraced.as_str()),
         (0, "mremap ok\nmappings at 200000000000: 1\n")
     );
-    for how in ["uffd", "scan"] {
+    for how in ["uffd", "scan", "records"] {
         let t = trace_within(
             &["--faults", how, "--min-size", "1M", "--verify"],
             &[&program],
@@ -270,7 +270,7 @@ fn a_mapping_merged_into_one_left_out_is_followed_by_scans() {
 #[test]
 fn what_min_size_left_out_stays_out_as_it_changes() {
     let program = workload("select_edges");
-    for how in ["uffd", "scan"] {
+    for how in ["uffd", "scan", "records"] {
         let t = trace_within(
             &["--faults", how, "--min-size", "1MiB", "--verify"],
             &[&program],

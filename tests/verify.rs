@@ -71,7 +71,7 @@ fn checkpoints_stop_every_thread_and_agree_with_the_kernel() {
 /// has dropped (before: mismatches in every run, in both modes).
 #[test]
 fn an_mremap_interrupted_half_way_agrees_with_the_kernel() {
-    for how in ["uffd", "scan"] {
+    for how in ["uffd", "scan", "records"] {
         let t = trace(
             &["--faults", how, "--verify", "--verify-every", "2"],
             &[workload("u14_mremap_restart").to_str().unwrap(), "1"],
@@ -158,7 +158,7 @@ fn verify_needs_page_states() {
 #[test]
 fn thousands_of_separate_mappings_are_checked_together_and_agree() {
     let n = 3000u64;
-    for how in ["uffd", "scan"] {
+    for how in ["uffd", "scan", "records"] {
         let t = trace(
             &["--faults", how, "--verify", "--verify-every", "2"],
             &[workload("separate_maps").to_str().unwrap(), &n.to_string()],
@@ -191,7 +191,7 @@ fn thousands_of_separate_mappings_are_checked_together_and_agree() {
 fn a_file_named_in_no_utf8_leaves_the_maps_file_readable() {
     let dir = crate::util::scratch("non-utf8");
     std::fs::create_dir_all(&dir).unwrap();
-    for mode in ["uffd", "scan"] {
+    for mode in ["uffd", "scan", "records"] {
         let program = workload("u26_non_utf8_path");
         let t = trace(
             &["--faults", mode, "--verify", "--verify-every", "20"],
