@@ -56,7 +56,12 @@ impl ThreadNames {
     /// `comm` at each fault (a few microseconds), the cost of `--threads`. A thread whose name
     /// cannot be read (gone) is written: nothing is left out that was not chosen to be.
     pub fn selects_now(&self, tid: i32) -> bool {
-        procfs::comm(tid, tid).is_none_or(|name| self.patterns.iter().any(|p| p.matches(&name)))
+        procfs::comm(tid, tid).is_none_or(|name| self.selects(&name))
+    }
+
+    /// Whether a thread named `name` is selected.
+    pub fn selects(&self, name: &str) -> bool {
+        self.patterns.iter().any(|p| p.matches(name))
     }
 }
 

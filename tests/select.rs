@@ -110,12 +110,18 @@ fn threads_of(stdout: &str) -> std::collections::HashMap<String, i32> {
 #[test]
 fn threads_writes_the_first_touches_of_the_named_threads_only() {
     let program = workload("select_two");
-    for (pattern, written) in [
-        ("worker-big", &["worker-big"][..]),
-        ("worker-*", &["worker-big", "worker-small"][..]),
+    for (how, pattern, written) in [
+        ("uffd", "worker-big", &["worker-big"][..]),
+        ("uffd", "worker-*", &["worker-big", "worker-small"][..]),
+        ("records", "worker-big", &["worker-big"][..]),
+        ("records", "worker-*", &["worker-big", "worker-small"][..]),
     ] {
-        let t = trace_within(&["--threads", pattern, "--verify"], &[&program], HANG);
-        assert_eq!(t.status, 0, "{pattern}: {}", t.evidence());
+        let t = trace_within(
+            &["--faults", how, "--threads", pattern, "--verify"],
+            &[&program],
+            HANG,
+        );
+        assert_eq!(t.status, 0, "{how} {pattern}: {}", t.evidence());
         let threads = threads_of(&t.stdout);
         let allowed: Vec<i32> = written.iter().map(|n| threads[*n]).collect();
         let pages_in = |range: &std::ops::Range<u64>| -> u64 {
@@ -128,30 +134,30 @@ fn threads_writes_the_first_touches_of_the_named_threads_only() {
                         end,
                         ..
                     } => {
-                        assert!(allowed.contains(tid), "{pattern}: {l:?}");
+                        assert!(allowed.contains(tid), "{how} {pattern}: {l:?}");
                         (range.start <= *start && *end <= range.end).then(|| (end - start) / 4096)
                     }
                     _ => None,
                 })
                 .sum()
         };
-        assert_eq!(pages_in(&BIG), 1024, "{pattern}");
+        assert_eq!(pages_in(&BIG), 1024, "{how} {pattern}");
         let small = if written.contains(&"worker-small") {
             16
         } else {
             0
         };
-        assert_eq!(pages_in(&SMALL), small, "{pattern}");
+        assert_eq!(pages_in(&SMALL), small, "{how} {pattern}");
         let (_, totals) = t.summary();
         let not = totals.threads_not_selected.clone().unwrap();
         assert!(
             not.lines > 0 && not.first_touches >= 16 - small,
-            "{pattern}: {not:?}"
+            "{how} {pattern}: {not:?}"
         );
         let v = t.verify_totals();
         assert!(
             v.points > 0 && v.mismatched_pages == 0,
-            "{pattern}: {}",
+            "{how} {pattern}: {}",
             t.evidence()
         );
         assert!(t.stderr.contains("--threads: "), "{}", t.stderr);

@@ -419,12 +419,12 @@ fn main() -> ExitCode {
                      --no-faults does not follow",
                 );
             }
-            if faults != FaultsBy::Uffd && !threads.is_empty() {
+            if faults == FaultsBy::Scan && !threads.is_empty() {
                 usage_error(
                     "run",
                     &format!(
                         "--threads selects threads by the first touches they make, which --faults \
-                     {faults_name} does not select by (use --faults uffd)"
+                     {faults_name} does not select by (use --faults uffd or --faults records)"
                     ),
                 );
             }

@@ -47,7 +47,7 @@ pub struct FaultRecord {
 }
 
 /// What a ring holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Drained {
     Fault(FaultRecord),
     /// The ring of thread `tid` was full: the kernel dropped this many records, and wrote this
@@ -55,6 +55,12 @@ pub enum Drained {
     Lost {
         count: u64,
         tid: i32,
+    },
+    /// Thread `tid` was named `name` (`PR_SET_NAME`, or a write to its `comm`), in order with
+    /// its faults when it named itself.
+    Named {
+        tid: i32,
+        name: String,
     },
 }
 
@@ -146,6 +152,9 @@ impl FaultRing {
             .sample(SampleFlag::TID | SampleFlag::TIME | SampleFlag::ADDR)
             .clockid(Clock::MONOTONIC)
             .remove_on_exec(true)
+            // Its names too, for `--threads`: a name it gives itself is written in its ring
+            // between the faults before and after.
+            .comm(true)
             .exclude_kernel(seen == FaultsSeen::UserOnly)
             .exclude_hv(true)
             .wakeup_watermark(size.wake_at.max(1))
@@ -156,7 +165,7 @@ impl FaultRing {
     }
 
     /// Takes every record written so far, oldest first, into `into`; how many. Records of
-    /// another kind than a fault or a loss (none is asked for) are passed over.
+    /// another kind than a fault, a loss or a name (none is asked for) are passed over.
     pub fn drain(&mut self, into: &mut Vec<Drained>) -> usize {
         let before = into.len();
         while let Some(record) = self.sampler.next_record() {
@@ -177,6 +186,10 @@ impl FaultRing {
                 Ok(Record::Lost(lost)) => Some(Drained::Lost {
                     count: lost.lost,
                     tid: self.tid,
+                }),
+                Ok(Record::Comm(comm)) => Some(Drained::Named {
+                    tid: comm.tid as i32,
+                    name: String::from_utf8_lossy(&comm.comm).into_owned(),
                 }),
                 Ok(_) => None,
                 Err(e) => {
@@ -384,7 +397,7 @@ mod tests {
             .iter()
             .filter_map(|d| match d {
                 Drained::Fault(f) => Some(f),
-                Drained::Lost { .. } => None,
+                Drained::Lost { .. } | Drained::Named { .. } => None,
             })
             .filter(|f| f.tid == tid && f.pid == std::process::id() as i32)
             .map(|f| f.addr / page as u64 * page as u64)
@@ -395,5 +408,45 @@ mod tests {
             pages,
             "one record at least for each page touched"
         );
+    }
+
+    /// A name the thread gives itself is in its ring between the faults before and after.
+    #[test]
+    fn a_threads_name_is_recorded_between_its_faults() {
+        std::thread::spawn(|| {
+            let tid = nix::unistd::gettid().as_raw();
+            let size = RingSize {
+                bytes: 1 << 20,
+                wake_at: 4096,
+            };
+            let mut ring = FaultRing::of_thread(tid, FaultsSeen::All, size)
+                .or_else(|_| FaultRing::of_thread(tid, FaultsSeen::UserOnly, size))
+                .expect("a ring of this thread's faults");
+            let mut memory =
+                crate::kernel::anon_memory::AnonMapping::new(2).expect("anonymous memory");
+            let start = memory.start();
+            memory.write(0, 1);
+            nix::sys::prctl::set_name(c"mevi-renamed").expect("PR_SET_NAME");
+            memory.write(1, 1);
+            let mut drained = Vec::new();
+            ring.drain(&mut drained);
+            let page = crate::kernel::page_size();
+            let seen: Vec<String> = drained
+                .iter()
+                .filter_map(|d| match d {
+                    Drained::Fault(f) if f.tid == tid && f.addr / page * page == start => {
+                        Some("first".to_string())
+                    }
+                    Drained::Fault(f) if f.tid == tid && f.addr / page * page == start + page => {
+                        Some("second".to_string())
+                    }
+                    Drained::Named { tid: t, name } if *t == tid => Some(name.clone()),
+                    Drained::Fault(_) | Drained::Named { .. } | Drained::Lost { .. } => None,
+                })
+                .collect();
+            assert_eq!(seen, ["first", "mevi-renamed", "second"]);
+        })
+        .join()
+        .unwrap();
     }
 }

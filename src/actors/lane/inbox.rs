@@ -31,7 +31,12 @@ impl Lane {
             LaneMessage::Fence { tid, range } => self.fences.fence(tid, range),
             LaneMessage::Ended { tid } => self.end_syscall(tid).await,
             LaneMessage::NsTid { tid, ns_tid } => self.who.ns_tid(tid, ns_tid),
-            LaneMessage::Records { pid, tid, ring } => self.add_ring(pid, tid, ring).await,
+            LaneMessage::Records {
+                pid,
+                tid,
+                name,
+                ring,
+            } => self.add_ring(pid, tid, name, ring).await,
             LaneMessage::Left { pid } => {
                 self.who.left(pid);
                 if let Some(records) = self.records.as_mut() {
@@ -230,16 +235,21 @@ impl Lane {
 
     /// Thread `tid`'s ring joins the space's. The space's rings that cannot be read at all
     /// are said once; a thread's that cannot join them, for that thread.
-    async fn add_ring(&mut self, pid: i32, tid: i32, ring: FaultRing) {
+    async fn add_ring(&mut self, pid: i32, tid: i32, name: Option<String>, ring: FaultRing) {
+        let name = name.as_deref();
         let failure = match self.records.as_mut() {
             Some(records) => records
-                .add(pid, tid, ring)
+                .add(pid, tid, name, ring)
                 .err()
                 .map(|e| (format!("thread {tid}'s"), e)),
             None if self.records_failed => None,
-            None => match Records::new(self.page_size, self.records_wake.clone()) {
+            None => match Records::new(
+                self.page_size,
+                self.records_wake.clone(),
+                self.thread_names.clone(),
+            ) {
                 Ok(mut records) => {
-                    let added = records.add(pid, tid, ring);
+                    let added = records.add(pid, tid, name, ring);
                     self.records = Some(records);
                     added.err().map(|e| (format!("thread {tid}'s"), e))
                 }

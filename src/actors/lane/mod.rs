@@ -130,7 +130,13 @@ pub enum LaneMessage {
     Quiesce { done: SyncSender<()> },
     /// `--faults records`: thread `tid` of process `pid` records its page faults in `ring`
     /// from now on (sent before the thread runs in this space).
-    Records { pid: i32, tid: i32, ring: FaultRing },
+    Records {
+        pid: i32,
+        tid: i32,
+        /// Its name as the ring was opened, if it could be read (`--threads`).
+        name: Option<String>,
+        ring: FaultRing,
+    },
     /// Every thread of the space is stopped (`--verify`): resolve what the descriptor still
     /// holds, then send the check on in lane order. `done` is told once the kernel's side has
     /// been read, and only then may the threads run again. A lane that cannot read its

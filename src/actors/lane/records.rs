@@ -19,7 +19,7 @@
 //! on a file page, a copy on write, a fault that failed) is forgotten once it is older than
 //! `UNCLAIMED_FOR`, or sooner once more than `MOST_UNCLAIMED` wait.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io;
 use std::ops::Range;
 use std::sync::Arc;
@@ -32,6 +32,7 @@ use crate::kernel::fault_records::{
     Drained, FaultRing, RingsWatcher, ThreadRings, monotonic_now, monotonic_of,
 };
 use crate::kernel::thp::HUGE_PAGE;
+use crate::selection::ThreadNames;
 
 /// A record no read claimed by then is forgotten: far longer than the longest a followed page
 /// waits for a read (`--sample-ms`, spaced by the reads' cost).
@@ -49,6 +50,8 @@ struct Toucher {
     tid: i32,
     /// `CLOCK_MONOTONIC`, in nanoseconds.
     time: u64,
+    /// `--threads`: whether the thread's name when it faulted is one selected.
+    selected: bool,
 }
 
 /// A space's rings and the records drained from them that no read has claimed yet.
@@ -71,11 +74,20 @@ pub(super) struct Records {
     /// the space's end): a line about them now would come after their end, so their records
     /// name no page (it is written as the read found it).
     ended: HashSet<i32>,
+    /// `--threads`: the names selected, and whether each thread's name is one now (as its
+    /// ring has it: a name it gives itself comes between its faults).
+    names: Option<Arc<ThreadNames>>,
+    selected: HashMap<i32, bool>,
 }
 
 impl Records {
-    /// Must be called on the runtime.
-    pub(super) fn new(page_size: u64, wake: Arc<Notify>) -> io::Result<Self> {
+    /// Must be called on the runtime. With `names` (`--threads`), the lines of threads whose
+    /// names are not selected are withheld.
+    pub(super) fn new(
+        page_size: u64,
+        wake: Arc<Notify>,
+        names: Option<Arc<ThreadNames>>,
+    ) -> io::Result<Self> {
         let rings = ThreadRings::new()?;
         let watcher = RingsWatcher::start(&rings, wake)?;
         Ok(Self {
@@ -88,6 +100,8 @@ impl Records {
             lost_by: Vec::new(),
             pruned: Instant::now(),
             ended: HashSet::new(),
+            names,
+            selected: HashMap::new(),
         })
     }
 
@@ -99,8 +113,18 @@ impl Records {
         self.take_drained();
     }
 
-    /// Thread `tid` of process `pid` records its faults in `ring` from now on.
-    pub(super) fn add(&mut self, pid: i32, tid: i32, ring: FaultRing) -> io::Result<()> {
+    /// Thread `tid` of process `pid`, named `name` when its ring was opened (if it could be
+    /// read), records its faults in `ring` from now on.
+    pub(super) fn add(
+        &mut self,
+        pid: i32,
+        tid: i32,
+        name: Option<&str>,
+        ring: FaultRing,
+    ) -> io::Result<()> {
+        if let (Some(names), Some(name)) = (&self.names, name) {
+            self.selected.insert(tid, names.selects(name));
+        }
         let mut added = Ok(());
         self.with_rings(|rings, drained| added = rings.add(pid, tid, ring, drained));
         added
@@ -109,6 +133,7 @@ impl Records {
     /// A thread ended: what its ring holds is taken, and the ring dropped.
     pub(super) fn thread_gone(&mut self, tid: i32) {
         self.with_rings(|rings, drained| rings.remove(tid, drained));
+        self.selected.remove(&tid);
     }
 
     /// Process `pid`'s `exit` line is going out.
@@ -138,10 +163,13 @@ impl Records {
         for drained in self.drained.drain(..) {
             match drained {
                 Drained::Fault(fault) => {
+                    // A thread whose name is unknown is written: nothing is left out that was
+                    // not chosen to be.
                     let toucher = Toucher {
                         pid: fault.pid,
                         tid: fault.tid,
                         time: fault.time,
+                        selected: self.selected.get(&fault.tid).copied().unwrap_or(true),
                     };
                     self.unclaimed
                         .insert((fault.addr & page_mask, fault.time), toucher);
@@ -150,6 +178,11 @@ impl Records {
                     self.lost += count;
                     if !self.lost_by.contains(&tid) {
                         self.lost_by.push(tid);
+                    }
+                }
+                Drained::Named { tid, name } => {
+                    if let Some(names) = &self.names {
+                        self.selected.insert(tid, names.selects(&name));
                     }
                 }
             }
@@ -211,8 +244,9 @@ impl Records {
 
     /// A read's `resident` line (`by` `scan`, read at `read_at`), split into runs by whose
     /// record each page has (a huge page's frame by the frame's): those with one carry its pid
-    /// and tid (`by` `record`) and the time of the run's latest record, the others are as
-    /// found (no time of their own). Runs with a time come first, in time order.
+    /// and tid (`by` `record`), its faults (a page each, a huge page one) and the time of the
+    /// run's latest record, withheld if `--threads` does not select its thread's name then; the
+    /// others are as found (no time of their own). Runs with a time come first, in time order.
     pub(super) fn attribute(
         &mut self,
         event: Event,
@@ -239,7 +273,8 @@ impl Records {
         };
         let before = monotonic_of(read_at);
         let step = if huge { HUGE_PAGE } else { self.page_size };
-        let mut runs: Vec<(Range<u64>, Option<Toucher>)> = Vec::new();
+        // Each run with its faults: the pieces (pages, or huge pages' frames) it took.
+        let mut runs: Vec<(Range<u64>, Option<Toucher>, u64)> = Vec::new();
         let mut piece = start;
         while piece < end {
             let next = ((piece / step + 1) * step).min(end);
@@ -254,25 +289,26 @@ impl Records {
                 .into_iter()
                 .min_by_key(|t| t.time)
                 .filter(|t| !self.ended.contains(&t.pid));
+            let key = |t: &Toucher| (t.pid, t.tid, t.selected);
             match runs.last_mut() {
-                Some((run, last))
-                    if run.end == piece
-                        && last.map(|t| (t.pid, t.tid)) == whose.map(|t| (t.pid, t.tid)) =>
+                Some((run, last, pieces))
+                    if run.end == piece && last.as_ref().map(key) == whose.as_ref().map(key) =>
                 {
                     run.end = next;
+                    *pieces += 1;
                     // The run's line comes once all of its pages are resident: at its latest
                     // record, after every release of any of them (which forgot older ones).
                     if let (Some(last), Some(whose)) = (last.as_mut(), whose) {
                         last.time = last.time.max(whose.time);
                     }
                 }
-                _ => runs.push((piece..next, whose)),
+                _ => runs.push((piece..next, whose, 1)),
             }
             piece = next;
         }
-        runs.sort_by_key(|(_, whose)| whose.map_or(u64::MAX, |t| t.time));
+        runs.sort_by_key(|(_, whose, _)| whose.map_or(u64::MAX, |t| t.time));
         runs.into_iter()
-            .map(|(run, whose)| {
+            .map(|(run, whose, pieces)| {
                 let event = Event::Resident {
                     pid: whose.map_or(pid, |t| t.pid),
                     tid: whose.map(|t| t.tid),
@@ -280,7 +316,7 @@ impl Records {
                     start: run.start,
                     end: run.end,
                     write,
-                    faults,
+                    faults: whose.map_or(faults, |_| pieces),
                     writer,
                     by: Some(if whose.is_some() {
                         FoundBy::Record
@@ -291,7 +327,7 @@ impl Records {
                     site,
                     sampled,
                     from: None,
-                    withheld,
+                    withheld: withheld || whose.is_some_and(|t| !t.selected),
                 };
                 (event, whose.map(|t| t.time))
             })
@@ -345,9 +381,15 @@ mod tests {
     }
 
     fn touched(records: &mut Records, page: u64, tid: i32, time: u64) {
-        records
-            .unclaimed
-            .insert((page, time), Toucher { pid: 1, tid, time });
+        records.unclaimed.insert(
+            (page, time),
+            Toucher {
+                pid: 1,
+                tid,
+                time,
+                selected: true,
+            },
+        );
     }
 
     /// (start, end, tid) of each line.
@@ -365,7 +407,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_read_takes_the_earliest_record_made_before_it_and_no_later_one() {
-        let mut records = Records::new(P, Arc::new(Notify::new())).unwrap();
+        let mut records = Records::new(P, Arc::new(Notify::new()), None).unwrap();
         let now = Instant::now();
         let before = monotonic_of(now);
         touched(&mut records, 0, 10, before - 2 * MS);
@@ -382,7 +424,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_huge_page_is_claimed_whole_by_its_frames_record() {
-        let mut records = Records::new(P, Arc::new(Notify::new())).unwrap();
+        let mut records = Records::new(P, Arc::new(Notify::new()), None).unwrap();
         let now = Instant::now();
         let before = monotonic_of(now);
         // The fault was recorded at a page in the middle of the frame.
@@ -392,8 +434,48 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn threads_not_selected_by_their_name_at_the_fault_are_withheld() {
+        let names = ThreadNames::new(vec![glob::Pattern::new("keep*").unwrap()]);
+        let mut records = Records::new(P, Arc::new(Notify::new()), Some(Arc::new(names))).unwrap();
+        let now = Instant::now();
+        let before = monotonic_of(now);
+        let fault = |page: u64, time: u64| {
+            Drained::Fault(crate::kernel::fault_records::FaultRecord {
+                pid: 1,
+                tid: 5,
+                time,
+                addr: page + 12,
+            })
+        };
+        records.selected.insert(5, false);
+        records.drained.extend([
+            fault(0, before - 3 * MS),
+            Drained::Named {
+                tid: 5,
+                name: "keeper".into(),
+            },
+            fault(P, before - 2 * MS),
+        ]);
+        records.take_drained();
+        let split = records.attribute(resident(0, 2 * P, false), now);
+        let withheld: Vec<(u64, bool, u64)> = split
+            .iter()
+            .map(|(e, _)| match e {
+                Event::Resident {
+                    start,
+                    withheld,
+                    faults,
+                    ..
+                } => (*start, *withheld, *faults),
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(withheld, vec![(0, true, 1), (P, false, 1)]);
+    }
+
+    #[tokio::test]
     async fn a_release_forgets_the_records_made_before_it() {
-        let mut records = Records::new(P, Arc::new(Notify::new())).unwrap();
+        let mut records = Records::new(P, Arc::new(Notify::new()), None).unwrap();
         let at = Instant::now();
         let release = monotonic_of(at);
         touched(&mut records, 0, 1, release - MS);

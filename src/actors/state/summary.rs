@@ -28,8 +28,11 @@ pub fn human_summary(
 ) -> String {
     let mut s = String::new();
     let measured = |figure: String| if faults { figure } else { "-".to_string() };
+    // Under scans alone no first touch is seen one by one; under fault records (or a space
+    // followed by scans beside others by faults) those seen are counted.
+    let touches_seen = totals.unseen.is_none() || totals.faults > 0;
     let touches_measured = |figure: String| {
-        if faults && totals.unseen.is_none() {
+        if faults && touches_seen {
             figure
         } else {
             "-".to_string()
@@ -40,10 +43,20 @@ pub fn human_summary(
         let found = match &totals.unseen {
             None => format!("{} first touches", totals.faults),
             Some(u) => format!(
-                "scans found {} faults' pages (a huge page as one); at most {} pages came and \
+                "{}scans found {} faults' pages (a huge page as one); at most {} pages came and \
                  went between scans unseen ({} minor faults by the kernel's count, file and \
                  copy-on-write ones included)",
-                u.found, u.at_most, u.faults
+                if totals.faults > 0 {
+                    format!(
+                        "{} first touches seen (by faults, or the kernel's records of them); ",
+                        totals.faults
+                    )
+                } else {
+                    String::new()
+                },
+                u.found,
+                u.at_most,
+                u.faults
             ),
         };
         format!(

@@ -73,7 +73,18 @@ impl Tracer {
         };
         match opened {
             Ok(ring) if ring.as_raw_fd() < ceiling => {
-                s.lane.send(LaneMessage::Records { pid, tid, ring })
+                // `--threads`: its name now, while it is stopped (a later one is in its ring).
+                let name = self
+                    .config
+                    .thread_names
+                    .as_ref()
+                    .and_then(|_| crate::kernel::procfs::comm(pid, tid));
+                s.lane.send(LaneMessage::Records {
+                    pid,
+                    tid,
+                    name,
+                    ring,
+                })
             }
             Ok(_) => {
                 if self.unrecorded.scarce.insert(space) {

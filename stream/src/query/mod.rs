@@ -96,8 +96,9 @@ pub(crate) struct State {
     /// First touches were followed (the `start` line's `faults`): without them (`--no-faults`)
     /// no resident figure was measured.
     pub faults: bool,
-    /// Pages were found by scans (`"follow":"scan"`: `--faults scan`, `attach`): first touches
-    /// were not counted one by one.
+    /// Pages were found by scans alone (`"follow":"scan"`: `--faults scan`, `attach --faults
+    /// scan`): first touches were not counted one by one. Under `records` they were, those the
+    /// kernel recorded (a line's `faults`).
     pub scanned: bool,
 }
 
@@ -128,8 +129,8 @@ impl State {
             self.clock.wall_ns = *wall_ns;
             self.page_size = (*page_size).max(1);
             self.faults = *faults;
-            // Pages found by reads: `records` names their threads, not each first touch.
-            self.scanned = matches!(follow.as_deref(), Some("scan" | "records"));
+            // Pages found by reads alone; `records` names each one's first touch.
+            self.scanned = follow.as_deref() == Some("scan");
         }
         self.processes.apply(&mut self.replay, line);
         self.last = Some((line.seq, line.t_ns));
