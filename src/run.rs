@@ -363,6 +363,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
         page_size,
         faults: options.faults,
         scan: options.faults && options.scan,
+        records: options.faults && options.records,
         only: !options.selection.only.is_empty(),
         mappings_selected: options.selection.selects_ranges(),
         buffer_bytes: options.buffer_bytes,

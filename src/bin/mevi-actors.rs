@@ -94,7 +94,7 @@ enum Command {
         /// (comm, as `pthread_setname_np` or `prctl` set it) matches the shell pattern GLOB
         /// (`worker-*`). The others' first touches are still followed and counted (the summary
         /// says how many), and --verify still checks them; their `resident` lines are not
-        /// written. Needs --faults uffd (a scan does not know the thread).
+        /// written. Needs --faults uffd or records (a scan does not know the thread).
         #[arg(long, value_name = "GLOB", value_parser = glob_pattern)]
         threads: Vec<glob::Pattern>,
         /// Follow only the private anonymous mappings that overlap START-END (repeatable;

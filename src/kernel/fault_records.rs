@@ -311,25 +311,32 @@ pub fn monotonic_now() -> u64 {
     })
 }
 
-/// An `Instant` (which is `CLOCK_MONOTONIC` too, but opaque) on a record's clock: measured
-/// from now.
+/// One `Instant` and the `CLOCK_MONOTONIC` reading beside it, taken once: every conversion
+/// between the two goes through this pair, so that converting a time one way and back gives
+/// it again (two reads of two clocks each time would put each conversion off by its own
+/// delay, and a record made just after a line could come out before it).
+fn clocks_paired() -> (Instant, u64) {
+    static PAIRED: std::sync::OnceLock<(Instant, u64)> = std::sync::OnceLock::new();
+    *PAIRED.get_or_init(|| (Instant::now(), monotonic_now()))
+}
+
+/// An `Instant` (which is `CLOCK_MONOTONIC` too, but opaque) on a record's clock.
 pub fn monotonic_of(at: Instant) -> u64 {
-    let now = Instant::now();
-    let clock = monotonic_now();
-    match now.checked_duration_since(at) {
-        Some(ago) => clock.saturating_sub(ago.as_nanos() as u64),
-        None => clock + at.duration_since(now).as_nanos() as u64,
+    let (instant, clock) = clocks_paired();
+    match at.checked_duration_since(instant) {
+        Some(since) => clock + since.as_nanos() as u64,
+        None => clock.saturating_sub(instant.duration_since(at).as_nanos() as u64),
     }
 }
 
-/// The moment a record's time names, as an `Instant`: measured from now.
+/// The moment a record's time names, as an `Instant`.
 pub fn instant_of(time: u64) -> Instant {
-    let now = Instant::now();
-    let clock = monotonic_now();
-    match clock.checked_sub(time) {
-        Some(ago) => now.checked_sub(Duration::from_nanos(ago)).unwrap_or(now),
-        // Later than now: a clock read a little before the record's.
-        None => now + Duration::from_nanos(time - clock),
+    let (instant, clock) = clocks_paired();
+    match time.checked_sub(clock) {
+        Some(since) => instant + Duration::from_nanos(since),
+        None => instant
+            .checked_sub(Duration::from_nanos(clock - time))
+            .unwrap_or(instant),
     }
 }
 
@@ -408,6 +415,21 @@ mod tests {
             pages,
             "one record at least for each page touched"
         );
+    }
+
+    /// A time converted to a record's clock and back is the same time, to the nanosecond.
+    #[test]
+    fn a_time_converted_and_back_is_the_same() {
+        let now = Instant::now();
+        for at in [
+            now,
+            now - Duration::from_millis(3),
+            now + Duration::from_secs(2),
+        ] {
+            assert_eq!(instant_of(monotonic_of(at)), at);
+        }
+        let clock = monotonic_now();
+        assert_eq!(monotonic_of(instant_of(clock)), clock);
     }
 
     /// A name the thread gives itself is in its ring between the faults before and after.

@@ -27,7 +27,7 @@
 //! Holding is per lane and first in, first out (gate.rs): a lane is named by the `space` its
 //! lines carry (a `fork` line carries its parent's space, the lane that sends it), and once a
 //! line of a lane waits, every later line of that lane waits behind it. So the lines of one lane
-//! are never reordered, and a held line cannot be overtaken by a later line about the same
+//! are never reordered (here: placing.rs moves one kind, after the gate), and a held line cannot be overtaken by a later line about the same
 //! process or space. Nothing waits on something later in its own lane, and what a line waits for
 //! was sent (by the tracer, to a lane) before the thing the line reports happened, so the wait
 //! ends as soon as that lane's line arrives.

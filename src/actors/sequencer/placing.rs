@@ -96,12 +96,22 @@ fn is_placed_by_its_record(event: &Event) -> bool {
 
 /// Whether a record's line (`moving`) may go before `over`, which was observed after its fault.
 fn may_pass(moving: &Event, over: &Event) -> bool {
-    let (space, pid, tid) = match *moving {
-        Event::Resident {
-            space, pid, tid, ..
-        } => (space, pid, tid),
-        _ => return false,
+    let Event::Resident {
+        space,
+        pid,
+        tid,
+        start,
+        end,
+        ..
+    } = *moving
+    else {
+        return false;
     };
+    // Never past a change of its own pages' layout, whatever the times say (a release or a map
+    // there forgot the older records already: this is the rule said twice).
+    if over.space() == Some(space) && layout_over(over, &(start..end)) {
+        return false;
+    }
     match over {
         // What announces the process or thread that faulted, or the space.
         Event::Fork {
@@ -130,6 +140,26 @@ fn may_pass(moving: &Event, over: &Event) -> bool {
         | Event::Unshared { .. }
         | Event::Rss { .. }
         | Event::Warning { .. } => true,
+    }
+}
+
+/// Whether `over` is a layout line of a range overlapping `pages`.
+fn layout_over(over: &Event, pages: &std::ops::Range<u64>) -> bool {
+    let overlaps = |start: u64, end: u64| start < pages.end && pages.start < end;
+    match *over {
+        Event::Map { start, end, .. }
+        | Event::Unmap { start, end, .. }
+        | Event::Discard { start, end, .. }
+        | Event::Protect { start, end, .. } => overlaps(start, end),
+        Event::Remap {
+            old_start,
+            old_end,
+            new_start,
+            new_end,
+            ..
+        } => overlaps(old_start, old_end) || overlaps(new_start, new_end),
+        Event::Brk { old, new, .. } => overlaps(old.min(new), old.max(new)),
+        _ => false,
     }
 }
 
@@ -225,6 +255,25 @@ mod tests {
             t0 + 6 * MS,
         );
         assert_eq!(starts(&mut placing), vec![0x1000, 7, 0x9000]);
+    }
+
+    #[test]
+    fn it_never_passes_a_change_of_its_own_pages() {
+        let t0 = Instant::now();
+        // Its record older than the unmap of its page (which should have forgotten it).
+        let mut placing = Placing::new(50 * MS);
+        placing.push(held(unmap(0x9000), t0 + 2 * MS), t0 + 2 * MS);
+        placing.push(
+            held(resident(0x9000, FoundBy::Record, 7), t0 + MS),
+            t0 + 6 * MS,
+        );
+        let kinds: Vec<&str> = std::iter::from_fn(|| placing.pop())
+            .map(|h| match h.stamped.event {
+                Event::Unmap { .. } => "unmap",
+                _ => "resident",
+            })
+            .collect();
+        assert_eq!(kinds, ["unmap", "resident"]);
     }
 
     #[test]

@@ -81,8 +81,11 @@ pub struct StateOptions {
     pub page_size: u64,
     /// First touches are followed (not `--no-faults`): resident figures are measured.
     pub faults: bool,
-    /// `--faults scan`: pages are found by scans, and the summary says how many were missed.
+    /// `--faults scan` or `records`: pages are found by scans, and the summary says how many
+    /// were missed.
     pub scan: bool,
+    /// `--faults records`: each first touch a scan finds is counted, by its record.
+    pub records: bool,
     /// `--only`: the summary says how many spaces were not followed.
     pub only: bool,
     /// `--region`, `--min-size`: the summary says checks compare the mappings selected only.
@@ -538,6 +541,7 @@ impl StateActor {
                 &processes,
                 &self.totals,
                 self.options.faults,
+                self.options.records,
                 self.options.summary_rows,
             );
             let _ = std::io::stderr().write_all(summary.as_bytes());

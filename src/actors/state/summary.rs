@@ -17,20 +17,21 @@ pub const SUMMARY_ROWS: usize = 10;
 /// The closing table. Without first touches followed (`--no-faults`), the figures they give are
 /// "not measured", never 0.
 /// Under `--faults scan` (`totals.unseen` set), first touches are not counted one by one: the
-/// pages the scans found and the most they can have missed are said instead.
+/// pages the scans found and the most they can have missed are said instead; under `records`
+/// (`records`), both: the first touches the kernel recorded, and what the scans found.
 /// The rows are the processes largest first (by peak resident memory, in exit order among
 /// equals), at most `rows` of them (None: every one), and a line for the rest.
 pub fn human_summary(
     processes: &[ProcessSummary],
     totals: &RunTotals,
     faults: bool,
+    records: bool,
     rows: Option<usize>,
 ) -> String {
     let mut s = String::new();
     let measured = |figure: String| if faults { figure } else { "-".to_string() };
-    // Under scans alone no first touch is seen one by one; under fault records (or a space
-    // followed by scans beside others by faults) those seen are counted.
-    let touches_seen = totals.unseen.is_none() || totals.faults > 0;
+    // Under scans no first touch is seen one by one; under fault records each recorded one is.
+    let touches_seen = totals.unseen.is_none() || records;
     let touches_measured = |figure: String| {
         if faults && touches_seen {
             figure
@@ -46,9 +47,9 @@ pub fn human_summary(
                 "{}scans found {} faults' pages (a huge page as one); at most {} pages came and \
                  went between scans unseen ({} minor faults by the kernel's count, file and \
                  copy-on-write ones included)",
-                if totals.faults > 0 {
+                if records {
                     format!(
-                        "{} first touches seen (by faults, or the kernel's records of them); ",
+                        "{} first touches named by the kernel's records of them; ",
                         totals.faults
                     )
                 } else {
@@ -293,7 +294,7 @@ mod tests {
             limit: Some(32 << 20),
             log: None,
         });
-        let text = human_summary(&[p], &RunTotals::default(), true, None);
+        let text = human_summary(&[p], &RunTotals::default(), true, false, None);
         assert!(
             text.contains("       7 pressure: 8 MiB swapped out, 4 KiB reclaimed after MADV_FREE"),
             "{text}"
@@ -307,7 +308,7 @@ mod tests {
     }
 
     fn table(processes: &[ProcessSummary]) -> Vec<String> {
-        human_summary(processes, &RunTotals::default(), true, None)
+        human_summary(processes, &RunTotals::default(), true, false, None)
             .lines()
             .skip(1)
             .map(str::to_string)
@@ -370,7 +371,13 @@ mod tests {
         for (i, p) in processes.iter_mut().enumerate() {
             p.peak_resident_bytes = (i as u64 % 5 + 1) << 20;
         }
-        let text = human_summary(&processes, &RunTotals::default(), true, Some(SUMMARY_ROWS));
+        let text = human_summary(
+            &processes,
+            &RunTotals::default(),
+            true,
+            false,
+            Some(SUMMARY_ROWS),
+        );
         let lines: Vec<&str> = text.lines().skip(2).collect();
         assert_eq!(lines.len(), SUMMARY_ROWS + 1, "{text}");
         let pids: Vec<i32> = lines[..SUMMARY_ROWS]
@@ -384,7 +391,7 @@ mod tests {
             "… and 4 more process(es), 2 MiB at most each, 5 MiB their peaks added up; \
              `--summary all` lists every one"
         );
-        let all = human_summary(&processes, &RunTotals::default(), true, None);
+        let all = human_summary(&processes, &RunTotals::default(), true, false, None);
         assert_eq!(all.lines().skip(2).count(), 14, "{all}");
         assert!(!all.contains("more process"), "{all}");
     }
@@ -434,7 +441,7 @@ mod tests {
             }),
             ..RunTotals::default()
         };
-        let text = human_summary(&[], &totals, true, None);
+        let text = human_summary(&[], &totals, true, false, None);
         assert!(text.contains("2 warning(s)"), "{text}");
         assert!(text.contains("1 skipped (process gone"), "{text}");
         assert!(text.contains("2 could not be run"), "{text}");

@@ -38,6 +38,7 @@ async fn report(messages: Vec<StateMessage>) -> RunReport {
         page_size: 4096,
         faults: true,
         scan: false,
+        records: false,
         only: false,
         mappings_selected: false,
         buffer_bytes: super::DEFAULT_BUFFER_BYTES,

@@ -4,7 +4,7 @@
 //! (lane/records.rs). A ring lives until its thread exits or execs (the kernel drops the event
 //! at the exec: `remove_on_exec`); the exec'd program's space gets a new one.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::os::fd::AsRawFd;
 
 use super::Tracer;
@@ -30,20 +30,34 @@ const SMALL_RING: RingSize = RingSize {
     wake_at: 256 * RECORD_BYTES,
 };
 
-/// What the kernel lets the trace record, and the spaces told that their threads' rings would
-/// take the descriptors the trace needs (said once each).
+/// What the kernel lets the trace record, the rings each space was given, and the spaces told
+/// that their threads' rings would take the descriptors the trace needs, or more pinned memory
+/// than it may have (said once each).
 pub(super) struct Unrecorded {
     /// `All` until the kernel refuses kernel-mode faults once: `UserOnly` from then on.
     seen: FaultsSeen,
+    opened: HashMap<SpaceId, usize>,
     scarce: HashSet<SpaceId>,
+    unpinned: HashSet<SpaceId>,
 }
 
 impl Default for Unrecorded {
     fn default() -> Self {
         Self {
             seen: FaultsSeen::All,
+            opened: HashMap::new(),
             scarce: HashSet::new(),
+            unpinned: HashSet::new(),
         }
+    }
+}
+
+impl Unrecorded {
+    /// A space ended: nothing more is said or counted of it.
+    pub(super) fn forget(&mut self, space: SpaceId) {
+        self.opened.remove(&space);
+        self.scarce.remove(&space);
+        self.unpinned.remove(&space);
     }
 }
 
@@ -61,7 +75,7 @@ impl Tracer {
                 bytes: 4096,
                 wake_at: 4096,
             }
-        } else if self.threads_in(space).nth(FULL_RINGS).is_some() {
+        } else if self.unrecorded.opened.get(&space).copied().unwrap_or(0) >= FULL_RINGS {
             SMALL_RING
         } else {
             RING
@@ -73,6 +87,7 @@ impl Tracer {
         };
         match opened {
             Ok(ring) if ring.as_raw_fd() < ceiling => {
+                *self.unrecorded.opened.entry(space).or_default() += 1;
                 // `--threads`: its name now, while it is stopped (a later one is in its ring).
                 let name = self
                     .config
@@ -105,6 +120,23 @@ impl Tracer {
             // Gone meanwhile: its death is reported, and it faults no more.
             Err(RecordsError::Open(e)) if e.raw_os_error() == Some(libc::ESRCH) => {
                 tracing::debug!(tid, "a thread gone before its ring was opened");
+            }
+            // Past the pinned memory a user may have (`perf_event_mlock_kb` and
+            // `RLIMIT_MEMLOCK`): every later ring fails the same way, said once a space.
+            Err(RecordsError::Map(e)) => {
+                if self.unrecorded.unpinned.insert(space) {
+                    self.warn(
+                        Some(pid),
+                        Some(space),
+                        WarningKind::RecordsLost,
+                        format!(
+                            "thread {tid} gets no ring of fault records, nor may later ones (said \
+                             once): its memory cannot be pinned ({e}; kernel.perf_event_mlock_kb \
+                             and ulimit -l bound it, root and CAP_IPC_LOCK are exempt); their \
+                             pages are found by reads, without their thread"
+                        ),
+                    );
+                }
             }
             Err(e) => self.warn(
                 Some(pid),

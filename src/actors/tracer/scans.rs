@@ -251,7 +251,12 @@ impl Tracer {
             .filter_map(|(_, t)| t.syscalls.layout_call())
         {
             changes.extend(self.may_change(space, &call));
-            changes.extend(call.frees_lazily());
+            let page = self.config.lane.page_size;
+            changes.extend(
+                call.frees_lazily()
+                    .map(|r| crate::kernel::whole_pages(r, page))
+                    .filter(|r| !r.is_empty()),
+            );
         }
         changes
     }

@@ -555,6 +555,7 @@ impl Tracer {
             if space.members == 0 {
                 // Dropping the lane handle ends the lane once it has forwarded everything.
                 self.spaces.remove(&id);
+                self.unrecorded.forget(id);
                 self.shared_reads.space_left(self.config.sample);
                 if let Some(stacks) = self.config.stacks.as_mut() {
                     stacks.forget(id);
