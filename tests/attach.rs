@@ -578,7 +578,8 @@ fn attach_follows_a_running_process_and_detach_leaves_it_as_it_was() {
 /// default where the kernel allows records): pages written by two threads already running at
 /// the attach, by the main thread, and by sixteen threads made while attached (each writes one
 /// page and exits before the scan finds it) are `by` `record` with their writer's tid, every
-/// one; the stream equals the kernel, at every `--verify-every` checkpoint too.
+/// one, and so are a fork child's (`-f`) in its own space; the stream equals the kernel, at
+/// every `--verify-every` checkpoint too.
 #[test]
 fn attached_pages_have_the_thread_that_wrote_them() {
     if let Err(e) = mevi_actors::kernel::fault_records::recordable() {
@@ -587,7 +588,7 @@ fn attached_pages_have_the_thread_that_wrote_them() {
     let mut target = Target::start();
     let pid = target.pid;
     target.ask(&["worker", "worker", "map 64"]);
-    let mut attached = Attached::start(&pid.to_string(), &["--verify-every", "20"]);
+    let mut attached = Attached::start(&pid.to_string(), &["-f", "--verify-every", "20"]);
     // A sample has begun: every thread's ring was opened before the trace's first.
     attached.wait_for_a_sample_of(pid);
     let said = target.ask_under(
@@ -596,6 +597,7 @@ fn attached_pages_have_the_thread_that_wrote_them() {
             "work 1 0 8 8",
             "touch 0 16 8",
             "threads 0 24 16",
+            "fork 0 40 4",
             "truth",
             SCANNED,
         ],
@@ -662,6 +664,38 @@ fn attached_pages_have_the_thread_that_wrote_them() {
         "{} of 40 pages:\n{}",
         wrong.len(),
         wrong.join("\n")
+    );
+    // The fork child (-f): its 4 pages, written in its own space, are its own.
+    let child = t
+        .truths()
+        .iter()
+        .map(|truth| truth.pid)
+        .find(|&p| p != pid)
+        .expect("the child's truth");
+    let childs: Vec<(Option<i32>, Option<FoundBy>, u64)> = t
+        .events("resident")
+        .filter_map(|l| match l {
+            Event::Resident {
+                pid: p,
+                tid,
+                by,
+                start,
+                end,
+                ..
+            } if *p == child && r0.contains(start) => Some((*tid, *by, (end - start) / PAGE)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        childs.iter().map(|c| c.2).sum::<u64>(),
+        4,
+        "the child's lines in r0: {childs:?}"
+    );
+    assert!(
+        childs
+            .iter()
+            .all(|c| (c.0, c.1) == (Some(child), Some(FoundBy::Record))),
+        "the child's lines in r0: {childs:?}"
     );
     t.assert_matches_kernel();
     let v = t.verify_totals();
