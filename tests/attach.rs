@@ -399,6 +399,15 @@ fn same_in_every_run(said: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// The pid of the one process but `pid` whose truth the run has: its fork child's.
+fn child_of(t: &Traced, pid: i32) -> i32 {
+    t.truths()
+        .iter()
+        .map(|truth| truth.pid)
+        .find(|&p| p != pid)
+        .expect("the child's truth")
+}
+
 /// The range of region `name` of process `pid`, from its truth lines.
 fn region(said: &[String], pid: i32, name: &str) -> Range<u64> {
     said.iter()
@@ -541,12 +550,7 @@ fn attach_follows_a_running_process_and_detach_leaves_it_as_it_was() {
     );
 
     // The child (-f): forked, followed to its exit.
-    let child = t
-        .truths()
-        .iter()
-        .map(|truth| truth.pid)
-        .find(|&p| p != pid)
-        .expect("the child's truth");
+    let child = child_of(&t, pid);
     assert!(
         t.events("fork").any(|l| matches!(
             l,
@@ -666,12 +670,7 @@ fn attached_pages_have_the_thread_that_wrote_them() {
         wrong.join("\n")
     );
     // The fork child (-f): its 4 pages, written in its own space, are its own.
-    let child = t
-        .truths()
-        .iter()
-        .map(|truth| truth.pid)
-        .find(|&p| p != pid)
-        .expect("the child's truth");
+    let child = child_of(&t, pid);
     let childs: Vec<(Option<i32>, Option<FoundBy>, u64)> = t
         .events("resident")
         .filter_map(|l| match l {

@@ -378,18 +378,25 @@ impl Drop for RingsWatcher {
 mod tests {
     use super::*;
 
-    /// The kernel's side: this thread's own faults on fresh pages, each in its ring with this
-    /// thread's ids and its address (user-mode faults, where kernel-mode ones are refused).
-    #[test]
-    fn every_fault_of_a_thread_is_recorded_with_its_ids_and_address() {
+    /// A ring of the calling thread's faults (user-mode ones where kernel-mode ones are
+    /// refused), and its tid.
+    fn this_threads_ring() -> (i32, FaultRing) {
         let tid = nix::unistd::gettid().as_raw();
         let size = RingSize {
             bytes: 1 << 20,
             wake_at: 4096,
         };
-        let mut ring = FaultRing::of_thread(tid, FaultsSeen::All, size)
+        let ring = FaultRing::of_thread(tid, FaultsSeen::All, size)
             .or_else(|_| FaultRing::of_thread(tid, FaultsSeen::UserOnly, size))
             .expect("a ring of this thread's faults");
+        (tid, ring)
+    }
+
+    /// The kernel's side: this thread's own faults on fresh pages, each in its ring with this
+    /// thread's ids and its address (user-mode faults, where kernel-mode ones are refused).
+    #[test]
+    fn every_fault_of_a_thread_is_recorded_with_its_ids_and_address() {
+        let (tid, mut ring) = this_threads_ring();
         let page = crate::kernel::page_size() as usize;
         let pages = 64;
         let mut memory =
@@ -436,14 +443,7 @@ mod tests {
     #[test]
     fn a_threads_name_is_recorded_between_its_faults() {
         std::thread::spawn(|| {
-            let tid = nix::unistd::gettid().as_raw();
-            let size = RingSize {
-                bytes: 1 << 20,
-                wake_at: 4096,
-            };
-            let mut ring = FaultRing::of_thread(tid, FaultsSeen::All, size)
-                .or_else(|_| FaultRing::of_thread(tid, FaultsSeen::UserOnly, size))
-                .expect("a ring of this thread's faults");
+            let (tid, mut ring) = this_threads_ring();
             let mut memory =
                 crate::kernel::anon_memory::AnonMapping::new(2).expect("anonymous memory");
             let start = memory.start();
