@@ -469,3 +469,62 @@ async fn a_reused_pids_exec_waits_for_the_fork_of_the_new_process() {
         ]
     );
 }
+
+/// Under fault records, a read's line named by a record goes back to its record's time among
+/// the lines waiting, which go out a window after they came even while nothing else comes.
+#[tokio::test]
+async fn a_records_line_goes_out_at_its_time_and_waiting_lines_go_out_by_themselves() {
+    let clock = Clock(Instant::now());
+    let (state, out) = StateHandle::for_test(1024);
+    let (sequencer, handle) = Sequencer::new(1024, state, clock.0);
+    let sequencer = sequencer.placing_records(Duration::from_millis(20));
+    let task = tokio::spawn(sequencer.run(start()));
+    let found = Event::Resident {
+        pid: 1,
+        tid: Some(1),
+        space: 0,
+        start: 0x9000,
+        end: 0xa000,
+        write: true,
+        faults: 1,
+        writer: None,
+        by: Some(crate::event::FoundBy::Record),
+        huge: false,
+        site: None,
+        sampled: 0,
+        from: None,
+        withheld: false,
+    };
+    for m in [
+        SequencerMessage::Root { pid: 1 },
+        clock.line(1, exec(1, 0)),
+        clock.line(2, map(1, 0, 0x1000)),
+        clock.line(4, map(1, 0, 0x2000)),
+        // Read after the second map, faulted between the two.
+        clock.line(3, found),
+    ] {
+        handle.send(m).await;
+    }
+    // Nothing more comes, and the inbox stays open: they go out by themselves.
+    let mut written = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while written.len() < 5 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        while let Ok(m) = out.try_recv() {
+            written.push(m.line.event);
+        }
+    }
+    let starts: Vec<Option<u64>> = written
+        .iter()
+        .map(|e| match e {
+            Event::Map { start, .. } | Event::Resident { start, .. } => Some(*start),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        starts,
+        [None, None, Some(0x1000), Some(0x9000), Some(0x2000)]
+    );
+    drop(handle);
+    task.await.expect("the sequencer ran to its end");
+}
