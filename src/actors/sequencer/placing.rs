@@ -17,6 +17,10 @@ use std::time::{Duration, Instant};
 use super::gate::Held;
 use crate::event::{Event, FoundBy};
 
+/// Past this many lines waiting, the first goes out due or not: the window never holds more
+/// than a burst's worth of memory (a line the window would have placed then comes at its read).
+const MOST_WAITING: usize = 1 << 16;
+
 /// A line waiting, and when it is due to go out.
 #[derive(Debug)]
 struct Waiting {
@@ -64,10 +68,12 @@ impl Placing {
         self.waiting.insert(at, Waiting { held, due });
     }
 
-    /// The first line, if it is due at `now`.
+    /// The first line, if it is due at `now` (or too many wait).
     pub fn pop_due(&mut self, now: Instant) -> Option<Held> {
         match self.waiting.front() {
-            Some(first) if first.due <= now => self.waiting.pop_front().map(|w| w.held),
+            Some(first) if first.due <= now || self.waiting.len() > MOST_WAITING => {
+                self.waiting.pop_front().map(|w| w.held)
+            }
             _ => None,
         }
     }
@@ -293,5 +299,11 @@ mod tests {
         assert!(placing.pop_due(t0 + 60 * MS).is_some());
         assert!(placing.pop_due(t0 + 60 * MS).is_some());
         assert!(placing.pop_due(t0 + 100 * MS).is_none());
+        // A burst past the most that may wait goes out at once.
+        for i in 0..=MOST_WAITING as u64 {
+            placing.push(held(unmap(i * 4096), t0), t0);
+        }
+        assert!(placing.pop_due(t0).is_some());
+        assert!(placing.pop_due(t0).is_none());
     }
 }
