@@ -222,12 +222,22 @@ impl Lane {
         self.say_records_lost().await;
     }
 
-    /// A `warning` line for the fault records lost since the last, if any were.
+    /// A `warning` line for the fault records lost since the last, if any were (at most one
+    /// a second: records.rs).
     async fn say_records_lost(&mut self) {
+        self.say_lost(false).await;
+    }
+
+    /// At the lane's end: the records lost since the last warning, whenever that was.
+    pub(super) async fn say_records_lost_at_end(&mut self) {
+        self.say_lost(true).await;
+    }
+
+    async fn say_lost(&mut self, at_end: bool) {
         let warning = self
             .records
             .as_mut()
-            .and_then(|records| records.lost_warning(self.space));
+            .and_then(|records| records.lost_warning(self.space, at_end));
         if let Some(warning) = warning {
             self.emit(Stamped::now(warning)).await;
         }

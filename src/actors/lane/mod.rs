@@ -394,6 +394,7 @@ impl Lane {
             drop(poller);
             release(self.space, &uffd);
         }
+        self.say_records_lost_at_end().await;
         self.touches.flush(&mut self.outgoing);
         self.send_out().await;
         tracing::debug!(space = self.space, counters = ?self.counters, "lane done");

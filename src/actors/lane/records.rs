@@ -43,6 +43,11 @@ const UNCLAIMED_FOR: Duration = Duration::from_secs(10);
 const MOST_UNCLAIMED: usize = 1 << 20;
 const CROWDED_FOR: Duration = Duration::from_secs(1);
 
+/// Records lost are said at most this often for a space (with their sum since the last
+/// warning), and once more at the space's end: a ring that overflows at every drain would
+/// otherwise write a warning at each.
+const LOST_SAID_EVERY: Duration = Duration::from_secs(1);
+
 /// A fault recorded at a page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Toucher {
@@ -68,6 +73,8 @@ pub(super) struct Records {
     /// Records lost since the stream last said so, and whose rings lost them.
     lost: u64,
     lost_by: Vec<i32>,
+    /// When the stream last said records were lost.
+    lost_said: Option<Instant>,
     /// When unclaimed records were last forgotten.
     pruned: Instant,
     /// Processes of the space whose `exit` has gone out (a `clone(CLONE_VM)` child's, before
@@ -98,6 +105,7 @@ impl Records {
             page_size,
             lost: 0,
             lost_by: Vec::new(),
+            lost_said: None,
             pruned: Instant::now(),
             ended: HashSet::new(),
             names,
@@ -196,11 +204,16 @@ impl Records {
         }
     }
 
-    /// A `warning` line for the records lost since the last, if any were.
-    pub(super) fn lost_warning(&mut self, space: SpaceId) -> Option<Event> {
-        if self.lost == 0 {
+    /// A `warning` line for the records lost since the last, if any were and the last is
+    /// `LOST_SAID_EVERY` old, or `at_end` (the space's end: nothing is left unsaid).
+    pub(super) fn lost_warning(&mut self, space: SpaceId, at_end: bool) -> Option<Event> {
+        let recently = self
+            .lost_said
+            .is_some_and(|said| said.elapsed() < LOST_SAID_EVERY);
+        if self.lost == 0 || (recently && !at_end) {
             return None;
         }
+        self.lost_said = Some(Instant::now());
         let lost = std::mem::take(&mut self.lost);
         let by = std::mem::take(&mut self.lost_by);
         let whose = by
@@ -484,5 +497,38 @@ mod tests {
         records.released(&(0..2 * P), at);
         let kept: Vec<u64> = records.unclaimed.keys().map(|&(page, _)| page).collect();
         assert_eq!(kept, vec![P, 5 * P]);
+    }
+
+    /// Records lost at every drain come as one warning a second with their sum, and what is
+    /// lost after the last is said at the end.
+    #[tokio::test]
+    async fn lost_records_are_said_once_a_second_and_all_by_the_end() {
+        let mut records = Records::new(P, Arc::new(Notify::new()), None).unwrap();
+        let count_in = |warning: Option<Event>| match warning {
+            Some(Event::Warning { message, .. }) => {
+                message.split(' ').next().unwrap().parse::<u64>().unwrap()
+            }
+            other => panic!("{other:?}"),
+        };
+        records.drained.push(Drained::Lost { count: 3, tid: 7 });
+        records.take_drained();
+        assert_eq!(count_in(records.lost_warning(0, false)), 3);
+        for tid in [7, 8] {
+            records.drained.push(Drained::Lost { count: 2, tid });
+            records.take_drained();
+            assert!(
+                records.lost_warning(0, false).is_none(),
+                "said twice in a second"
+            );
+        }
+        assert_eq!(count_in(records.lost_warning(0, true)), 4);
+        assert!(
+            records.lost_warning(0, true).is_none(),
+            "nothing lost since"
+        );
+        records.lost_said = Some(Instant::now() - LOST_SAID_EVERY);
+        records.drained.push(Drained::Lost { count: 1, tid: 8 });
+        records.take_drained();
+        assert_eq!(count_in(records.lost_warning(0, false)), 1);
     }
 }
