@@ -20,7 +20,9 @@
 //!   `perf_event_paranoid` 2);
 //! - `bpf`: `--touch-stacks` cannot load the program that draws its samples (no `CAP_BPF`);
 //! - `tiny-record-ring`: `--faults records` gives each thread a ring of one page (128 records)
-//!   whose lane is woken only when it is full, so that records are lost.
+//!   whose lane is woken only when it is full, so that records are lost;
+//! - `slow-release`: under `--faults records`, the tracer waits 20 ms at a release's entry after
+//!   its read, so that other threads fault pages there that no read sees.
 
 use crate::event::SpaceId;
 
@@ -41,6 +43,7 @@ pub enum Fault {
     /// The kernel log cannot be read: OOM kills are told by the cgroups' counts alone.
     NoKernelLog,
     TinyRecordRing,
+    SlowRelease,
 }
 
 #[cfg(feature = "test-hooks")]
@@ -60,6 +63,7 @@ impl Fault {
             Fault::Bpf => "bpf",
             Fault::NoKernelLog => "no-kernel-log",
             Fault::TinyRecordRing => "tiny-record-ring",
+            Fault::SlowRelease => "slow-release",
         }
     }
 }

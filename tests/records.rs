@@ -389,3 +389,82 @@ fn without_kernel_mode_faults_the_pages_of_syscalls_are_found_without_their_thre
     // User-mode faults are still named: the stacks and heaps the threads touched.
     assert!(named_by_records(&t) > 0, "no page was named at all");
 }
+
+/// Pages made resident and dropped between two reads are written, in order: a thread writes a
+/// region page by page while the main thread discards it, and the tracer (`slow-release`) waits
+/// 20 ms at the discard's entry after its read. The pages written in that window have
+/// `record_only` lines of the writer, each among the pages it wrote while the discard ran,
+/// before the `discard` line that drops them. Writes to a region the thread may only read, and
+/// to one it may not touch that is made writable after them, fail, are recorded, and make no
+/// line at all.
+#[test]
+fn pages_made_and_dropped_between_reads_are_written_from_their_records() {
+    let t = trace_with_env(
+        &[("MEVI_TEST_FAULT", "slow-release")],
+        &RECORDS,
+        &[workload("u27_unread")],
+        HANG,
+    );
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    assert_eq!(t.verify_totals().mismatched_pages, 0, "{}", t.evidence());
+    t.assert_matches_kernel();
+    let said = |what: &str| {
+        t.stdout
+            .lines()
+            .find_map(|l| l.strip_prefix(what))
+            .unwrap_or_else(|| panic!("no {what:?} in {}", t.stdout))
+            .to_string()
+    };
+    let writer: i32 = said("writer ").parse().unwrap();
+    let (before, after): (u64, u64) = (
+        said("before ").parse().unwrap(),
+        said("after ").parse().unwrap(),
+    );
+    let refused = |what: &str| {
+        let start = u64::from_str_radix(said(what).as_str(), 16).unwrap();
+        start..start + 16 * 4096
+    };
+    let (denied, opened) = (refused("denied 0x"), refused("opened 0x"));
+    let region = &t.truth("region", "region")[0];
+    let discard = t
+        .lines
+        .iter()
+        .find(|l| matches!(l.event, Event::Discard { start, .. } if start <= region.start))
+        .map(|l| l.seq)
+        .unwrap_or_else(|| panic!("no discard of the region: {}", t.evidence()));
+    let mut unread = 0;
+    for l in &t.lines {
+        let Event::Resident {
+            tid,
+            start,
+            end,
+            by: Some(FoundBy::RecordOnly),
+            write,
+            ..
+        } = l.event
+        else {
+            continue;
+        };
+        assert!(
+            region.start <= start && end <= region.end,
+            "a record_only line outside the region: {l:?}"
+        );
+        assert_eq!(tid, Some(writer), "{l:?}");
+        assert!(write, "{l:?}");
+        assert!(l.seq < discard, "after the discard (seq {discard}): {l:?}");
+        let pages = (start - region.start) / 4096..(end - region.start) / 4096;
+        assert!(
+            before.saturating_sub(1) <= pages.start && pages.end <= after,
+            "pages {pages:?} were not written while the discard ran ({before}..{after})"
+        );
+        unread += pages.end - pages.start;
+    }
+    assert!(unread > 0, "no record_only line: {}", t.evidence());
+    for refused in [denied, opened] {
+        let nothing = t.events("resident").all(|e| match e {
+            Event::Resident { start, end, .. } => *end <= refused.start || refused.end <= *start,
+            _ => true,
+        });
+        assert!(nothing, "a failed write made a line: {}", t.evidence());
+    }
+}

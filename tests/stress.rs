@@ -10,7 +10,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use mevi_actors::event::Event;
+use mevi_actors::event::{Event, FoundBy};
 
 use mevi_actors::model::Replay;
 
@@ -66,6 +66,8 @@ struct Checked {
     skipped: u64,
     /// `resident` lines found by a scan (ranges followed by scans).
     scanned: u64,
+    /// `resident` lines written from their records alone (`--faults records`).
+    record_only: u64,
     failures: Vec<String>,
 }
 
@@ -77,6 +79,7 @@ impl Checked {
         self.mismatched += other.mismatched;
         self.skipped += other.skipped;
         self.scanned += other.scanned;
+        self.record_only += other.record_only;
         self.failures.extend(other.failures);
     }
 
@@ -125,8 +128,9 @@ fn race(case: &str, profile: &Profile) -> Checked {
                 ));
             }
             for line in &t.lines {
-                if let Event::Resident { by: Some(_), .. } = &line.event {
+                if let Event::Resident { by: Some(by), .. } = &line.event {
                     run.scanned += 1;
+                    run.record_only += u64::from(*by == FoundBy::RecordOnly);
                 }
                 if let Event::Verify {
                     checked_pages,
@@ -314,6 +318,28 @@ fn cases_under_faults_records() {
         flags: &["--faults", "records"],
     };
     every_case_found_by_reads(&profile);
+}
+
+/// Under records, with the tracer waiting 20 ms at every release's entry after its read (the
+/// `slow-release` hook), so that the racing threads make and lose pages no read sees: their
+/// `record_only` lines keep the stream equal to the kernel at every checkpoint, and there are
+/// some.
+#[test]
+fn cases_under_faults_records_with_slow_releases() {
+    let profile = Profile {
+        threads: &[8],
+        seeds: &[1],
+        millis: 300,
+        fault: Some("slow-release"),
+        flags: &["--faults", "records"],
+    };
+    let mut record_only = 0;
+    for case in ["reuse", "discard", "layout", "brk", "fixed", "free"] {
+        let c = race(case, &profile);
+        c.assert_passed();
+        record_only += c.record_only;
+    }
+    assert!(record_only > 0, "no record_only line in any case");
 }
 
 /// Every case under `profile`, each passed, and not vacuously: what was checked was found by

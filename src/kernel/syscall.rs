@@ -100,6 +100,8 @@ pub enum LayoutSyscall {
         addr: u64,
         len: u64,
         prot: u64,
+        /// A protection key other than the default: accesses may fail whatever `prot` says.
+        keyed: bool,
     },
     /// `brk(addr)`; `addr` 0 is a query. Not aligned: the kernel keeps the value as asked.
     Brk {
@@ -159,6 +161,7 @@ impl LayoutSyscall {
                 addr: a[0],
                 len: align(a[1]),
                 prot: a[2],
+                keyed: nr == libc::SYS_pkey_mprotect && a[3] as i32 != 0,
             },
             nr => LayoutSyscall::Other { nr },
         }

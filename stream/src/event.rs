@@ -140,6 +140,11 @@ pub enum FoundBy {
     /// of a page fault there names the thread (`tid`) whose fault was the first since the page
     /// was last released.
     Record,
+    /// No read found it (`--faults records`): the kernel's record of a page fault there names
+    /// the thread, and a release (the line after it) dropped the page before any read could.
+    /// Whether the fault read (the zero page) or wrote is not recorded: `write` is true, the
+    /// most the page can have been.
+    RecordOnly,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -3,6 +3,9 @@
 //! syscalls begun and ended move the fences (R2); a checkpoint sends the `verify` line on.
 
 use std::ops::Range;
+use std::time::Instant;
+
+use rangemap::RangeSet;
 
 use super::records::{Records, unrecorded};
 use super::{Dropped, Lane, LaneMessage, PagesAtExit};
@@ -37,6 +40,7 @@ impl Lane {
                 name,
                 ring,
             } => self.add_ring(pid, tid, name, ring).await,
+            LaneMessage::Unread { pages, before } => self.forward_unread(&pages, before).await,
             LaneMessage::Left { pid } => {
                 self.who.left(pid);
                 if let Some(records) = self.records.as_mut() {
@@ -151,13 +155,13 @@ impl Lane {
 
     /// Sends an observed event on, in lane order; under `--faults records`, a read's
     /// `resident` line with the threads whose faults made its pages resident (records.rs).
-    pub(super) async fn forward(&mut self, stamped: Stamped) {
+    pub(super) async fn forward(&mut self, mut stamped: Stamped) {
         let Some(records) = self.records.as_mut() else {
             return self.forward_one(stamped).await;
         };
         // The rings are drained where a record may be claimed or forgotten: before a read's
         // line, a release, and a thread's end (the rest of the time, at their watermarks).
-        let released = match &stamped.event {
+        let released = match &mut stamped.event {
             Event::Resident {
                 by: Some(FoundBy::Scan),
                 tid: None,
@@ -202,6 +206,23 @@ impl Lane {
                 records.process_made(*child);
                 [None, None]
             }
+            Event::Protect {
+                start, end, prot, ..
+            } if prot.contains('w') => {
+                records.made_writable(&(*start..*end), stamped.at);
+                [None, None]
+            }
+            // The pages written from their records alone were found too, as a scan's are.
+            Event::Unseen {
+                faults,
+                found,
+                at_most,
+                ..
+            } => {
+                *found += records.unread_pages;
+                *at_most = faults.saturating_sub(*found);
+                [None, None]
+            }
             _ => [None, None],
         };
         if released.iter().any(Option::is_some) {
@@ -211,6 +232,20 @@ impl Lane {
             }
         }
         self.forward_one(stamped).await;
+        self.say_records_lost().await;
+    }
+
+    /// `--faults records`: the pages of `pages` made resident by a recorded fault before the
+    /// release that comes next, which no read saw: written from their records, before it.
+    async fn forward_unread(&mut self, pages: &RangeSet<u64>, before: Instant) {
+        let Some(records) = self.records.as_mut() else {
+            return;
+        };
+        records.take();
+        for (event, time) in records.unread(self.space, pages, before) {
+            let at = instant_of(time).min(before);
+            self.forward_one(Stamped { at, event }).await;
+        }
         self.say_records_lost().await;
     }
 

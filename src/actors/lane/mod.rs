@@ -128,6 +128,13 @@ pub enum LaneMessage {
     /// and the messages before are taken in (docs/ordering.md, R3 and R4: a resolution across a
     /// later read of the page tables cannot be placed).
     Quiesce { done: SyncSender<()> },
+    /// `--faults records`: a release (the next line) drops `pages`, which its entry's read
+    /// found absent; a record at one of them made `before` the release began is of a page made
+    /// resident since that no read saw (records.rs, `unread`).
+    Unread {
+        pages: rangemap::RangeSet<u64>,
+        before: Instant,
+    },
     /// `--faults records`: thread `tid` of process `pid` records its page faults in `ring`
     /// from now on (sent before the thread runs in this space).
     Records {

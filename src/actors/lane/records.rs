@@ -25,6 +25,7 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use rangemap::{RangeMap, RangeSet};
 use tokio::sync::Notify;
 
 use crate::event::{Event, FoundBy, SpaceId, WarningKind};
@@ -75,6 +76,12 @@ pub(super) struct Records {
     lost_by: Vec<i32>,
     /// When the stream last said records were lost.
     lost_said: Option<Instant>,
+    /// Pages written from their records alone (`unread`): found, as a scan's are, for the
+    /// space's `unseen` line.
+    pub(super) unread_pages: u64,
+    /// Ranges an `mprotect` made writable, with when (`CLOCK_MONOTONIC`): a record there from
+    /// before may be of a write the old protection refused, which made no page.
+    writable_since: RangeMap<u64, u64>,
     /// When unclaimed records were last forgotten.
     pruned: Instant,
     /// Processes of the space whose `exit` has gone out (a `clone(CLONE_VM)` child's, before
@@ -106,6 +113,8 @@ impl Records {
             lost: 0,
             lost_by: Vec::new(),
             lost_said: None,
+            unread_pages: 0,
+            writable_since: RangeMap::new(),
             pruned: Instant::now(),
             ended: HashSet::new(),
             names,
@@ -239,11 +248,85 @@ impl Records {
         if !self.unclaimed.is_empty() && !range.is_empty() {
             self.take_made_by(range.clone(), monotonic_of(at));
         }
+        if !range.is_empty() {
+            self.writable_since.remove(range.clone());
+        }
+    }
+
+    /// `range` was made writable at `at`: no record there from before makes an unread page.
+    pub(super) fn made_writable(&mut self, range: &Range<u64>, at: Instant) {
+        if !range.is_empty() {
+            self.writable_since.insert(range.clone(), monotonic_of(at));
+        }
+    }
+
+    /// Pages of `pages` that a release is about to drop, which no read found present: the
+    /// first record at each made before `before` (the release had not begun then) is of a fault
+    /// that made it resident and that no read saw. Their `resident` lines (`by` `record_only`),
+    /// in runs of one thread's adjacent pages, each with its latest record's time, in time
+    /// order; the space's count of such pages grows by theirs.
+    pub(super) fn unread(
+        &mut self,
+        space: SpaceId,
+        pages: &RangeSet<u64>,
+        before: Instant,
+    ) -> Vec<(Event, u64)> {
+        let before = monotonic_of(before);
+        let mut runs: Vec<(Range<u64>, Toucher)> = Vec::new();
+        for range in pages.iter() {
+            if self.unclaimed.is_empty() {
+                break;
+            }
+            // In page order, and by time within a page: the first of each page is its earliest
+            // (of those made while it was writable).
+            let mut taken = self.take_made_by(range.clone(), before);
+            taken.retain(|(page, t)| t.time >= self.writable_since.get(page).copied().unwrap_or(0));
+            taken.dedup_by_key(|(page, _)| *page);
+            for (page, whose) in taken {
+                if self.ended.contains(&whose.pid) {
+                    continue;
+                }
+                let key = |t: &Toucher| (t.pid, t.tid, t.selected);
+                match runs.last_mut() {
+                    Some((run, last)) if run.end == page && key(last) == key(&whose) => {
+                        run.end = page + self.page_size;
+                        last.time = last.time.max(whose.time);
+                    }
+                    _ => runs.push((page..page + self.page_size, whose)),
+                }
+            }
+        }
+        self.unread_pages += runs
+            .iter()
+            .map(|(run, _)| (run.end - run.start) / self.page_size)
+            .sum::<u64>();
+        runs.sort_by_key(|(_, whose)| whose.time);
+        runs.into_iter()
+            .map(|(run, whose)| {
+                let event = Event::Resident {
+                    pid: whose.pid,
+                    tid: Some(whose.tid),
+                    space,
+                    start: run.start,
+                    end: run.end,
+                    write: true,
+                    faults: (run.end - run.start) / self.page_size,
+                    writer: None,
+                    by: Some(FoundBy::RecordOnly),
+                    huge: false,
+                    site: None,
+                    sampled: 0,
+                    from: None,
+                    withheld: !whose.selected,
+                };
+                (event, whose.time)
+            })
+            .collect()
     }
 
     /// Takes out the records at the pages of `range` made by `before` (a read claims the
     /// earliest of them; a release forgets them all).
-    fn take_made_by(&mut self, range: Range<u64>, before: u64) -> Vec<Toucher> {
+    fn take_made_by(&mut self, range: Range<u64>, before: u64) -> Vec<(u64, Toucher)> {
         let keys: Vec<(u64, u64)> = self
             .unclaimed
             .range((range.start, 0)..(range.end, 0))
@@ -251,7 +334,7 @@ impl Records {
             .map(|(&key, _)| key)
             .collect();
         keys.into_iter()
-            .filter_map(|key| self.unclaimed.remove(&key))
+            .filter_map(|key| Some((key.0, self.unclaimed.remove(&key)?)))
             .collect()
     }
 
@@ -300,6 +383,7 @@ impl Records {
             let whose = self
                 .take_made_by(looked, before)
                 .into_iter()
+                .map(|(_, t)| t)
                 .min_by_key(|t| t.time)
                 .filter(|t| !self.ended.contains(&t.pid));
             let key = |t: &Toucher| (t.pid, t.tid, t.selected);
@@ -530,5 +614,53 @@ mod tests {
         records.drained.push(Drained::Lost { count: 1, tid: 8 });
         records.take_drained();
         assert_eq!(count_in(records.lost_warning(0, false)), 1);
+    }
+
+    /// A release's unread pages take each page's earliest record made before the release
+    /// began and, where an `mprotect` made the page writable, after that: runs of one thread's
+    /// adjacent pages, in time order; the rest is left for the release to forget.
+    #[tokio::test]
+    async fn unread_pages_are_written_from_their_earliest_record_before_the_release() {
+        let mut records = Records::new(P, Arc::new(Notify::new()), None).unwrap();
+        let now = Instant::now();
+        let began = monotonic_of(now);
+        touched(&mut records, 0, 10, began - 3 * MS);
+        touched(&mut records, 0, 11, began - 2 * MS);
+        touched(&mut records, P, 10, began - MS);
+        touched(&mut records, 2 * P, 12, began - 4 * MS);
+        // After the release began: of a fault that may have failed on the hole.
+        touched(&mut records, 3 * P, 12, began + MS);
+        // Made writable after this record: the write it was of may have been refused.
+        touched(&mut records, 4 * P, 13, began - 5 * MS);
+        records.made_writable(&(4 * P..5 * P), now - Duration::from_millis(4));
+        let pages: RangeSet<u64> = std::iter::once(0..5 * P).collect();
+        let lines: Vec<(u64, u64, Option<i32>, u64)> = records
+            .unread(0, &pages, now)
+            .into_iter()
+            .map(|(e, time)| match e {
+                Event::Resident {
+                    start,
+                    end,
+                    tid,
+                    by: Some(FoundBy::RecordOnly),
+                    write: true,
+                    ..
+                } => (start, end, tid, time),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            lines,
+            vec![
+                (2 * P, 3 * P, Some(12), began - 4 * MS),
+                (0, 2 * P, Some(10), began - MS)
+            ]
+        );
+        assert_eq!(records.unread_pages, 3);
+        assert_eq!(
+            records.unclaimed.len(),
+            1,
+            "only the record after the release began"
+        );
     }
 }

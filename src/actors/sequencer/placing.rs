@@ -89,12 +89,13 @@ impl Placing {
     }
 }
 
-/// A read's line named by a record: it has the fault's time, earlier than the read's.
+/// A line named by a record (a read's, or one no read found): it has the fault's time,
+/// earlier than the read's or the release's.
 fn is_placed_by_its_record(event: &Event) -> bool {
     matches!(
         event,
         Event::Resident {
-            by: Some(FoundBy::Record),
+            by: Some(FoundBy::Record | FoundBy::RecordOnly),
             ..
         }
     )

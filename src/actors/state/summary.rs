@@ -44,7 +44,7 @@ pub fn human_summary(
         let found = match &totals.unseen {
             None => format!("{} first touches", totals.faults),
             Some(u) => format!(
-                "{}scans found {} faults' pages (a huge page as one); at most {} pages came and \
+                "{}{} found {} faults' pages (a huge page as one); at most {} pages came and \
                  went between scans unseen ({} minor faults by the kernel's count, file and \
                  copy-on-write ones included)",
                 if records {
@@ -54,6 +54,13 @@ pub fn human_summary(
                     )
                 } else {
                     String::new()
+                },
+                // Under records, pages made and dropped between two scans are found by their
+                // records alone.
+                if records {
+                    "scans and records"
+                } else {
+                    "scans"
                 },
                 u.found,
                 u.at_most,

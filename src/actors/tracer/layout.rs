@@ -9,6 +9,7 @@ use rangemap::RangeSet;
 use super::mappings::{MapAt, NewMapping};
 use super::scans::Running;
 use super::shadow::Marks;
+use super::unread::Unread;
 use super::{AtExit, BegunLayout, Tracer};
 use crate::actors::lane::{Dropped, LaneMessage, PagesAtExit};
 use crate::actors::sequencer::Stamped;
@@ -90,13 +91,14 @@ impl Tracer {
             }
             call => self.unregister_source(tid, call),
         });
+        let mut unread = None;
         if let Some(call) = entry {
             // Ranges followed by scans: those it turns to scans, and pages it may release.
             self.scans_instead(tid, call);
-            self.scan_before(tid, &call);
+            unread = self.scan_before(tid, &call);
         }
         if let Some(thread) = self.threads.get_mut(&tid) {
-            thread.syscalls.begin_layout(entry, unregistered);
+            thread.syscalls.begin_layout(entry, unregistered, unread);
         }
         // The lane holds back faults behind a layout change until the syscalls begun before it
         // have ended (docs/ordering.md); a space with no userfaultfd has no fault to hold.
@@ -164,6 +166,7 @@ impl Tracer {
             call,
             raced,
             unregistered,
+            unread,
         }) = self
             .threads
             .get_mut(&tid)
@@ -185,7 +188,11 @@ impl Tracer {
             partly_done,
             changed,
             mut read_again,
-        } = self.report_syscall_exit(by, call, unregistered.is_some());
+        } = {
+            // A release another's report raced is described again, which forgets its records.
+            let unread = unread.filter(|_| raced.is_empty());
+            self.report_syscall_exit(by, call, unregistered.is_some(), unread)
+        };
         if let Some(source) = unregistered
             && failed
         {
@@ -237,6 +244,7 @@ impl Tracer {
         by: By,
         call: LayoutSyscall,
         unregistered: bool,
+        unread: Option<Unread>,
     ) -> ExitReport {
         let nothing = ExitReport::default();
         let ret = match syscall::exit_value(by.tid) {
@@ -294,12 +302,16 @@ impl Tracer {
                 fd,
                 ..
             } => {
-                add(rval..rval.saturating_add(len));
-                self.on_mmap(by, rval..rval.saturating_add(len), prot, flags, fd);
+                let range = rval..rval.saturating_add(len);
+                add(range.clone());
+                // Placed over a mapping (`MAP_FIXED`): its pages are dropped first.
+                self.send_unread(by.space, unread, &range, &[]);
+                self.on_mmap(by, range, prot, flags, fd);
             }
             LayoutSyscall::Munmap { addr, len } => {
                 let range = addr..addr.saturating_add(len);
                 add(range.clone());
+                self.send_unread(by.space, unread, &range, &[]);
                 if let Some(s) = self.spaces.get_mut(&by.space) {
                     s.shadow.forget(range.clone());
                 }
@@ -371,7 +383,13 @@ impl Tracer {
                     },
                 );
             }
-            LayoutSyscall::Brk { .. } => self.on_brk(by, rval),
+            LayoutSyscall::Brk { .. } => {
+                // A shrink drops the heap's pages above the new break.
+                let heap_top = self.spaces.get(&by.space).map_or(0, |s| s.brk);
+                let released = self.page_align(rval)..self.page_align(heap_top);
+                self.send_unread(by.space, unread, &released, &[]);
+                self.on_brk(by, rval)
+            }
             LayoutSyscall::Madvise {
                 addr,
                 len,
@@ -380,7 +398,7 @@ impl Tracer {
             } => {
                 let range = addr..addr.saturating_add(len);
                 add(range.clone());
-                self.on_discard(by, range.clone(), advice);
+                self.on_discard(by, range.clone(), advice, unread);
                 if advice == DiscardAdvice::PageOut && !range.is_empty() {
                     // What it wrote to swap is known now, exactly (a length of 0 wrote none).
                     let range: RangeSet<u64> = std::iter::once(range).collect();
@@ -393,8 +411,15 @@ impl Tracer {
                 lazy_free: true,
                 ..
             } => self.on_lazy_free(by, addr..addr.saturating_add(len)),
-            LayoutSyscall::Mprotect { addr, len, prot } => {
+            LayoutSyscall::Mprotect {
+                addr,
+                len,
+                prot,
+                keyed,
+            } => {
                 let range = protected_range(by.pid, addr..addr.saturating_add(len), prot);
+                let writable = prot & libc::PROT_WRITE as u64 != 0 && !keyed;
+                self.note_protection(by.space, range.clone(), writable);
                 self.observed(
                     by.space,
                     Event::Protect {
@@ -563,6 +588,10 @@ impl Tracer {
         if new > old {
             let present = at_exit.as_ref().map_or(&[][..], |a| &a.present[..]);
             space.shadow.described(old..new, at_exit.is_some(), present);
+            if space.records_at_stops() {
+                // The heap is read and write.
+                space.shadow.add(old..new, Marks::WRITABLE);
+            }
         }
         let scanned = shrunk_scanned || follow == Some(Follow::Scans);
         let event = Event::Brk {
@@ -592,7 +621,13 @@ impl Tracer {
     /// `madvise` dropped pages: the lane finds which, from the pages absent now. If they cannot
     /// be read, the range is described again, untracked: its pages are unknown, never "all
     /// dropped" (the warning says so).
-    fn on_discard(&mut self, by: By, range: Range<u64>, advice: DiscardAdvice) {
+    fn on_discard(
+        &mut self,
+        by: By,
+        range: Range<u64>,
+        advice: DiscardAdvice,
+        unread: Option<Unread>,
+    ) {
         let at = Instant::now();
         let Some(space) = self.spaces.get(&by.space) else {
             return;
@@ -618,6 +653,11 @@ impl Tracer {
                 }
             },
         };
+        self.send_unread(by.space, unread, &range, &at_exit.present);
+        if advice == DiscardAdvice::GuardInstall {
+            // A fault there raises SIGSEGV from now on: its record made no page.
+            self.note_protection(by.space, range.clone(), false);
+        }
         if let Some(space) = self.spaces.get(&by.space) {
             space.lane.send(LaneMessage::Discard {
                 pid: by.pid,

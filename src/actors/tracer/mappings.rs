@@ -213,6 +213,8 @@ impl Tracer {
             return false;
         };
         space.shadow.described(range.clone(), tracked, present);
+        let writable = tracked && mapping.prot.contains('w');
+        let described = range.clone();
         let event = Event::Map {
             pid,
             tid,
@@ -236,6 +238,7 @@ impl Tracer {
             }),
             None => space.lane.observed(event),
         }
+        self.note_protection(space_id, described, writable);
         tracked
     }
 

@@ -23,7 +23,8 @@
 //! `spaces.rs` makes address spaces (injection, registration, snapshots); `mappings.rs` writes
 //! a mapping to its lane and follows it (registered, or by scans); `shadow.rs` is each space's
 //! shadow of what it follows (scanned, seen, stacks, tracked, swapped, ...); `scans.rs`,
-//! `stack_growth.rs` and `unseen.rs` follow pages by page-table scans; `attach.rs` is `attach`;
+//! `stack_growth.rs` and `unseen.rs` follow pages by page-table scans; `unread.rs` the pages
+//! recorded and released between two of them (`--faults records`); `attach.rs` is `attach`;
 //! `rss.rs` the `rss` lines; `shared.rs` frames shared since a fork (`unshared` lines);
 //! `pressure.rs` what the kernel takes away unasked; `checkpoints.rs` is `--verify`;
 //! `namespaces.rs` tells lanes the ids of threads in a child PID namespace; `records.rs` gives
@@ -50,6 +51,7 @@ mod spaces;
 mod stack_growth;
 mod stacks;
 mod thread;
+mod unread;
 mod unseen;
 mod untaken;
 mod woken;

@@ -10,6 +10,7 @@ use std::time::Instant;
 use rangemap::RangeSet;
 
 use super::shadow::{Marks, Shadow};
+use super::unread::Unread;
 use super::{COST_FACTOR, Tracer, next_read};
 use crate::event::{Event, FoundBy, SpaceId};
 use crate::kernel::procfs;
@@ -128,6 +129,9 @@ impl Tracer {
         let Some((_, space)) = self.space_of(tid) else {
             return;
         };
+        if advice == HugeAdvice::Advise {
+            self.note_huge_advice(space, range.clone());
+        }
         let sample = self.config.sample;
         let Some(s) = self.spaces.get_mut(&space) else {
             return;
@@ -216,17 +220,22 @@ impl Tracer {
 
     /// A syscall about to release part of a range followed by scans (unmap, discard, move, map
     /// over): the pages there now are reported first, so that a page present until the release
-    /// is not lost. Read while its thread is stopped at the syscall's entry.
-    pub(super) fn scan_before(&mut self, tid: i32, call: &LayoutSyscall) {
-        let Some((pid, space)) = self.space_of(tid) else {
-            return;
-        };
-        let changes = self.may_change(space, call);
-        if !changes.is_empty() && self.has_scanned(space) {
-            // It may unmap, discard or move part of a stack's growth not written yet.
-            self.find_stack_growth(pid, space);
-            self.scan(pid, space, &changes, Running::OthersMayRun);
+    /// is not lost. Read while its thread is stopped at the syscall's entry; under `--faults
+    /// records`, what the read found absent where a fault would make a page (unread.rs).
+    pub(super) fn scan_before(&mut self, tid: i32, call: &LayoutSyscall) -> Option<Unread> {
+        let (pid, space) = self.space_of(tid)?;
+        let mut changes = self.may_change(space, call);
+        if changes.is_empty() || !self.has_scanned(space) {
+            return None;
         }
+        // It may unmap, discard or move part of a stack's growth not written yet.
+        self.find_stack_growth(pid, space);
+        self.scan(pid, space, &changes, Running::OthersMayRun);
+        // Not read: what another thread's begun syscall may be changing.
+        for r in self.begun_may_change(space).iter() {
+            changes.remove(r.clone());
+        }
+        self.unread_at_entry(space, call, &changes)
     }
 
     /// An `execve` about to run: if it succeeds, the space's mm is gone by its first stop after,

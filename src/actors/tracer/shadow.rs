@@ -40,9 +40,16 @@ impl Marks {
     /// A shared page the last timed read found of the space's own, not written yet: a timed
     /// read writes a page only when the one before found it so too (shared.rs).
     pub(super) const EXCLUSIVE_SEEN: Marks = Marks(1 << 8);
+    /// `--faults records`: a tracked range whose protection lets a fault there make a page
+    /// (writable, no protection key), and so a record there a page resident (unread).
+    pub(super) const WRITABLE: Marks = Marks(1 << 9);
+    /// `--faults records`: advised `MADV_HUGEPAGE`, where one fault may make a huge page.
+    pub(super) const HUGE_ADVISED: Marks = Marks(1 << 10);
 
     /// What scans keep.
     const SCANS: Marks = Marks(Self::SCANNED.0 | Self::SEEN.0 | Self::STACK.0);
+    /// What the mappings' protection and advice keep.
+    const LAYOUT: Marks = Marks(Self::WRITABLE.0 | Self::HUGE_ADVISED.0);
     /// What the stream's tracking keeps.
     const PRESSURE: Marks =
         Marks(Self::TRACKED.0 | Self::LEFT_OUT.0 | Self::SWAPPED.0 | Self::LAZY.0 | Self::SHARED.0);
@@ -78,7 +85,7 @@ fn clip(r: &Range<u64>, range: &Range<u64>) -> Range<u64> {
 }
 
 /// How many marks a set can hold.
-const MARKS: usize = 9;
+const MARKS: usize = 11;
 
 /// One space's shadow.
 #[derive(Clone, Debug, Default)]
@@ -206,7 +213,12 @@ impl Shadow {
     /// there), every tracked page shared with its parent. Nothing seen yet; what was in swap is
     /// described as resident, and found in swap again by the next look.
     pub(super) fn inheriting(parent: &Shadow) -> Shadow {
-        let kept = Marks::SCANNED | Marks::STACK | Marks::TRACKED | Marks::LEFT_OUT | Marks::LAZY;
+        let kept = Marks::SCANNED
+            | Marks::STACK
+            | Marks::TRACKED
+            | Marks::LEFT_OUT
+            | Marks::LAZY
+            | Marks::LAYOUT;
         let mut child = Shadow::default();
         for (r, m) in parent.marks.iter() {
             let mut marks = m.only(kept);
@@ -256,7 +268,7 @@ impl Shadow {
 
     /// `range` is no longer mapped: nothing of it is followed any more.
     pub(super) fn forget(&mut self, range: Range<u64>) {
-        self.remove(range, Marks::SCANS | Marks::PRESSURE);
+        self.remove(range, Marks::SCANS | Marks::PRESSURE | Marks::LAYOUT);
     }
 
     /// `range` is no longer followed by scans.
@@ -334,8 +346,8 @@ impl Shadow {
             .and_then(|last| self.marks.get(&last).copied())
             .unwrap_or_default();
         let carried = match scanned {
-            true => Marks::SCANS | Marks::PRESSURE,
-            false => Marks::PRESSURE,
+            true => Marks::SCANS | Marks::PRESSURE | Marks::LAYOUT,
+            false => Marks::PRESSURE | Marks::LAYOUT,
         };
         let pieces: Vec<(Range<u64>, Marks)> = self
             .marks
@@ -350,7 +362,7 @@ impl Shadow {
             ),
             false => self.forget(old.clone()),
         }
-        self.remove(new.clone(), Marks::PRESSURE);
+        self.remove(new.clone(), Marks::PRESSURE | Marks::LAYOUT);
         match (scanned, remap.in_place()) {
             // In place, a range not followed by scans grew into free space.
             (false, true) => self.forget_scanned(old.end.min(new.end)..new.end),
@@ -364,6 +376,7 @@ impl Shadow {
             if tail.has(Marks::SCANNED) {
                 marks = marks | tail.only(Marks::SCANNED | Marks::STACK);
             }
+            marks = marks | tail.only(Marks::LAYOUT);
             if tail.has(Marks::TRACKED) {
                 marks = marks | Marks::TRACKED;
             } else if tail.has(Marks::LEFT_OUT) {
@@ -386,6 +399,44 @@ impl Shadow {
                 self.forget_scanned(part.clone());
             }
         }
+    }
+
+    /// `--faults records`: the pages of `within` a recorded fault would have made resident, which
+    /// the stream does not have: followed by scans, tracked and writable, not seen, in swap,
+    /// freed lazily nor shared with another space, and (`huge_advised_too` false) not advised
+    /// huge pages, whose one fault may have made a whole frame.
+    pub(super) fn unread(&self, within: &RangeSet<u64>, huge_advised_too: bool) -> RangeSet<u64> {
+        let mut pages = self.within_set(Marks::SCANNED, within);
+        for mark in [Marks::TRACKED, Marks::WRITABLE] {
+            let without: Vec<Range<u64>> =
+                pages.iter().flat_map(|r| self.gaps_of(mark, r)).collect();
+            for r in without {
+                pages.remove(r);
+            }
+        }
+        let mut not = Marks::SEEN | Marks::SWAPPED | Marks::LAZY | Marks::SHARED;
+        if !huge_advised_too {
+            not = not | Marks::HUGE_ADVISED;
+        }
+        let taken: Vec<Range<u64>> = pages
+            .iter()
+            .flat_map(|r| {
+                self.marks
+                    .overlapping(r)
+                    .filter(|(_, m)| m.has(not))
+                    .map(|(p, _)| clip(p, r))
+            })
+            .collect();
+        for r in taken {
+            pages.remove(r);
+        }
+        pages
+    }
+
+    /// The parts of `range` without `mark`.
+    fn gaps_of(&self, mark: Marks, range: &Range<u64>) -> Vec<Range<u64>> {
+        let with: RangeSet<u64> = self.within(mark, range).into_iter().collect();
+        with.gaps(range).collect()
     }
 
     /// The pages followed by scans that no scan found yet: not resident in the stream.
@@ -449,6 +500,31 @@ mod tests {
         s.moved(&remap((0x10, 0x20), (0x40, 0x58)), false);
         assert_eq!(s.ranges(Marks::SCANNED), set(&[(0x40, 0x58)]));
         assert_eq!(s.ranges(Marks::SEEN), set(&[(0x41, 0x42), (0x4f, 0x50)]));
+    }
+
+    /// What a recorded fault surely made and the stream does not have: tracked, writable,
+    /// followed by scans, and neither seen, in swap, freed lazily, shared nor advised huge
+    /// pages (unless the policy makes none); moved, the marks go along.
+    #[test]
+    fn unread_pages_are_those_a_fault_surely_made_that_the_stream_has_not() {
+        let mut s = scanned(&[(0x10, 0x40)], &[]);
+        s.described(0x10 * P..0x40 * P, true, &[]);
+        s.add(0x10 * P..0x38 * P, Marks::WRITABLE);
+        s.scanned_as(0x10 * P..0x40 * P, &pages(&[(0x10, 0x12)]));
+        s.add(0x14 * P..0x15 * P, Marks::SWAPPED);
+        s.add(0x16 * P..0x17 * P, Marks::SHARED);
+        s.add(0x18 * P..0x20 * P, Marks::HUGE_ADVISED);
+        let all = set(&[(0, 0x100)]);
+        let unread = set(&[(0x12, 0x14), (0x15, 0x16), (0x17, 0x18), (0x20, 0x38)]);
+        assert_eq!(s.unread(&all, false), unread);
+        let mut with_huge = unread.clone();
+        with_huge.insert(0x18 * P..0x20 * P);
+        assert_eq!(s.unread(&all, true), with_huge);
+        s.moved(&remap((0x20, 0x40), (0x80, 0xa0)), false);
+        assert_eq!(
+            s.unread(&all, false),
+            set(&[(0x12, 0x14), (0x15, 0x16), (0x17, 0x18), (0x80, 0x98)])
+        );
     }
 
     #[test]

@@ -111,6 +111,18 @@ impl Space {
         }
     }
 
+    /// Whether its faults are recorded and its layout syscalls stopped at (`run --faults
+    /// records`; not `attach`'s, whose releases no read comes before).
+    pub(super) fn records_at_stops(&self) -> bool {
+        match self.following {
+            Following::Records => true,
+            Following::Sampled { .. }
+            | Following::Faults { .. }
+            | Following::Scans
+            | Following::Nothing => false,
+        }
+    }
+
     /// What an attached space (whose layout is sampled, not stopped at) was last sampled as.
     pub(super) fn sampled(&self) -> Option<&Sampled> {
         match &self.following {

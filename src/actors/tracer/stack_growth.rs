@@ -57,6 +57,9 @@ impl Tracer {
                 false => {
                     s.shadow.add(grown.clone(), Marks::STACK | Marks::SCANNED);
                     s.shadow.described(grown.clone(), true, &[]);
+                    if s.records_at_stops() && vma.prot.rwx().contains('w') {
+                        s.shadow.add(grown.clone(), Marks::WRITABLE);
+                    }
                 }
             }
             s.lane.observed(Event::Map {

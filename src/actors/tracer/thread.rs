@@ -6,6 +6,7 @@ use std::ops::Range;
 
 use rangemap::RangeSet;
 
+use super::unread::Unread;
 use super::{lending, spaces};
 use crate::event::SpaceId;
 use crate::kernel::syscall::LayoutSyscall;
@@ -220,10 +221,14 @@ impl Syscalls {
         &mut self,
         call: Option<LayoutSyscall>,
         unregistered: Option<Range<u64>>,
+        unread: Option<Unread>,
     ) {
         self.serial += 1;
         self.at_exit = match call {
-            Some(call) => AtExit::Layout(BegunLayout::new(call, unregistered)),
+            Some(call) => AtExit::Layout(BegunLayout {
+                unread,
+                ..BegunLayout::new(call, unregistered)
+            }),
             None => AtExit::Nothing,
         };
     }
@@ -386,6 +391,9 @@ pub(super) struct BegunLayout {
     /// kernel would refuse or never finish while registered: escapes.rs), registered again at
     /// its exit.
     pub(super) unregistered: Option<Range<u64>>,
+    /// `--faults records`: what its entry's read found absent where a fault would make a page,
+    /// if it drops pages (unread.rs).
+    pub(super) unread: Option<Unread>,
 }
 
 impl BegunLayout {
@@ -395,6 +403,7 @@ impl BegunLayout {
             call,
             raced: RangeSet::new(),
             unregistered,
+            unread: None,
         }
     }
 }
@@ -459,7 +468,7 @@ mod tests {
             addr: 0x1000,
             len: 0x1000,
         };
-        syscalls.begin_layout(Some(call), None);
+        syscalls.begin_layout(Some(call), None, None);
         syscalls.next_syscall();
         assert_eq!(syscalls.layout_call(), Some(call));
         assert!(syscalls.take_reclaim().is_none() && syscalls.layout_call().is_some());

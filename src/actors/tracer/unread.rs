@@ -1,0 +1,128 @@
+//! `--faults records`: pages made resident and released between two reads. A release (unmap,
+//! discard, a mapping or heap placed over, a heap shrink) is read at its entry while the other
+//! threads run (scans.rs, `scan_before`): a page they fault between that read and the release is
+//! never read, but its fault was recorded. The pages the read found absent, where a fault would
+//! have made a page, go to the lane with the release, which writes those with a record made
+//! before the release began (`by` `record_only`), then the release (docs/ordering.md, "Fault
+//! records"). What a fault may have made cannot be told from its record where it may have made
+//! a huge page, or where it may have failed (no write permission, a protection key, a guard
+//! region): there nothing is written, and the page stays in `unseen`'s count.
+
+use std::ops::Range;
+use std::time::Instant;
+
+use rangemap::RangeSet;
+
+use super::Tracer;
+use super::shadow::Marks;
+use crate::actors::lane::LaneMessage;
+use crate::event::SpaceId;
+use crate::kernel::syscall::{DiscardAdvice, LayoutSyscall};
+use crate::kernel::thp::ThpPolicy;
+use crate::test_hooks::{self, Fault};
+
+/// What a release's entry read found absent where a fault would have made a page, and when the
+/// release had not begun yet (its thread was still stopped at its entry).
+#[derive(Debug)]
+pub(super) struct Unread {
+    pages: RangeSet<u64>,
+    before: Instant,
+}
+
+/// Whether `call` drops the pages it reaches (rather than moving, keeping or evicting them).
+fn releases(call: &LayoutSyscall) -> bool {
+    match call {
+        LayoutSyscall::Munmap { .. } | LayoutSyscall::Mmap { .. } | LayoutSyscall::Brk { .. } => {
+            true
+        }
+        LayoutSyscall::Madvise { discard, .. } => {
+            discard.is_some_and(|advice| advice != DiscardAdvice::PageOut)
+        }
+        LayoutSyscall::Mremap { .. }
+        | LayoutSyscall::Mprotect { .. }
+        | LayoutSyscall::UffdRegister { .. }
+        | LayoutSyscall::UffdMove { .. }
+        | LayoutSyscall::Other { .. } => false,
+    }
+}
+
+impl Tracer {
+    /// At a release's entry, right after its read of `read` (what `changes` it could read): the
+    /// pages of it the stream does not have where a fault would have made one. None outside
+    /// `--faults records`, under the `always` huge page policy (any fault may have made a huge
+    /// page), or when there are none.
+    pub(super) fn unread_at_entry(
+        &self,
+        space: SpaceId,
+        call: &LayoutSyscall,
+        read: &RangeSet<u64>,
+    ) -> Option<Unread> {
+        let s = self.spaces.get(&space)?;
+        if !s.records_at_stops() || !releases(call) || self.config.thp == ThpPolicy::Always {
+            return None;
+        }
+        if test_hooks::fails(Fault::SlowRelease, Some(space)) {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let pages = s.shadow.unread(read, self.config.thp == ThpPolicy::Never);
+        (!pages.is_empty()).then(|| Unread {
+            pages,
+            before: Instant::now(),
+        })
+    }
+
+    /// Before the line of a release of `released` goes to the lane (and before the shadow
+    /// forgets it): the pages of `unread` it dropped. Not those present at its exit (made again
+    /// after it), nor those another thread's syscall may have changed meanwhile: one begun now,
+    /// or an `mprotect` reported since that took the write permission away (a release reported
+    /// since made this one raced: it has no unread pages).
+    pub(super) fn send_unread(
+        &self,
+        space: SpaceId,
+        unread: Option<Unread>,
+        released: &Range<u64>,
+        present_at_exit: &[Range<u64>],
+    ) {
+        let (Some(Unread { pages, before }), Some(s)) = (unread, self.spaces.get(&space)) else {
+            return;
+        };
+        let reached: RangeSet<u64> = pages
+            .overlapping(released)
+            .map(|r| r.start.max(released.start)..r.end.min(released.end))
+            .collect();
+        let mut dropped = s.shadow.within_set(Marks::WRITABLE, &reached);
+        for present in present_at_exit {
+            dropped.remove(present.clone());
+        }
+        for begun in self.begun_may_change(space).iter() {
+            dropped.remove(begun.clone());
+        }
+        if !dropped.is_empty() {
+            s.lane.send(LaneMessage::Unread {
+                pages: dropped,
+                before,
+            });
+        }
+    }
+
+    /// A mapping's protection is `writable` or not over `range` from now on (`--faults records`):
+    /// only a writable one's recorded faults made pages for sure.
+    pub(super) fn note_protection(&mut self, space: SpaceId, range: Range<u64>, writable: bool) {
+        let Some(s) = self.spaces.get_mut(&space).filter(|s| s.records_at_stops()) else {
+            return;
+        };
+        if !writable {
+            return s.shadow.remove(range, Marks::WRITABLE);
+        }
+        for tracked in s.shadow.within(Marks::TRACKED, &range) {
+            s.shadow.add(tracked, Marks::WRITABLE);
+        }
+    }
+
+    /// `MADV_HUGEPAGE` over `range` (`--faults records`): a fault there may make a huge page.
+    pub(super) fn note_huge_advice(&mut self, space: SpaceId, range: Range<u64>) {
+        if let Some(s) = self.spaces.get_mut(&space).filter(|s| s.records_at_stops()) {
+            s.shadow.add(range, Marks::HUGE_ADVISED);
+        }
+    }
+}

@@ -1,0 +1,87 @@
+/*
+ * u27_unread.c - pages made resident and dropped between two reads. A thread writes the pages
+ * of a fresh region one by one; once it has written an eighth of them, the main thread
+ * discards the whole region (MADV_DONTNEED) while the writer goes on, so that the pages it
+ * writes between the tracer's read at the discard's entry and the discard are never read.
+ * Then the writer writes a region it may only read and one it may not touch: each write faults,
+ * fails (SIGSEGV, caught) and is recorded; the main thread unmaps the first, and makes the
+ * second writable before it unmaps it. Prints "writer TID", "before N" and "after N" (how many
+ * pages it had written when the discard began and when it returned), "denied ADDR" and
+ * "opened ADDR", then its truth ("region": what it wrote after the discard).
+ */
+#include "truth.h" /* first: defines _GNU_SOURCE */
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#define PAGES 32768
+#define DENIED_PAGES 16
+
+static char *region;
+static char *denied;
+static char *opened;
+static atomic_long written;
+static atomic_int writer;
+static sigjmp_buf back;
+
+static void on_segv(int sig)
+{
+    (void)sig;
+    siglongjmp(back, 1);
+}
+
+static void *write_them(void *arg)
+{
+    (void)arg;
+    atomic_store(&writer, (int)gettid());
+    volatile char *b = region;
+    for (long i = 0; i < PAGES; i++) {
+        b[i * TRUTH_PAGE] = 1;
+        atomic_store(&written, i + 1);
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_segv;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGSEGV, &sa, NULL) != 0)
+        truth_die("sigaction");
+    for (volatile int i = 0; i < 2 * DENIED_PAGES; i++) {
+        char *page = i < DENIED_PAGES ? denied + i * TRUTH_PAGE
+                                      : opened + (i - DENIED_PAGES) * TRUTH_PAGE;
+        if (sigsetjmp(back, 1) == 0)
+            *(volatile char *)page = 1;
+    }
+    signal(SIGSEGV, SIG_DFL);
+    return NULL;
+}
+
+int main(void)
+{
+    region = truth_mmap_anon(PAGES, PROT_READ | PROT_WRITE, 0);
+    denied = truth_mmap_anon(DENIED_PAGES, PROT_READ, 0);
+    opened = truth_mmap_anon(DENIED_PAGES, PROT_NONE, 0);
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, write_them, NULL) != 0)
+        truth_die("pthread_create");
+    struct timespec pause = {0, 50 * 1000};
+    while (atomic_load(&written) < PAGES / 8)
+        nanosleep(&pause, NULL);
+    long before = atomic_load(&written);
+    if (madvise(region, PAGES * TRUTH_PAGE, MADV_DONTNEED) != 0)
+        truth_die("madvise");
+    long after = atomic_load(&written);
+    pthread_join(thread, NULL);
+    if (munmap(denied, DENIED_PAGES * TRUTH_PAGE) != 0)
+        truth_die("munmap denied");
+    if (mprotect(opened, DENIED_PAGES * TRUTH_PAGE, PROT_READ | PROT_WRITE) != 0)
+        truth_die("mprotect opened");
+    if (munmap(opened, DENIED_PAGES * TRUTH_PAGE) != 0)
+        truth_die("munmap opened");
+    printf("writer %d\nbefore %ld\nafter %ld\ndenied %p\nopened %p\n", atomic_load(&writer),
+           before, after, (void *)denied, (void *)opened);
+    fflush(stdout);
+    truth_region("region", region, PAGES);
+    truth_finish(0);
+}
