@@ -591,7 +591,10 @@ fn attached_pages_have_the_thread_that_wrote_them() {
     }
     let mut target = Target::start();
     let pid = target.pid;
-    target.ask(&["worker", "worker", "map 64"]);
+    // A fence below r0, so that no mapping made while attached (the new threads' stacks) joins
+    // it: a sample would describe the joined mapping again, with the pages written before as
+    // its state (no thread), before a scan could find them.
+    target.ask(&["worker", "worker", "map 64", "fence 0"]);
     let mut attached = Attached::start(&pid.to_string(), &["-f", "--verify-every", "20"]);
     // A sample has begun: every thread's ring was opened before the trace's first.
     attached.wait_for_a_sample_of(pid);

@@ -12,6 +12,9 @@
  *                    K-th page F+K of region I, say their
  *                    tids, and exit; the parent joins them   -> tid T page P..., ok threads
  *   map N            mmap N pages (region rI, I from 0)      -> ok map rI
+ *   fence I          mmap a page PROT_NONE just below region
+ *                    I (unless something is there): no later
+ *                    mapping joins the region from below     -> ok fence
  *   touch I F N      write pages F..F+N-1 of region I        -> ok touch
  *   discard I F N    MADV_DONTNEED them                      -> ok discard
  *   unmap I F N      munmap them (the region keeps its name) -> ok unmap
@@ -305,6 +308,16 @@ int main(void)
             char *start = pages_of(&p, &len);
             threads_each_writing_a_page(start, len);
             reply("ok threads");
+        } else if (strcmp(word, "fence") == 0) {
+            unsigned long i = next_number(&p);
+            if (i >= (unsigned long)regions)
+                truth_die("fence: no such region");
+            void *below = region_base[i] - TRUTH_PAGE;
+            void *got = mmap(below, TRUTH_PAGE, PROT_NONE,
+                             MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+            if (got == MAP_FAILED && errno != EEXIST)
+                truth_die("mmap(fence)");
+            reply("ok fence");
         } else if (strcmp(word, "map") == 0) {
             map_region(next_number(&p));
             snprintf(line, sizeof line, "ok map r%d", regions - 1);
