@@ -250,6 +250,17 @@ pub fn is_thread_of(pid: i32, tid: i32) -> bool {
     unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, 0) == 0 }
 }
 
+/// At a signal-delivery-stop of SIGSEGV or SIGBUS: the address of the access the kernel refused,
+/// if the kernel raised it for a fault (a positive `si_code`: not `kill`, `tgkill` or `sigqueue`,
+/// whose `si_addr` means nothing).
+pub fn refused_access(tid: i32) -> Result<Option<u64>, Errno> {
+    let info = ptrace::getsiginfo(Pid::from_raw(tid))?;
+    let fault = matches!(info.si_signo, libc::SIGSEGV | libc::SIGBUS) && info.si_code > 0;
+    // SAFETY: for SIGSEGV and SIGBUS raised by the kernel (`si_code` > 0), the union's
+    // `_sigfault` member is the one set, and `si_addr` reads that member's first field.
+    Ok(fault.then(|| unsafe { info.si_addr() } as u64))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

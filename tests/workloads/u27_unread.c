@@ -3,18 +3,27 @@
  * of a fresh region one by one; once it has written an eighth of them, the main thread
  * discards the whole region (MADV_DONTNEED) while the writer goes on, so that the pages it
  * writes between the tracer's read at the discard's entry and the discard are never read.
- * Then the writer writes a region it may only read and one it may not touch: each write faults,
- * fails (SIGSEGV, caught) and is recorded; the main thread unmaps the first, and makes the
- * second writable before it unmaps it. Prints "writer TID", "before N" and "after N" (how many
- * pages it had written when the discard began and when it returned), "denied ADDR" and
- * "opened ADDR", then its truth ("region": what it wrote after the discard).
+ * Then the writer writes regions where every write faults, fails (SIGSEGV, caught) and is
+ * recorded: one it may only read, one it may not touch that the main thread makes writable
+ * after, one of guard pages (MADV_GUARD_INSTALL) made writable before, and one of guard pages
+ * put there by process_madvise, which stops no tracer; the main thread then unmaps them all.
+ * Prints "writer TID", "before N" and "after N" (how many pages it had written when the
+ * discard began and when it returned), "denied ADDR", "opened ADDR", "guarded ADDR" and
+ * "madvised ADDR" (0 where the kernel has no guard pages), then its truth ("region": what it
+ * wrote after the discard).
  */
 #include "truth.h" /* first: defines _GNU_SOURCE */
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
+
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102
+#endif
 
 #define PAGES 32768
 #define DENIED_PAGES 16
@@ -22,6 +31,7 @@
 static char *region;
 static char *denied;
 static char *opened;
+static char *refused[4]; /* denied, opened, guarded, madvised: NULL where none */
 static atomic_long written;
 static atomic_int writer;
 static sigjmp_buf back;
@@ -47,11 +57,12 @@ static void *write_them(void *arg)
     sigemptyset(&sa.sa_mask);
     if (sigaction(SIGSEGV, &sa, NULL) != 0)
         truth_die("sigaction");
-    for (volatile int i = 0; i < 2 * DENIED_PAGES; i++) {
-        char *page = i < DENIED_PAGES ? denied + i * TRUTH_PAGE
-                                      : opened + (i - DENIED_PAGES) * TRUTH_PAGE;
+    for (volatile int i = 0; i < 4 * DENIED_PAGES; i++) {
+        char *base = refused[i / DENIED_PAGES];
+        if (base == NULL)
+            continue;
         if (sigsetjmp(back, 1) == 0)
-            *(volatile char *)page = 1;
+            *(volatile char *)(base + (i % DENIED_PAGES) * TRUTH_PAGE) = 1;
     }
     signal(SIGSEGV, SIG_DFL);
     return NULL;
@@ -62,6 +73,20 @@ int main(void)
     region = truth_mmap_anon(PAGES, PROT_READ | PROT_WRITE, 0);
     denied = truth_mmap_anon(DENIED_PAGES, PROT_READ, 0);
     opened = truth_mmap_anon(DENIED_PAGES, PROT_NONE, 0);
+    refused[0] = denied;
+    refused[1] = opened;
+    size_t len = DENIED_PAGES * TRUTH_PAGE;
+    char *guarded = truth_mmap_anon(DENIED_PAGES, PROT_NONE, 0);
+    if (madvise(guarded, len, MADV_GUARD_INSTALL) == 0) {
+        if (mprotect(guarded, len, PROT_READ | PROT_WRITE) != 0)
+            truth_die("mprotect guarded");
+        refused[2] = guarded;
+    }
+    char *madvised = truth_mmap_anon(DENIED_PAGES, PROT_READ | PROT_WRITE, 0);
+    int pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+    struct iovec whole = {madvised, len};
+    if (pidfd >= 0 && syscall(SYS_process_madvise, pidfd, &whole, 1, MADV_GUARD_INSTALL, 0) >= 0)
+        refused[3] = madvised;
     pthread_t thread;
     if (pthread_create(&thread, NULL, write_them, NULL) != 0)
         truth_die("pthread_create");
@@ -79,8 +104,11 @@ int main(void)
         truth_die("mprotect opened");
     if (munmap(opened, DENIED_PAGES * TRUTH_PAGE) != 0)
         truth_die("munmap opened");
-    printf("writer %d\nbefore %ld\nafter %ld\ndenied %p\nopened %p\n", atomic_load(&writer),
-           before, after, (void *)denied, (void *)opened);
+    if (munmap(guarded, len) != 0 || munmap(madvised, len) != 0)
+        truth_die("munmap guarded");
+    printf("writer %d\nbefore %ld\nafter %ld\ndenied %p\nopened %p\nguarded %p\nmadvised %p\n",
+           atomic_load(&writer), before, after, (void *)denied, (void *)opened, (void *)refused[2],
+           (void *)refused[3]);
     fflush(stdout);
     truth_region("region", region, PAGES);
     truth_finish(0);

@@ -41,6 +41,12 @@ impl Lane {
                 ring,
             } => self.add_ring(pid, tid, name, ring).await,
             LaneMessage::Unread { pages, before } => self.forward_unread(&pages, before).await,
+            LaneMessage::Refused { tid, addr } => {
+                if let Some(records) = self.records.as_mut() {
+                    records.take();
+                    records.refused(tid, addr);
+                }
+            }
             LaneMessage::Left { pid } => {
                 self.who.left(pid);
                 if let Some(records) = self.records.as_mut() {

@@ -135,6 +135,9 @@ pub enum LaneMessage {
         pages: rangemap::RangeSet<u64>,
         before: Instant,
     },
+    /// `--faults records`: the kernel refused thread `tid`'s access at `addr` (a SIGSEGV or
+    /// SIGBUS it raised): the thread's records there are of faults that made no page.
+    Refused { tid: i32, addr: u64 },
     /// `--faults records`: thread `tid` of process `pid` records its page faults in `ring`
     /// from now on (sent before the thread runs in this space).
     Records {

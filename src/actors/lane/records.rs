@@ -253,6 +253,21 @@ impl Records {
         }
     }
 
+    /// The kernel refused thread `tid`'s access at `addr` (SIGSEGV, SIGBUS): its records at that
+    /// page are of faults that failed, for no read to claim nor release to write.
+    pub(super) fn refused(&mut self, tid: i32, addr: u64) {
+        let page = addr & !(self.page_size - 1);
+        let failed: Vec<(u64, u64)> = self
+            .unclaimed
+            .range((page, 0)..=(page, u64::MAX))
+            .filter(|(_, record)| record.tid == tid)
+            .map(|(&key, _)| key)
+            .collect();
+        for key in failed {
+            self.unclaimed.remove(&key);
+        }
+    }
+
     /// `range` was made writable at `at`: no record there from before makes an unread page.
     pub(super) fn made_writable(&mut self, range: &Range<u64>, at: Instant) {
         if !range.is_empty() {
@@ -662,5 +677,22 @@ mod tests {
             1,
             "only the record after the release began"
         );
+    }
+
+    /// A refused access (SIGSEGV, SIGBUS) forgets that thread's records at that page only.
+    #[tokio::test]
+    async fn a_refused_access_forgets_its_threads_records_at_its_page() {
+        let mut records = Records::new(P, Arc::new(Notify::new()), None).unwrap();
+        touched(&mut records, P, 10, MS);
+        touched(&mut records, P, 10, 2 * MS);
+        touched(&mut records, P, 11, 3 * MS);
+        touched(&mut records, 2 * P, 10, 4 * MS);
+        records.refused(10, P + 123);
+        let kept: Vec<(u64, i32)> = records
+            .unclaimed
+            .iter()
+            .map(|(k, t)| (k.0, t.tid))
+            .collect();
+        assert_eq!(kept, vec![(P, 11), (2 * P, 10)]);
     }
 }

@@ -656,7 +656,7 @@ impl Tracer {
         self.send_unread(by.space, unread, &range, &at_exit.present);
         if advice == DiscardAdvice::GuardInstall {
             // A fault there raises SIGSEGV from now on: its record made no page.
-            self.note_protection(by.space, range.clone(), false);
+            self.note_guard(by.space, range.clone());
         }
         if let Some(space) = self.spaces.get(&by.space) {
             space.lane.send(LaneMessage::Discard {

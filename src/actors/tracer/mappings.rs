@@ -212,6 +212,12 @@ impl Tracer {
         let Some(space) = self.spaces.get_mut(&space_id) else {
             return false;
         };
+        if cause.is_none() {
+            // A new mapping: no advice or guard of what was there before.
+            space
+                .shadow
+                .remove(range.clone(), Marks::HUGE_ADVISED | Marks::GUARDED);
+        }
         space.shadow.described(range.clone(), tracked, present);
         let writable = tracked && mapping.prot.contains('w');
         let described = range.clone();

@@ -65,6 +65,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
+use nix::sys::signal::Signal;
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
 
@@ -466,6 +467,9 @@ impl Tracer {
             Stop::Signal { tid, signal } => {
                 if !self.threads.contains_key(&tid) {
                     return self.on_unknown_stop(tid, None);
+                }
+                if matches!(signal, Signal::SIGSEGV | Signal::SIGBUS) {
+                    self.note_refused_access(tid);
                 }
                 // Signal-delivery-stop: deliver it.
                 self.go(tid, Resume::Cont(Some(signal)));

@@ -45,11 +45,14 @@ impl Marks {
     pub(super) const WRITABLE: Marks = Marks(1 << 9);
     /// `--faults records`: advised `MADV_HUGEPAGE`, where one fault may make a huge page.
     pub(super) const HUGE_ADVISED: Marks = Marks(1 << 10);
+    /// `--faults records`: guard markers may be there (`MADV_GUARD_INSTALL`): a fault raises
+    /// SIGSEGV, whatever the protection says, until the mapping is replaced.
+    pub(super) const GUARDED: Marks = Marks(1 << 11);
 
     /// What scans keep.
     const SCANS: Marks = Marks(Self::SCANNED.0 | Self::SEEN.0 | Self::STACK.0);
     /// What the mappings' protection and advice keep.
-    const LAYOUT: Marks = Marks(Self::WRITABLE.0 | Self::HUGE_ADVISED.0);
+    const LAYOUT: Marks = Marks(Self::WRITABLE.0 | Self::HUGE_ADVISED.0 | Self::GUARDED.0);
     /// What the stream's tracking keeps.
     const PRESSURE: Marks =
         Marks(Self::TRACKED.0 | Self::LEFT_OUT.0 | Self::SWAPPED.0 | Self::LAZY.0 | Self::SHARED.0);
@@ -85,7 +88,7 @@ fn clip(r: &Range<u64>, range: &Range<u64>) -> Range<u64> {
 }
 
 /// How many marks a set can hold.
-const MARKS: usize = 11;
+const MARKS: usize = 12;
 
 /// One space's shadow.
 #[derive(Clone, Debug, Default)]
@@ -403,8 +406,8 @@ impl Shadow {
 
     /// `--faults records`: the pages of `within` a recorded fault would have made resident, which
     /// the stream does not have: followed by scans, tracked and writable, not seen, in swap,
-    /// freed lazily nor shared with another space, and (`huge_advised_too` false) not advised
-    /// huge pages, whose one fault may have made a whole frame.
+    /// freed lazily, shared with another space nor guarded, and (`huge_advised_too` false) not
+    /// advised huge pages, whose one fault may have made a whole frame.
     pub(super) fn unread(&self, within: &RangeSet<u64>, huge_advised_too: bool) -> RangeSet<u64> {
         let mut pages = self.within_set(Marks::SCANNED, within);
         for mark in [Marks::TRACKED, Marks::WRITABLE] {
@@ -414,7 +417,7 @@ impl Shadow {
                 pages.remove(r);
             }
         }
-        let mut not = Marks::SEEN | Marks::SWAPPED | Marks::LAZY | Marks::SHARED;
+        let mut not = Marks::SEEN | Marks::SWAPPED | Marks::LAZY | Marks::SHARED | Marks::GUARDED;
         if !huge_advised_too {
             not = not | Marks::HUGE_ADVISED;
         }

@@ -17,6 +17,7 @@ use super::Tracer;
 use super::shadow::Marks;
 use crate::actors::lane::LaneMessage;
 use crate::event::SpaceId;
+use crate::kernel::ptrace;
 use crate::kernel::syscall::{DiscardAdvice, LayoutSyscall};
 use crate::kernel::thp::ThpPolicy;
 use crate::test_hooks::{self, Fault};
@@ -116,6 +117,33 @@ impl Tracer {
         }
         for tracked in s.shadow.within(Marks::TRACKED, &range) {
             s.shadow.add(tracked, Marks::WRITABLE);
+        }
+    }
+
+    /// At a SIGSEGV or SIGBUS the kernel raised for `tid`'s access (`--faults records`): the
+    /// fault failed, and its record (in the thread's ring before this stop) made no page, for
+    /// a read to claim or a release to write. Told to the lane now, long before any later
+    /// release of the page (this thread runs again only after this stop).
+    pub(super) fn note_refused_access(&self, tid: i32) {
+        let Some((_, space)) = self.space_of(tid) else {
+            return;
+        };
+        let Some(s) = self.spaces.get(&space).filter(|s| s.records()) else {
+            return;
+        };
+        match ptrace::refused_access(tid) {
+            Ok(Some(addr)) => s.lane.send(LaneMessage::Refused { tid, addr }),
+            Ok(None) => {}
+            // ESRCH: it died; its records die with it.
+            Err(e) => tracing::debug!(tid, "PTRACE_GETSIGINFO at a SIGSEGV or SIGBUS: {e}"),
+        }
+    }
+
+    /// `MADV_GUARD_INSTALL` over `range` (`--faults records`): a fault there fails until the
+    /// mapping is replaced (a `MADV_GUARD_REMOVE` is not trusted: the faults before it failed).
+    pub(super) fn note_guard(&mut self, space: SpaceId, range: Range<u64>) {
+        if let Some(s) = self.spaces.get_mut(&space).filter(|s| s.records_at_stops()) {
+            s.shadow.add(range, Marks::GUARDED);
         }
     }
 
