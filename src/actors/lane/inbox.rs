@@ -275,6 +275,10 @@ impl Lane {
     }
 
     async fn say_lost(&mut self, at_end: bool) {
+        if at_end && let Some(records) = self.records.as_mut() {
+            // What the rings still hold is counted too.
+            records.take();
+        }
         let warning = self
             .records
             .as_mut()

@@ -210,6 +210,16 @@ impl Records {
             let age = if crowded { CROWDED_FOR } else { UNCLAIMED_FOR };
             let oldest = monotonic_now().saturating_sub(age.as_nanos() as u64);
             self.unclaimed.retain(|_, record| record.time >= oldest);
+            // Every record left is newer than these: they filter none.
+            let stale: Vec<Range<u64>> = self
+                .writable_since
+                .iter()
+                .filter(|(_, since)| **since < oldest)
+                .map(|(range, _)| range.clone())
+                .collect();
+            for range in stale {
+                self.writable_since.remove(range);
+            }
         }
     }
 

@@ -305,13 +305,13 @@ impl Tracer {
                 let range = rval..rval.saturating_add(len);
                 add(range.clone());
                 // Placed over a mapping (`MAP_FIXED`): its pages are dropped first.
-                self.send_unread(by.space, unread, &range, &[]);
+                self.send_unread(by.space, unread, &range);
                 self.on_mmap(by, range, prot, flags, fd);
             }
             LayoutSyscall::Munmap { addr, len } => {
                 let range = addr..addr.saturating_add(len);
                 add(range.clone());
-                self.send_unread(by.space, unread, &range, &[]);
+                self.send_unread(by.space, unread, &range);
                 if let Some(s) = self.spaces.get_mut(&by.space) {
                     s.shadow.forget(range.clone());
                 }
@@ -387,7 +387,7 @@ impl Tracer {
                 // A shrink drops the heap's pages above the new break.
                 let heap_top = self.spaces.get(&by.space).map_or(0, |s| s.brk);
                 let released = self.page_align(rval)..self.page_align(heap_top);
-                self.send_unread(by.space, unread, &released, &[]);
+                self.send_unread(by.space, unread, &released);
                 self.on_brk(by, rval)
             }
             LayoutSyscall::Madvise {
@@ -398,7 +398,7 @@ impl Tracer {
             } => {
                 let range = addr..addr.saturating_add(len);
                 add(range.clone());
-                self.on_discard(by, range.clone(), advice, unread);
+                self.on_discard(by, range.clone(), advice);
                 if advice == DiscardAdvice::PageOut && !range.is_empty() {
                     // What it wrote to swap is known now, exactly (a length of 0 wrote none).
                     let range: RangeSet<u64> = std::iter::once(range).collect();
@@ -418,7 +418,11 @@ impl Tracer {
                 keyed,
             } => {
                 let range = protected_range(by.pid, addr..addr.saturating_add(len), prot);
-                let writable = prot & libc::PROT_WRITE as u64 != 0 && !keyed;
+                if keyed {
+                    // The key stays with the mapping through later plain mprotects.
+                    self.note_may_refuse(by.space, range.clone());
+                }
+                let writable = prot & libc::PROT_WRITE as u64 != 0;
                 self.note_protection(by.space, range.clone(), writable);
                 self.observed(
                     by.space,
@@ -433,9 +437,11 @@ impl Tracer {
                 );
             }
             LayoutSyscall::UffdRegister { start, len } => {
-                // The program's own userfaultfd has it now: described again, untracked.
+                // The program's own userfaultfd has it now: described again (untracked where
+                // ours had it; followed by scans, its faults held by the program's handler).
                 let range = start..start.saturating_add(len);
                 if !range.is_empty() {
+                    self.note_may_refuse(by.space, range.clone());
                     read_again.insert(range);
                 }
             }
@@ -621,13 +627,7 @@ impl Tracer {
     /// `madvise` dropped pages: the lane finds which, from the pages absent now. If they cannot
     /// be read, the range is described again, untracked: its pages are unknown, never "all
     /// dropped" (the warning says so).
-    fn on_discard(
-        &mut self,
-        by: By,
-        range: Range<u64>,
-        advice: DiscardAdvice,
-        unread: Option<Unread>,
-    ) {
+    fn on_discard(&mut self, by: By, range: Range<u64>, advice: DiscardAdvice) {
         let at = Instant::now();
         let Some(space) = self.spaces.get(&by.space) else {
             return;
@@ -653,10 +653,9 @@ impl Tracer {
                 }
             },
         };
-        self.send_unread(by.space, unread, &range, &at_exit.present);
         if advice == DiscardAdvice::GuardInstall {
             // A fault there raises SIGSEGV from now on: its record made no page.
-            self.note_guard(by.space, range.clone());
+            self.note_may_refuse(by.space, range.clone());
         }
         if let Some(space) = self.spaces.get(&by.space) {
             space.lane.send(LaneMessage::Discard {

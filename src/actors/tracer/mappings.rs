@@ -216,7 +216,7 @@ impl Tracer {
             // A new mapping: no advice or guard of what was there before.
             space
                 .shadow
-                .remove(range.clone(), Marks::HUGE_ADVISED | Marks::GUARDED);
+                .remove(range.clone(), Marks::HUGE_ADVISED | Marks::MAY_REFUSE);
         }
         space.shadow.described(range.clone(), tracked, present);
         let writable = tracked && mapping.prot.contains('w');

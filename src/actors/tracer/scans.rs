@@ -224,18 +224,14 @@ impl Tracer {
     /// records`, what the read found absent where a fault would make a page (unread.rs).
     pub(super) fn scan_before(&mut self, tid: i32, call: &LayoutSyscall) -> Option<Unread> {
         let (pid, space) = self.space_of(tid)?;
-        let mut changes = self.may_change(space, call);
+        let changes = self.may_change(space, call);
         if changes.is_empty() || !self.has_scanned(space) {
             return None;
         }
         // It may unmap, discard or move part of a stack's growth not written yet.
         self.find_stack_growth(pid, space);
         self.scan(pid, space, &changes, Running::OthersMayRun);
-        // Not read: what another thread's begun syscall may be changing.
-        for r in self.begun_may_change(space).iter() {
-            changes.remove(r.clone());
-        }
-        self.unread_at_entry(space, call, &changes)
+        self.unread_at_entry(space, call, changes)
     }
 
     /// An `execve` about to run: if it succeeds, the space's mm is gone by its first stop after,

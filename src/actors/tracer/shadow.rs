@@ -45,14 +45,15 @@ impl Marks {
     pub(super) const WRITABLE: Marks = Marks(1 << 9);
     /// `--faults records`: advised `MADV_HUGEPAGE`, where one fault may make a huge page.
     pub(super) const HUGE_ADVISED: Marks = Marks(1 << 10);
-    /// `--faults records`: guard markers may be there (`MADV_GUARD_INSTALL`): a fault raises
-    /// SIGSEGV, whatever the protection says, until the mapping is replaced.
-    pub(super) const GUARDED: Marks = Marks(1 << 11);
+    /// `--faults records`: a fault there may fail or wait on the program whatever the
+    /// protection says, until the mapping is replaced: guard markers (`MADV_GUARD_INSTALL`),
+    /// the program's own userfaultfd, a protection key (which a plain `mprotect` keeps).
+    pub(super) const MAY_REFUSE: Marks = Marks(1 << 11);
 
     /// What scans keep.
     const SCANS: Marks = Marks(Self::SCANNED.0 | Self::SEEN.0 | Self::STACK.0);
     /// What the mappings' protection and advice keep.
-    const LAYOUT: Marks = Marks(Self::WRITABLE.0 | Self::HUGE_ADVISED.0 | Self::GUARDED.0);
+    const LAYOUT: Marks = Marks(Self::WRITABLE.0 | Self::HUGE_ADVISED.0 | Self::MAY_REFUSE.0);
     /// What the stream's tracking keeps.
     const PRESSURE: Marks =
         Marks(Self::TRACKED.0 | Self::LEFT_OUT.0 | Self::SWAPPED.0 | Self::LAZY.0 | Self::SHARED.0);
@@ -406,7 +407,7 @@ impl Shadow {
 
     /// `--faults records`: the pages of `within` a recorded fault would have made resident, which
     /// the stream does not have: followed by scans, tracked and writable, not seen, in swap,
-    /// freed lazily, shared with another space nor guarded, and (`huge_advised_too` false) not
+    /// freed lazily, shared with another space nor refusing, and (`huge_advised_too` false) not
     /// advised huge pages, whose one fault may have made a whole frame.
     pub(super) fn unread(&self, within: &RangeSet<u64>, huge_advised_too: bool) -> RangeSet<u64> {
         let mut pages = self.within_set(Marks::SCANNED, within);
@@ -417,7 +418,8 @@ impl Shadow {
                 pages.remove(r);
             }
         }
-        let mut not = Marks::SEEN | Marks::SWAPPED | Marks::LAZY | Marks::SHARED | Marks::GUARDED;
+        let mut not =
+            Marks::SEEN | Marks::SWAPPED | Marks::LAZY | Marks::SHARED | Marks::MAY_REFUSE;
         if !huge_advised_too {
             not = not | Marks::HUGE_ADVISED;
         }
@@ -517,8 +519,15 @@ mod tests {
         s.add(0x14 * P..0x15 * P, Marks::SWAPPED);
         s.add(0x16 * P..0x17 * P, Marks::SHARED);
         s.add(0x18 * P..0x20 * P, Marks::HUGE_ADVISED);
+        s.add(0x21 * P..0x22 * P, Marks::MAY_REFUSE);
         let all = set(&[(0, 0x100)]);
-        let unread = set(&[(0x12, 0x14), (0x15, 0x16), (0x17, 0x18), (0x20, 0x38)]);
+        let unread = set(&[
+            (0x12, 0x14),
+            (0x15, 0x16),
+            (0x17, 0x18),
+            (0x20, 0x21),
+            (0x22, 0x38),
+        ]);
         assert_eq!(s.unread(&all, false), unread);
         let mut with_huge = unread.clone();
         with_huge.insert(0x18 * P..0x20 * P);
@@ -526,7 +535,13 @@ mod tests {
         s.moved(&remap((0x20, 0x40), (0x80, 0xa0)), false);
         assert_eq!(
             s.unread(&all, false),
-            set(&[(0x12, 0x14), (0x15, 0x16), (0x17, 0x18), (0x80, 0x98)])
+            set(&[
+                (0x12, 0x14),
+                (0x15, 0x16),
+                (0x17, 0x18),
+                (0x80, 0x81),
+                (0x82, 0x98)
+            ])
         );
     }
 

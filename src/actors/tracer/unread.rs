@@ -18,7 +18,7 @@ use super::shadow::Marks;
 use crate::actors::lane::LaneMessage;
 use crate::event::SpaceId;
 use crate::kernel::ptrace;
-use crate::kernel::syscall::{DiscardAdvice, LayoutSyscall};
+use crate::kernel::syscall::LayoutSyscall;
 use crate::kernel::thp::ThpPolicy;
 use crate::test_hooks::{self, Fault};
 
@@ -30,16 +30,17 @@ pub(super) struct Unread {
     before: Instant,
 }
 
-/// Whether `call` drops the pages it reaches (rather than moving, keeping or evicting them).
+/// Whether `call` drops the pages it reaches under the mmap write lock, which waits for every
+/// fault in progress to complete (a fault begun before it made its page before the drop). Not a
+/// discard: `MADV_DONTNEED` runs beside faults, and one begun before it may complete after it
+/// (a preempted thread), its page made after the drop; nor a move, which keeps the pages.
 fn releases(call: &LayoutSyscall) -> bool {
     match call {
         LayoutSyscall::Munmap { .. } | LayoutSyscall::Mmap { .. } | LayoutSyscall::Brk { .. } => {
             true
         }
-        LayoutSyscall::Madvise { discard, .. } => {
-            discard.is_some_and(|advice| advice != DiscardAdvice::PageOut)
-        }
-        LayoutSyscall::Mremap { .. }
+        LayoutSyscall::Madvise { .. }
+        | LayoutSyscall::Mremap { .. }
         | LayoutSyscall::Mprotect { .. }
         | LayoutSyscall::UffdRegister { .. }
         | LayoutSyscall::UffdMove { .. }
@@ -48,53 +49,65 @@ fn releases(call: &LayoutSyscall) -> bool {
 }
 
 impl Tracer {
-    /// At a release's entry, right after its read of `read` (what `changes` it could read): the
-    /// pages of it the stream does not have where a fault would have made one. None outside
-    /// `--faults records`, under the `always` huge page policy (any fault may have made a huge
-    /// page), or when there are none.
+    /// At a release's entry, right after its read of `changes` (less what another thread's
+    /// begun syscall may be changing, which it did not read): the pages there the stream does
+    /// not have where a fault would have made one. None outside `--faults records`, under the
+    /// `always` huge page policy (any fault may have made a huge page), or when there are none.
     pub(super) fn unread_at_entry(
         &self,
         space: SpaceId,
         call: &LayoutSyscall,
-        read: &RangeSet<u64>,
+        mut changes: RangeSet<u64>,
     ) -> Option<Unread> {
         let s = self.spaces.get(&space)?;
         if !s.records_at_stops() || !releases(call) || self.config.thp == ThpPolicy::Always {
             return None;
         }
+        for begun in self.begun_may_change(space).iter() {
+            changes.remove(begun.clone());
+        }
         if test_hooks::fails(Fault::SlowRelease, Some(space)) {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        let pages = s.shadow.unread(read, self.config.thp == ThpPolicy::Never);
+        let pages = self.unread_in(space, &changes);
         (!pages.is_empty()).then(|| Unread {
             pages,
             before: Instant::now(),
         })
     }
 
+    /// The pages of `within` a recorded fault would have made, which the stream does not have
+    /// (shadow.rs, `unread`).
+    fn unread_in(&self, space: SpaceId, within: &RangeSet<u64>) -> RangeSet<u64> {
+        self.spaces.get(&space).map_or_else(RangeSet::new, |s| {
+            s.shadow.unread(within, self.config.thp == ThpPolicy::Never)
+        })
+    }
+
     /// Before the line of a release of `released` goes to the lane (and before the shadow
-    /// forgets it): the pages of `unread` it dropped. Not those present at its exit (made again
-    /// after it), nor those another thread's syscall may have changed meanwhile: one begun now,
-    /// or an `mprotect` reported since that took the write permission away (a release reported
-    /// since made this one raced: it has no unread pages).
+    /// forgets it): the pages of `unread` it dropped. Not those the stream has or that may
+    /// refuse faults by now (a check or a fork while it ran, an `mprotect` reported since), nor
+    /// those another thread's begun syscall may be changing (a release reported since made this
+    /// one raced: it has no unread pages).
     pub(super) fn send_unread(
         &self,
         space: SpaceId,
         unread: Option<Unread>,
         released: &Range<u64>,
-        present_at_exit: &[Range<u64>],
     ) {
         let (Some(Unread { pages, before }), Some(s)) = (unread, self.spaces.get(&space)) else {
             return;
         };
+        // An empty range is no range of a set's (rangemap would give the one around it).
+        if released.is_empty() {
+            return;
+        }
         let reached: RangeSet<u64> = pages
             .overlapping(released)
             .map(|r| r.start.max(released.start)..r.end.min(released.end))
+            .filter(|r| !r.is_empty())
             .collect();
-        let mut dropped = s.shadow.within_set(Marks::WRITABLE, &reached);
-        for present in present_at_exit {
-            dropped.remove(present.clone());
-        }
+        let mut dropped = self.unread_in(space, &reached);
         for begun in self.begun_may_change(space).iter() {
             dropped.remove(begun.clone());
         }
@@ -139,11 +152,12 @@ impl Tracer {
         }
     }
 
-    /// `MADV_GUARD_INSTALL` over `range` (`--faults records`): a fault there fails until the
-    /// mapping is replaced (a `MADV_GUARD_REMOVE` is not trusted: the faults before it failed).
-    pub(super) fn note_guard(&mut self, space: SpaceId, range: Range<u64>) {
+    /// `range` may refuse or hold faults from now on, whatever its protection, until its
+    /// mapping is replaced (`--faults records`): guard markers (a `MADV_GUARD_REMOVE` is not
+    /// trusted: the faults before it failed), the program's own userfaultfd, a protection key.
+    pub(super) fn note_may_refuse(&mut self, space: SpaceId, range: Range<u64>) {
         if let Some(s) = self.spaces.get_mut(&space).filter(|s| s.records_at_stops()) {
-            s.shadow.add(range, Marks::GUARDED);
+            s.shadow.add(range, Marks::MAY_REFUSE);
         }
     }
 
