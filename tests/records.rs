@@ -43,6 +43,29 @@ fn threads_of_pages(
     pages
 }
 
+/// `name` traced under records with the test hook `hook`: it exited 0, and the stream agrees
+/// with the kernel at every check and at its end.
+fn exact_with_hook(hook: &str, name: &str) -> Traced {
+    let t = trace_with_env(
+        &[("MEVI_TEST_FAULT", hook)],
+        &RECORDS,
+        &[workload(name)],
+        HANG,
+    );
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    assert_eq!(t.verify_totals().mismatched_pages, 0, "{}", t.evidence());
+    t.assert_matches_kernel();
+    t
+}
+
+/// What the workload printed after `what` at the start of a line.
+fn said<'t>(t: &'t Traced, what: &str) -> &'t str {
+    t.stdout
+        .lines()
+        .find_map(|l| l.strip_prefix(what))
+        .unwrap_or_else(|| panic!("no {what:?} in {}", t.stdout))
+}
+
 /// The messages of the run's `records_lost` warnings.
 fn records_lost(t: &Traced) -> Vec<&str> {
     t.warnings()
@@ -187,15 +210,7 @@ fn a_page_faulted_inside_a_syscall_has_the_thread_that_called() {
 /// stream still agrees with the kernel.
 #[test]
 fn lost_records_are_said_and_the_pages_still_found() {
-    let t = trace_with_env(
-        &[("MEVI_TEST_FAULT", "tiny-record-ring")],
-        &RECORDS,
-        &[workload("u27_many_faults")],
-        HANG,
-    );
-    assert_eq!(t.status, 0, "{}", t.stderr);
-    assert_eq!(t.verify_totals().mismatched_pages, 0, "{}", t.evidence());
-    t.assert_matches_kernel();
+    let t = exact_with_hook("tiny-record-ring", "u27_many_faults");
     let lost = records_lost(&t);
     assert!(
         !lost.is_empty(),
@@ -292,16 +307,9 @@ fn a_page_found_late_is_written_at_its_fault() {
     );
     assert_eq!(t.status, 0, "{}", t.stderr);
     assert_eq!(t.verify_totals().mismatched_pages, 0, "{}", t.evidence());
-    let said = |what: &str| {
-        t.stdout
-            .lines()
-            .find_map(|l| l.strip_prefix(what))
-            .unwrap_or_else(|| panic!("no {what:?} in {}", t.stdout))
-            .to_string()
-    };
-    let writer: i32 = said("writer ").parse().unwrap();
-    let after = u64::from_str_radix(said("after 0x").as_str(), 16).unwrap();
-    let region = u64::from_str_radix(said("written 0x").as_str(), 16).unwrap();
+    let writer: i32 = said(&t, "writer ").parse().unwrap();
+    let after = u64::from_str_radix(said(&t, "after 0x"), 16).unwrap();
+    let region = u64::from_str_radix(said(&t, "written 0x"), 16).unwrap();
     let region = region..region + 16 * 4096;
     let seq_of = |found: &dyn Fn(&Event) -> bool| {
         t.lines
@@ -363,15 +371,7 @@ fn no_line_names_a_process_of_a_shared_space_after_its_exit() {
 /// the stream still agrees with the kernel.
 #[test]
 fn without_kernel_mode_faults_the_pages_of_syscalls_are_found_without_their_thread() {
-    let t = trace_with_env(
-        &[("MEVI_TEST_FAULT", "perf-kernel")],
-        &RECORDS,
-        &[workload("u27_syscall_faults")],
-        HANG,
-    );
-    assert_eq!(t.status, 0, "{}", t.stderr);
-    assert_eq!(t.verify_totals().mismatched_pages, 0, "{}", t.evidence());
-    t.assert_matches_kernel();
+    let t = exact_with_hook("perf-kernel", "u27_syscall_faults");
     let said = records_lost(&t)
         .into_iter()
         .filter(|m| m.contains("inside system calls"))
@@ -400,37 +400,22 @@ fn without_kernel_mode_faults_the_pages_of_syscalls_are_found_without_their_thre
 /// `process_madvise` put there unseen.
 #[test]
 fn pages_made_and_dropped_between_reads_are_written_from_their_records() {
-    let t = trace_with_env(
-        &[("MEVI_TEST_FAULT", "slow-release")],
-        &RECORDS,
-        &[workload("u27_unread")],
-        HANG,
-    );
-    assert_eq!(t.status, 0, "{}", t.stderr);
-    assert_eq!(t.verify_totals().mismatched_pages, 0, "{}", t.evidence());
-    t.assert_matches_kernel();
-    let said = |what: &str| {
-        t.stdout
-            .lines()
-            .find_map(|l| l.strip_prefix(what))
-            .unwrap_or_else(|| panic!("no {what:?} in {}", t.stdout))
-            .to_string()
-    };
-    let writer: i32 = said("writer ").parse().unwrap();
+    let t = exact_with_hook("slow-release", "u27_unread");
+    let writer: i32 = said(&t, "writer ").parse().unwrap();
     let (before, after): (u64, u64) = (
-        said("before ").parse().unwrap(),
-        said("after ").parse().unwrap(),
+        said(&t, "before ").parse().unwrap(),
+        said(&t, "after ").parse().unwrap(),
     );
     // Where the kernel has no guard pages, their regions are "(nil)": not written.
     let refused: Vec<std::ops::Range<u64>> = ["denied ", "opened ", "guarded ", "madvised "]
         .iter()
         .filter_map(|what| {
-            let start = u64::from_str_radix(said(what).strip_prefix("0x")?, 16).unwrap();
+            let start = u64::from_str_radix(said(&t, what).strip_prefix("0x")?, 16).unwrap();
             Some(start..start + 16 * 4096)
         })
         .collect();
     assert!(refused.len() >= 2, "{}", t.stdout);
-    let region = u64::from_str_radix(said("region 0x").as_str(), 16).unwrap();
+    let region = u64::from_str_radix(said(&t, "region 0x"), 16).unwrap();
     let region = region..region + 32768 * 4096;
     let unmap = t
         .lines
