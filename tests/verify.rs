@@ -159,9 +159,12 @@ fn verify_needs_page_states() {
 fn thousands_of_separate_mappings_are_checked_together_and_agree() {
     let n = 3000u64;
     for how in ["uffd", "scan", "records"] {
-        let t = trace(
+        // A pause once all are written: a read finds them all at once (the peak below).
+        let t = crate::util::trace_with_env(
+            &[("SEPARATE_MAPS_PAUSE", "1")],
             &["--faults", how, "--verify", "--verify-every", "2"],
-            &[workload("separate_maps").to_str().unwrap(), &n.to_string()],
+            &[workload("separate_maps"), n.to_string().into()],
+            crate::util::TIMEOUT,
         );
         assert_eq!(t.status, 0, "{how}: {}", t.stderr);
         let checks = verify_lines(&t);

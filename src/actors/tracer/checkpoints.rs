@@ -29,9 +29,11 @@ const ANSWER_PATIENCE: Duration = Duration::from_secs(60);
 /// How often a wait for a check's answer looks whether an actor failed meanwhile.
 const ANSWER_SLICE: Duration = Duration::from_secs(1);
 
-/// The program runs at least this many times as long as the last checkpoint held it, before the
-/// next (`--verify-every`).
+/// After a checkpoint, the threads run at least this many times as long as it held them, but
+/// never more than `MOST_RESTS` intervals (`--verify-every`): one slow check does not space out
+/// the rest.
 const RUN_SHARE: u32 = 2;
+const MOST_RESTS: u32 = 5;
 
 /// The longest the tracer sleeps in `waitpid`: a stuck checkpoint is given up on time whatever
 /// the interval, and an actor's failure is seen.
@@ -248,13 +250,15 @@ impl Tracer {
             }
         }
         self.held.checkpoint_ended(end, released);
-        // The next interval starts now that the threads run again, and is at least twice as
-        // long as this checkpoint held them: checks that take longer than the interval asked
-        // for (many threads, a loaded machine) leave the program two thirds of the time, not a
-        // sliver in which a thread that must wait for a CPU never gets one.
+        // The next interval starts now that the threads run again, and lets them run at least
+        // twice as long as this checkpoint held them, up to `MOST_RESTS` intervals: back to
+        // back, checks that take longer than the interval (many threads that wait for a CPU to
+        // reach their stop, on a loaded machine) leave the program a sliver of time in which a
+        // thread that must wait for a CPU never gets one.
         if let Some(every) = self.config.verify_every {
             let held = end.saturating_duration_since(c.began);
-            self.checkpoints.next_due = Some(Instant::now() + every.max(RUN_SHARE * held));
+            let rest = (RUN_SHARE * held).min(MOST_RESTS * every);
+            self.checkpoints.next_due = Some(Instant::now() + every.max(rest));
         }
     }
 
