@@ -53,7 +53,9 @@ fn checkpoints_stop_every_thread_and_agree_with_the_kernel() {
         .iter()
         .filter(|(p, _, _)| *p == VerifyPoint::Checkpoint)
         .count();
-    assert!(checkpoints >= 10, "only {checkpoints} checkpoints in 0.5 s");
+    // Each followed by twice its hold (up to 10 ms) for the program: 91 idle, 55 beside two
+    // CPU hogs.
+    assert!(checkpoints >= 6, "only {checkpoints} checkpoints in 0.5 s");
     let bad: u64 = checks.iter().map(|c| c.2).sum();
     assert_eq!(bad, 0, "{}", t.stderr);
     // The summary adds them up.
@@ -78,8 +80,10 @@ fn an_mremap_interrupted_half_way_agrees_with_the_kernel() {
         );
         assert_eq!(t.status, 0, "{how}: {}", t.stderr);
         let checks = verify_lines(&t);
+        // Every 2 ms, each followed by twice its hold (up to 10 ms) for the program: 130 idle,
+        // 40 in a loaded CI run.
         assert!(
-            checks.len() >= 50,
+            checks.len() >= 25,
             "{how}: only {} checks in 1 s",
             checks.len()
         );
