@@ -1,12 +1,13 @@
-//! `--faults records`: pages made resident and released between two reads. A release (unmap,
-//! discard, a mapping or heap placed over, a heap shrink) is read at its entry while the other
-//! threads run (scans.rs, `scan_before`): a page they fault between that read and the release is
-//! never read, but its fault was recorded. The pages the read found absent, where a fault would
-//! have made a page, go to the lane with the release, which writes those with a record made
-//! before the release began (`by` `record_only`), then the release (docs/ordering.md, "Fault
-//! records"). What a fault may have made cannot be told from its record where it may have made
-//! a huge page, or where it may have failed (no write permission, a protection key, a guard
-//! region): there nothing is written, and the page stays in `unseen`'s count.
+//! `--faults records`: pages made resident and released between two reads. A release is read
+//! at its entry while the other threads run (scans.rs, `scan_before`): a page they fault between
+//! that read and the release is never read, but its fault was recorded. For a release under the
+//! mmap write lock (an unmap, a mapping or heap placed over, a heap shrink), the pages the read
+//! found absent, where a fault would have made a page, go to the lane with the release, which
+//! writes those with a record made before the release began (`by` `record_only`), then the
+//! release (docs/ordering.md, "Fault records"). Where a record cannot tell what its fault made
+//! (a discard runs beside faults; a huge page may have been made; the fault may have failed: no
+//! write permission, a protection key, a guard region, the program's own userfaultfd), nothing
+//! is written, and the page stays in `unseen`'s count.
 
 use std::ops::Range;
 use std::time::Instant;
