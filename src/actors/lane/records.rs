@@ -60,6 +60,13 @@ struct Toucher {
     selected: bool,
 }
 
+impl Toucher {
+    /// Whose a run of pages is: one line holds one thread's, as its name was then.
+    fn thread(&self) -> (i32, i32, bool) {
+        (self.pid, self.tid, self.selected)
+    }
+}
+
 /// A space's rings and the records drained from them that no read has claimed yet.
 pub(super) struct Records {
     rings: ThreadRings,
@@ -311,9 +318,8 @@ impl Records {
                 if self.ended.contains(&whose.pid) {
                     continue;
                 }
-                let key = |t: &Toucher| (t.pid, t.tid, t.selected);
                 match runs.last_mut() {
-                    Some((run, last)) if run.end == page && key(last) == key(&whose) => {
+                    Some((run, last)) if run.end == page && last.thread() == whose.thread() => {
                         run.end = page + self.page_size;
                         last.time = last.time.max(whose.time);
                     }
@@ -411,10 +417,11 @@ impl Records {
                 .map(|(_, t)| t)
                 .min_by_key(|t| t.time)
                 .filter(|t| !self.ended.contains(&t.pid));
-            let key = |t: &Toucher| (t.pid, t.tid, t.selected);
             match runs.last_mut() {
                 Some((run, last, pieces))
-                    if run.end == piece && last.as_ref().map(key) == whose.as_ref().map(key) =>
+                    if run.end == piece
+                        && last.as_ref().map(Toucher::thread)
+                            == whose.as_ref().map(Toucher::thread) =>
                 {
                     run.end = next;
                     *pieces += 1;

@@ -594,10 +594,6 @@ impl Tracer {
         if new > old {
             let present = at_exit.as_ref().map_or(&[][..], |a| &a.present[..]);
             space.shadow.described(old..new, at_exit.is_some(), present);
-            if space.records_at_stops() {
-                // The heap is read and write.
-                space.shadow.add(old..new, Marks::WRITABLE);
-            }
         }
         let scanned = shrunk_scanned || follow == Some(Follow::Scans);
         let event = Event::Brk {
@@ -621,6 +617,10 @@ impl Tracer {
                 at_exit,
             }),
             None => space.lane.observed(event),
+        }
+        if new > old {
+            // The heap is read and write.
+            self.note_protection(by.space, old..new, true);
         }
     }
 
