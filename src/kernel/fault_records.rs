@@ -169,6 +169,10 @@ impl FaultRing {
     pub fn drain(&mut self, into: &mut Vec<Drained>) -> usize {
         let before = into.len();
         while let Some(record) = self.sampler.next_record() {
+            if let Some(fault) = fault_of(&record) {
+                into.push(Drained::Fault(fault));
+                continue;
+            }
             let drained = match record.parse_record() {
                 Ok(Record::Sample(sample)) => {
                     match (sample.pid(), sample.tid(), sample.time(), sample.addr()) {
@@ -201,6 +205,29 @@ impl FaultRing {
         }
         into.len() - before
     }
+}
+
+/// A fault's record read as the ring holds it: with `TID | TIME | ADDR` sampled and nothing
+/// else, a `PERF_RECORD_SAMPLE` is `pid, tid: u32`, `time: u64`, `addr: u64`, in the machine's
+/// order. Read here, not by the general parser, which took two thirds of the lane's time per
+/// record (perf: 1.2 of 1.8 us, of which a copy of the parse configuration for each record);
+/// any other record, or a sample of another size, goes to the general parser.
+fn fault_of(record: &perf_event::Record<'_>) -> Option<FaultRecord> {
+    const SAMPLE_BYTES: usize = 24;
+    if record.ty() != perf_event_open_sys::bindings::PERF_RECORD_SAMPLE
+        || record.len() != SAMPLE_BYTES
+    {
+        return None;
+    }
+    let bytes = record.to_contiguous();
+    let u32_at = |at: usize| u32::from_ne_bytes(bytes[at..at + 4].try_into().unwrap());
+    let u64_at = |at: usize| u64::from_ne_bytes(bytes[at..at + 8].try_into().unwrap());
+    Some(FaultRecord {
+        pid: u32_at(0) as i32,
+        tid: u32_at(4) as i32,
+        time: u64_at(8),
+        addr: u64_at(16),
+    })
 }
 
 /// The rings of the threads of one address space, read together: an epoll set over them that

@@ -358,14 +358,11 @@ impl Records {
     /// Takes out the records at the pages of `range` made by `before` (a read claims the
     /// earliest of them; a release forgets them all).
     fn take_made_by(&mut self, range: Range<u64>, before: u64) -> Vec<(u64, Toucher)> {
-        let keys: Vec<(u64, u64)> = self
-            .unclaimed
-            .range((range.start, 0)..(range.end, 0))
-            .filter(|(_, record)| record.time <= before)
-            .map(|(&key, _)| key)
-            .collect();
-        keys.into_iter()
-            .filter_map(|key| Some((key.0, self.unclaimed.remove(&key)?)))
+        self.unclaimed
+            .extract_if((range.start, 0)..(range.end, 0), |_, record| {
+                record.time <= before
+            })
+            .map(|((page, _), record)| (page, record))
             .collect()
     }
 
@@ -402,21 +399,30 @@ impl Records {
         let step = if huge { HUGE_PAGE } else { self.page_size };
         // Each run with its faults: the pieces (pages, or huge pages' frames) it took.
         let mut runs: Vec<(Range<u64>, Option<Toucher>, u64)> = Vec::new();
+        // The line's records, taken at once, by page and time; a huge page's are taken by frame
+        // below, as its record may be at any page of its frame, even outside the line.
+        let mut taken = if huge {
+            Vec::new()
+        } else {
+            self.take_made_by(start..end, before)
+        }
+        .into_iter()
+        .peekable();
         let mut piece = start;
         while piece < end {
             let next = ((piece / step + 1) * step).min(end);
-            // A huge page's record may be at any page of its frame, even outside the line.
-            let looked = if huge {
-                piece / step * step..piece / step * step + step
+            let earliest = if huge {
+                let frame = piece / step * step..piece / step * step + step;
+                self.take_made_by(frame, before)
+                    .into_iter()
+                    .map(|(_, t)| t)
+                    .min_by_key(|t| t.time)
             } else {
-                piece..next
+                std::iter::from_fn(|| taken.next_if(|(page, _)| *page < next))
+                    .map(|(_, t)| t)
+                    .min_by_key(|t| t.time)
             };
-            let whose = self
-                .take_made_by(looked, before)
-                .into_iter()
-                .map(|(_, t)| t)
-                .min_by_key(|t| t.time)
-                .filter(|t| !self.ended.contains(&t.pid));
+            let whose = earliest.filter(|t| !self.ended.contains(&t.pid));
             match runs.last_mut() {
                 Some((run, last, pieces))
                     if run.end == piece
