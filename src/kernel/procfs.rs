@@ -189,11 +189,35 @@ fn maps_lines(bytes: &[u8]) -> impl Iterator<Item = MapsLine<'_>> {
 /// A file of /proc as text. What a program names (its threads' names in `status` and `stat`, a
 /// cgroup's path) need not be UTF-8: read lossily, never refused whole.
 pub fn text(path: impl AsRef<std::path::Path>) -> io::Result<String> {
-    let bytes = std::fs::read(path)?;
+    let bytes = small_file(path)?;
     Ok(match String::from_utf8(bytes) {
         Ok(text) => text,
         Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
     })
+}
+
+/// The bytes of a small file of /proc (a process's `stat`, `status`, `cmdline`, `comm`), in two
+/// reads: the file says its size is 0, so `fs::read` (and `read_to_end` on a `File`) asks its
+/// size (`statx`) for nothing and then reads 32, 32, 64, 128, 256 bytes at a time, six reads
+/// for a `stat`.
+fn small_file(path: impl AsRef<std::path::Path>) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut file = File::open(path)?;
+    let mut bytes = vec![0u8; 4096];
+    let mut filled = 0;
+    loop {
+        if filled == bytes.len() {
+            bytes.resize(2 * filled, 0);
+        }
+        match file.read(&mut bytes[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    bytes.truncate(filled);
+    Ok(bytes)
 }
 
 /// The mappings of a maps file's bytes.
@@ -251,7 +275,7 @@ fn private_anon_ranges(bytes: &[u8]) -> (usize, Vec<Range<u64>>) {
 
 /// argv from `/proc/PID/cmdline`.
 pub fn cmdline(pid: i32) -> Vec<String> {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
+    small_file(format!("/proc/{pid}/cmdline"))
         .map(|b| {
             b.split(|&c| c == 0)
                 .filter(|s| !s.is_empty())
@@ -264,7 +288,7 @@ pub fn cmdline(pid: i32) -> Vec<String> {
 /// A thread's name (`comm`, at most 15 bytes), from `/proc/PID/task/TID/comm`: what
 /// `prctl(PR_SET_NAME)` and `pthread_setname_np` set. None once the thread is reaped.
 pub fn comm(pid: i32, tid: i32) -> Option<String> {
-    let raw = std::fs::read(format!("/proc/{pid}/task/{tid}/comm")).ok()?;
+    let raw = small_file(format!("/proc/{pid}/task/{tid}/comm")).ok()?;
     let name = raw.strip_suffix(b"\n").unwrap_or(&raw);
     Some(String::from_utf8_lossy(name).into_owned())
 }
