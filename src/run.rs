@@ -29,7 +29,7 @@ use crate::test_hooks::{self, Fault};
 
 /// Inbox sizes. Large enough to absorb bursts, small enough that a stalled reader of the stream
 /// stalls the program within a few hundred events instead of buffering without bound. A bounded
-/// inbox allocates and writes all its slots when it is made (344 bytes each): at 4,096 slots the
+/// inbox allocates and writes all its slots when it is made (352 bytes each): at 4,096 slots the
 /// sequencer's and the state's cost every run 4 ms before the program started, for no speed a
 /// bench could see (a lane's inbox is counted by credits, and holds no slots while idle).
 const LANE_CAPACITY: usize = 1024;
