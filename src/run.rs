@@ -28,13 +28,15 @@ use crate::stacks::{StackShared, Stacks, TouchSamplers};
 use crate::test_hooks::{self, Fault};
 
 /// Inbox sizes. Large enough to absorb bursts, small enough that a stalled reader of the stream
-/// stalls the program within a few hundred events instead of buffering without bound. A bounded
+/// stalls the program within a few thousand events instead of buffering without bound. A bounded
 /// inbox allocates and writes all its slots when it is made (352 bytes each): at 4,096 slots the
-/// sequencer's and the state's cost every run 4 ms before the program started, for no speed a
-/// bench could see (a lane's inbox is counted by credits, and holds no slots while idle).
+/// sequencer's and the state's cost every run 3 to 4 ms before the program started. At 256, the
+/// lanes waited on a full sequencer often enough to slow a program whose faults they resolve (the
+/// `race` workload under a debug build: 145 to 250 mremaps a second against 230 to 320); 1,024
+/// keeps that speed. A lane's inbox is counted by credits, and holds no slots while idle.
 const LANE_CAPACITY: usize = 1024;
-const SEQUENCER_CAPACITY: usize = 256;
-const STATE_CAPACITY: usize = 256;
+const SEQUENCER_CAPACITY: usize = 1024;
+const STATE_CAPACITY: usize = 1024;
 
 /// Under fault records, how long each line waits to go out, so that a read's line named by a
 /// record goes at its fault's time (sequencer/placing.rs): four sample periods, as a page is
