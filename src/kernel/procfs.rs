@@ -14,9 +14,7 @@ use linux_raw_sys::general::{page_region, pm_scan_arg};
 /// A sysctl's value (`kernel.perf_event_paranoid`), None when it does not exist here.
 pub fn sysctl(name: &str) -> Option<String> {
     let path = format!("/proc/sys/{}", name.replace('.', "/"));
-    std::fs::read_to_string(path)
-        .ok()
-        .map(|v| v.trim().to_string())
+    text(path).ok().map(|v| v.trim().to_string())
 }
 
 /// A mapping's protection and sharing: the four letters of its `/proc/PID/maps` line
@@ -373,8 +371,8 @@ pub fn whereabouts(tid: i32) -> String {
         .ok()
         .and_then(|s| Some(s[s.rfind(')')? + 2..].chars().next()?.to_string()))
         .unwrap_or_else(|| "?".into());
-    let wchan = std::fs::read_to_string(format!("/proc/{tid}/wchan")).unwrap_or_default();
-    let syscall = std::fs::read_to_string(format!("/proc/{tid}/syscall")).unwrap_or_default();
+    let wchan = text(format!("/proc/{tid}/wchan")).unwrap_or_default();
+    let syscall = text(format!("/proc/{tid}/syscall")).unwrap_or_default();
     let syscall = syscall.split_whitespace().next().unwrap_or("?");
     let wchan = if wchan.is_empty() || wchan == "0" {
         "-"
@@ -455,7 +453,7 @@ pub fn stack_limit(pid: i32) -> Option<u64> {
     if unsafe { libc::prlimit(pid, libc::RLIMIT_STACK, std::ptr::null(), &mut limit) } == 0 {
         return (limit.rlim_cur != libc::RLIM_INFINITY).then_some(limit.rlim_cur);
     }
-    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
+    let limits = text(format!("/proc/{pid}/limits")).ok()?;
     let line = limits.lines().find(|l| l.starts_with("Max stack size"))?;
     line["Max stack size".len()..]
         .split_whitespace()
@@ -476,7 +474,7 @@ pub fn swap_configured() -> bool {
 
 /// A counter of the machine's memory management (`/proc/vmstat`), by its name.
 pub fn vmstat(key: &str) -> Option<u64> {
-    keyed_number(&std::fs::read_to_string("/proc/vmstat").ok()?, key)
+    keyed_number(&text("/proc/vmstat").ok()?, key)
 }
 
 /// The number after `key` on a "key value" line of `text` (`/proc/vmstat`, a memory cgroup's
@@ -527,7 +525,7 @@ pub fn run_state(pid: i32, tid: i32) -> Option<RunState> {
             switched_in: 0,
         });
     }
-    let sched = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
+    let sched = text(format!("/proc/{pid}/task/{tid}/schedstat")).ok()?;
     let mut fields = sched.split_whitespace().map(|f| f.parse::<u64>().ok());
     let on_cpu_ns = fields.next()??;
     let switched_in = fields.nth(1)??;
@@ -556,7 +554,7 @@ pub enum OffCpu {
 
 /// Where the kernel last took thread `tid` of process `pid` off a CPU ([`OffCpu`]).
 pub fn off_cpu(pid: i32, tid: i32) -> Option<OffCpu> {
-    let stack = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stack")).ok()?;
+    let stack = text(format!("/proc/{pid}/task/{tid}/stack")).ok()?;
     Some(
         if stack.contains("exc_page_fault") || stack.contains("handle_userfault") {
             OffCpu::InFault
@@ -606,7 +604,7 @@ pub fn rss(pid: i32) -> Option<RssFigures> {
 /// The path behind a file descriptor of a process.
 /// `VmHWM` of /proc/self/status, in bytes: the peak resident set of this process's memory.
 pub fn own_peak_rss() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let status = text("/proc/self/status").ok()?;
     status_bytes(&status, "VmHWM:")
 }
 
