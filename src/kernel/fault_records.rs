@@ -220,13 +220,15 @@ fn fault_of(record: &perf_event::Record<'_>) -> Option<FaultRecord> {
         return None;
     }
     let bytes = record.to_contiguous();
-    let u32_at = |at: usize| u32::from_ne_bytes(bytes[at..at + 4].try_into().unwrap());
-    let u64_at = |at: usize| u64::from_ne_bytes(bytes[at..at + 8].try_into().unwrap());
+    let (pid, rest) = bytes.split_first_chunk::<4>()?;
+    let (tid, rest) = rest.split_first_chunk::<4>()?;
+    let (time, rest) = rest.split_first_chunk::<8>()?;
+    let (addr, _) = rest.split_first_chunk::<8>()?;
     Some(FaultRecord {
-        pid: u32_at(0) as i32,
-        tid: u32_at(4) as i32,
-        time: u64_at(8),
-        addr: u64_at(16),
+        pid: u32::from_ne_bytes(*pid) as i32,
+        tid: u32::from_ne_bytes(*tid) as i32,
+        time: u64::from_ne_bytes(*time),
+        addr: u64::from_ne_bytes(*addr),
     })
 }
 
