@@ -158,6 +158,39 @@ fn a_32_bit_program_runs_and_verify_says_it_could_not_check_it() {
     }
 }
 
+/// A fork child of a 32-bit program runs its parent's program: it is not followed either (a
+/// `not_followed` warning for each space), nothing is injected into it, and both run as untraced.
+#[test]
+fn a_32_bit_programs_fork_child_is_not_followed_either() {
+    let Some(program) = workload_needing(
+        "a C compiler for 32-bit x86 (-m32)",
+        "u10_i386_fork",
+        &["-m32", "-O1", "-nostdlib", "-static", "-fno-pie", "-no-pie"],
+    ) else {
+        return;
+    };
+    let (status, stdout) = untraced(&[&program]);
+    assert_eq!((status, stdout.as_str()), (5, "child32\nok32\n"));
+    for mode in ["uffd", "scan", "records"] {
+        let t = trace_within(&["--faults", mode], &[program.as_os_str()], HANG);
+        assert_eq!(t.status, 5, "{mode}: {}", t.stderr);
+        assert_eq!(t.stdout, "child32\nok32\n", "{mode}: {}", t.stderr);
+        assert_eq!(
+            warnings(&t, WarningKind::NotFollowed),
+            2,
+            "{mode}: {}",
+            t.stderr
+        );
+        let v = trace_within(
+            &["--faults", mode, "--verify"],
+            &[program.as_os_str()],
+            HANG,
+        );
+        assert_eq!(v.status, VERIFY_INCOMPLETE, "{mode}: {}", v.stderr);
+        assert_eq!(v.verify_totals().unfollowed_spaces, 2, "{mode}");
+    }
+}
+
 /// A program whose own seccomp filter returns `SECCOMP_RET_TRACE` for `openat` gets ENOSYS from
 /// it with no tracer, and so it does under mevi-actors.
 #[test]

@@ -56,6 +56,8 @@ pub(super) struct Space {
     pub(super) vmas: Option<Vmas>,
     /// Its program is one `--only` selects (or there is no `--only`).
     pub(super) selected: bool,
+    /// Its program is a 32-bit one: nothing of its memory is followed.
+    pub(super) runs_32_bit: bool,
     /// When what of it the kernel can take away unasked is looked at next (pressure.rs).
     pub(super) pressure: Pressure,
 }
@@ -176,6 +178,8 @@ pub(super) struct Inherited {
     pub(super) brk: u64,
     /// Whether the parent's memory is followed (`--only`): the child runs the same program.
     pub(super) selected: bool,
+    /// Whether the parent runs a 32-bit program (None without a parent space: read it).
+    pub(super) runs_32_bit: Option<bool>,
     /// The parent's shadow as its copies inherit it: followed by scans, growing down, tracked,
     /// left out and freed lazily as the parent's were (`Shadow::inheriting`).
     pub(super) shadow: Shadow,
@@ -230,7 +234,14 @@ impl Tracer {
         // A 32-bit program's layout syscalls are another ABI's, which the filter lets through
         // undecoded, and a syscall injected into it would run as another ABI's syscall: its
         // memory is not followed at all, only its process lines.
-        let foreign = procfs::runs_32_bit(tid);
+        let foreign = match &origin {
+            // The child runs its parent's program: asked again, /proc/PID/exe is opened for
+            // nothing (a path walk and a read) at every fork.
+            Origin::Fork(inherited) if inherited.runs_32_bit.is_some() => {
+                inherited.runs_32_bit == Some(true)
+            }
+            _ => procfs::runs_32_bit(tid),
+        };
         // `--only`: a program not selected has its pages followed by nothing (its mappings,
         // fork, exec and exit lines are written all the same); a fork child runs its parent's.
         let selected = match &origin {
@@ -414,6 +425,7 @@ impl Tracer {
                 members: 1,
                 vmas,
                 selected,
+                runs_32_bit: foreign,
                 pressure: Pressure::default(),
                 shadow,
                 scans: Scans::new(std::time::Instant::now() + self.config.sample),
@@ -455,6 +467,7 @@ impl Tracer {
         Inherited {
             brk: parent.as_ref().map_or(0, |s| s.brk),
             selected: parent.as_ref().is_none_or(|s| s.selected),
+            runs_32_bit: parent.as_ref().map(|s| s.runs_32_bit),
             shadow: match parent {
                 Some(parent) => {
                     parent.shadow.forked();

@@ -417,6 +417,7 @@ mod tests {
         let inherited = spaces::Inherited {
             brk: 0,
             selected: true,
+            runs_32_bit: None,
             shadow: Default::default(),
         };
         let mut unborn = Phase::AwaitingAttach {
