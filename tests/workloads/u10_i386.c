@@ -5,16 +5,7 @@
  * any 32-bit process with SIGSYS, and the tracer injected 64-bit syscalls into it.
  */
 
-static long sys6(long nr, long a, long b, long c, long d, long e, long f)
-{
-    long r;
-    /* ebp carries the sixth argument; it is saved around the call. */
-    __asm__ volatile("push %%ebp\n\tmov %7, %%ebp\n\tint $0x80\n\tpop %%ebp"
-                     : "=a"(r)
-                     : "a"(nr), "b"(a), "c"(b), "d"(c), "S"(d), "D"(e), "m"(f)
-                     : "memory");
-    return r;
-}
+#include "u10_i386_sys.h"
 
 enum { MMAP2 = 192, WRITE = 4, EXIT = 1, BYTES = 65536 };
 

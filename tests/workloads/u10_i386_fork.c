@@ -5,16 +5,7 @@
  * it is no more followed than its parent, and nothing is injected into it.
  */
 
-static long sys6(long nr, long a, long b, long c, long d, long e, long f)
-{
-    long r;
-    /* ebp carries the sixth argument; it is saved around the call. */
-    __asm__ volatile("push %%ebp\n\tmov %7, %%ebp\n\tint $0x80\n\tpop %%ebp"
-                     : "=a"(r)
-                     : "a"(nr), "b"(a), "c"(b), "d"(c), "S"(d), "D"(e), "m"(f)
-                     : "memory");
-    return r;
-}
+#include "u10_i386_sys.h"
 
 enum { EXIT = 1, FORK = 2, WRITE = 4, WAITPID = 7, MMAP2 = 192, BYTES = 65536 };
 
