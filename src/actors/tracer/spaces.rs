@@ -237,10 +237,10 @@ impl Tracer {
         let foreign = match &origin {
             // The child runs its parent's program: asked again, /proc/PID/exe is opened for
             // nothing (a path walk and a read) at every fork.
-            Origin::Fork(inherited) if inherited.runs_32_bit.is_some() => {
-                inherited.runs_32_bit == Some(true)
-            }
-            _ => procfs::runs_32_bit(tid),
+            Origin::Fork(inherited) => inherited
+                .runs_32_bit
+                .unwrap_or_else(|| procfs::runs_32_bit(tid)),
+            Origin::Exec { .. } | Origin::Attach => procfs::runs_32_bit(tid),
         };
         // `--only`: a program not selected has its pages followed by nothing (its mappings,
         // fork, exec and exit lines are written all the same); a fork child runs its parent's.
