@@ -43,6 +43,13 @@ enum FaultsBy {
     Records,
 }
 
+/// `export --format`.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ExportFormat {
+    /// A gzipped pprof profile.proto.
+    Pprof,
+}
+
 /// `--summary`: the rows of the summary's table.
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum SummaryRows {
@@ -303,6 +310,34 @@ enum Command {
         /// Where to write the page; by default the trace's name with `.html` (`-` is stdout).
         #[arg(short, long, value_name = "FILE")]
         output: Option<PathBuf>,
+        /// Skip lines that are not stream lines, with a warning for each, instead of stopping.
+        #[arg(long)]
+        lenient: bool,
+        /// A stream written by `run` (`-` for stdin, then -o is needed).
+        file: PathBuf,
+    },
+    /// Write a written stream as a profile other tools read: `pprof`, a gzipped profile.proto
+    /// for `go tool pprof` (`-diff_base` of two runs), Pyroscope, Parca or Perfetto.
+    ///
+    /// Its sample types: `resident_space` and `resident_pages`, what was resident at one
+    /// instant (--at); `touched_space` and `touched_pages`, what was first touched over the
+    /// whole trace; with `run --touch-stacks`, `sampled_touches`. Each sample stands at the call
+    /// site that mapped its pages (a trace made with stacks, the default), labelled with the
+    /// pid, program (argv[0]), the thread that first touched them (tid and name then) and the
+    /// mapping's kind (docs/schema.md, "export"). Exit status as for `replay`.
+    Export {
+        /// The format to write.
+        #[arg(long, value_enum, value_name = "FORMAT", default_value_t = ExportFormat::Pprof)]
+        format: ExportFormat,
+        /// Where to write it; by default the trace's name with `.pb.gz` (`-` is stdout, not a
+        /// terminal).
+        #[arg(short, long, value_name = "FILE")]
+        output: Option<PathBuf>,
+        /// The instant of the resident figures: `peak` (the default), the instant the whole
+        /// tree's resident total was largest; `end`, each address space as it ended (added over
+        /// the spaces); or T, milliseconds since the trace started.
+        #[arg(long, value_name = "T", default_value = "peak")]
+        at: mevi_actors::export::Instant,
         /// Skip lines that are not stream lines, with a warning for each, instead of stopping.
         #[arg(long)]
         lenient: bool,
@@ -611,6 +646,18 @@ fn main() -> ExitCode {
         } => mevi_actors::report::run(&mevi_actors::report::Options {
             file,
             output,
+            lenient,
+        }),
+        Command::Export {
+            format: ExportFormat::Pprof,
+            output,
+            at,
+            lenient,
+            file,
+        } => mevi_actors::export::run(&mevi_actors::export::Options {
+            file,
+            output,
+            at,
             lenient,
         }),
         Command::Doctor => {

@@ -17,6 +17,7 @@ macro_rules! to_stderr {
 }
 
 pub mod event;
+pub mod export;
 pub mod model;
 pub mod query;
 pub mod report;

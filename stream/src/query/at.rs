@@ -20,6 +20,13 @@ pub(crate) struct PeakFinder {
     seq: Option<u64>,
 }
 
+impl PeakFinder {
+    /// The line that reached the peak (None: nothing was ever resident).
+    pub fn seq(&self) -> Option<u64> {
+        self.seq
+    }
+}
+
 impl Query for PeakFinder {
     fn after(&mut self, state: &State, line: &Line, _out: &mut dyn Write) -> io::Result<Flow> {
         if state.replay.tree_peak_resident_bytes > self.bytes {

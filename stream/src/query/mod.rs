@@ -2,7 +2,7 @@
 //! lines one by one, before and after the replay applies each: memory follows the spaces and
 //! processes alive at once, never the file.
 
-mod at;
+pub(crate) mod at;
 mod by_site;
 mod by_thread;
 mod format;
