@@ -9,6 +9,7 @@ mod bad_input;
 mod browser;
 mod docs;
 mod doctor;
+mod export;
 mod failures;
 mod foreign;
 mod hostile;
