@@ -160,9 +160,21 @@ impl Run {
 
     /// The same, with `env` set for mevi-actors (`MEVI_TEST_FAULT`).
     fn with_env(env: &[(&str, &str)], flags: &[&str], program: &Path, args: &[&str]) -> Run {
+        Run::launched(&[bin()], env, flags, program, args)
+    }
+
+    /// The same, mevi-actors started by `launcher` (its last word is mevi-actors).
+    fn launched(
+        launcher: &[&str],
+        env: &[(&str, &str)],
+        flags: &[&str],
+        program: &Path,
+        args: &[&str],
+    ) -> Run {
         let file = scratch("sites");
         let (status, stdout, stderr) = run_bounded(
-            Command::new(bin())
+            Command::new(launcher[0])
+                .args(&launcher[1..])
                 .envs(env.iter().copied())
                 .args(["run", "--stacks"])
                 .args(flags)
@@ -625,6 +637,21 @@ fn arena_sites_name_each_function_and_line_with_dwarf_unwind_tables_only() {
 #[test]
 fn arena_sites_name_each_function_and_line_with_frame_pointers_only() {
     arena_sites_name_each_function_and_line(Build::FramePointersOnly);
+}
+
+/// Without address randomization (`setarch -R`, as gdb runs a program) the main thread's stack
+/// ends at the very top of user memory: its stacks are read up to there, whole.
+#[test]
+fn arena_sites_name_each_function_and_line_without_address_randomization() {
+    if !crate::util::installed("setarch") {
+        return;
+    }
+    let program = c_workload("sites_arena", Build::DwarfOnly);
+    let run = Run::launched(&["setarch", "-R", bin()], &[], &[], &program, &[]);
+    for call in run.calls.iter().filter(|c| c.maps()) {
+        run.assert_site_of(call);
+    }
+    run.assert_by_site_equals_truth();
 }
 
 #[test]

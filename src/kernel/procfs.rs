@@ -723,8 +723,8 @@ impl Pagemap {
     pub fn populated(&self, range: Range<u64>) -> io::Result<Vec<PopulatedRun>> {
         use std::sync::atomic::Ordering::Relaxed;
         // Whole pages (the kernel refuses an unaligned start with EINVAL, which would read as a
-        // kernel without the scan).
-        let range = super::whole_pages(range, self.page_size);
+        // kernel without the scan), below the top of user memory.
+        let range = below_user_top(super::whole_pages(range, self.page_size));
         if range.is_empty() {
             return Ok(Vec::new());
         }
@@ -1010,6 +1010,23 @@ pub fn split_by_presence(range: Range<u64>, present: &[Range<u64>]) -> Vec<(Rang
     out
 }
 
+/// The end of user memory under 4-level page tables (x86_64's `TASK_SIZE`): the last page below
+/// 2^47 is never mapped. `PAGEMAP_SCAN` refuses a range past it (EFAULT) and so does the pagemap
+/// file; a stack at the very top (a program run without address randomization, as under gdb
+/// or `setarch -R`) reads up to it.
+const USER_TOP: u64 = (1 << 47) - 4096;
+
+/// `range` cut at [`USER_TOP`]: what lies above it can hold no page. A range that starts above
+/// it is left whole: with 5-level page tables (`la57`), a process that asks for addresses above
+/// 2^47 gets them, and the kernel's limit is then higher.
+fn below_user_top(range: Range<u64>) -> Range<u64> {
+    if range.start < USER_TOP {
+        range.start..range.end.min(USER_TOP)
+    } else {
+        range
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1204,6 +1221,18 @@ mod tests {
                 PAGE_IS_GUARD
             ],
             [1 << 3, 1 << 4, 1 << 5, 1 << 6, 1 << 8]
+        );
+    }
+
+    #[test]
+    fn a_range_past_the_top_of_user_memory_is_cut_there() {
+        let top = (1u64 << 47) - 4096;
+        assert_eq!(below_user_top(top - 8192..top + 4096), top - 8192..top);
+        assert_eq!(below_user_top(0x1000..0x3000), 0x1000..0x3000);
+        // Above 2^47 (5-level page tables): left whole.
+        assert_eq!(
+            below_user_top(1 << 48..(1 << 48) + 4096),
+            1 << 48..(1 << 48) + 4096
         );
     }
 }
