@@ -344,6 +344,26 @@ enum Command {
         /// A stream written by `run` (`-` for stdin, then -o is needed).
         file: PathBuf,
     },
+    /// Compare two written streams: per program and per call site, the peak, final and
+    /// first-touched bytes in each and the change, largest change first.
+    ///
+    /// Processes are matched by program (its file name, and the argument that tells it from
+    /// others of the same program, as `cc1 first_unit.c`) and order of birth; those only one
+    /// trace has are listed after. Sites are matched by their innermost user frame (function,
+    /// file and line, as `replay --by-site`'s bottom-up rows). Exit status as for `replay`; 2
+    /// for traces of different schemas.
+    Diff {
+        /// One JSON object per row instead of tables (docs/schema.md, "diff --json").
+        #[arg(long)]
+        json: bool,
+        /// Skip lines that are not stream lines, with a warning for each, instead of stopping.
+        #[arg(long)]
+        lenient: bool,
+        /// The base trace (`-` for stdin).
+        a: PathBuf,
+        /// The trace compared with it (`-` for stdin).
+        b: PathBuf,
+    },
     /// Check that `run` can follow first touches here, and say what to change if not.
     ///
     /// One line per thing `run` needs: ✓ or ✗, and for each ✗ the command that fixes it and
@@ -658,6 +678,17 @@ fn main() -> ExitCode {
             file,
             output,
             at,
+            lenient,
+        }),
+        Command::Diff {
+            json,
+            lenient,
+            a,
+            b,
+        } => mevi_actors::diff::run(&mevi_actors::diff::Options {
+            a,
+            b,
+            json,
             lenient,
         }),
         Command::Doctor => {

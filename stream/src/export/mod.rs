@@ -3,7 +3,7 @@
 //! and those first touched over the whole trace, by call site, with the process, thread and
 //! mapping kind as labels.
 
-mod collect;
+pub(crate) mod collect;
 mod profile;
 mod proto;
 #[cfg(test)]

@@ -5,7 +5,7 @@
 pub(crate) mod at;
 mod by_site;
 mod by_thread;
-mod format;
+pub(crate) mod format;
 mod maps_at_exit;
 mod processes;
 pub(crate) mod reader;
