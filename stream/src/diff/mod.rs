@@ -2,7 +2,7 @@
 //! first-touched bytes in each and the change, largest change first (docs/schema.md, "diff").
 
 mod programs;
-mod side;
+pub(crate) mod side;
 
 use std::cmp::Reverse;
 use std::io::{self, Write};
@@ -10,11 +10,10 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::model::processes::Process;
 use crate::query::format;
 use crate::query::reader::Failure;
 
-use side::{Figures, Side, SiteKey};
+use side::{Figures, Program, SiteKey, Summary};
 
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -32,7 +31,7 @@ struct Row<'a> {
     /// A site's frame.
     site: Option<&'a SiteKey>,
     /// A program's process in each trace.
-    processes: (Option<&'a Process>, Option<&'a Process>),
+    processes: (Option<&'a Program>, Option<&'a Program>),
     a: Option<Figures>,
     b: Option<Figures>,
 }
@@ -102,7 +101,7 @@ pub fn run(options: &Options) -> i32 {
         crate::to_stderr!("mevi-actors: diff: stdin can be one of the two traces, not both");
         return 2;
     }
-    let read = |path| Side::read(path, options.lenient);
+    let read = |path| Summary::read(path, options.lenient);
     let (a, b) = match (read(&options.a), read(&options.b)) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(Failure(status)), _) | (_, Err(Failure(status))) => return status,
@@ -133,45 +132,30 @@ pub fn run(options: &Options) -> i32 {
 }
 
 /// The rows of the programs: matched pairs, then what only one trace has.
-fn program_rows<'a>(a: &'a Side, b: &'a Side) -> Vec<Row<'a>> {
-    let pa: Vec<_> = a.processes.iter().map(|p| &p.process).collect();
-    let pb: Vec<_> = b.processes.iter().map(|p| &p.process).collect();
-    let (pairs, only_a, only_b) = programs::pair(&pa, &pb);
-    let (labels_a, labels_b) = (programs::labels(&pa), programs::labels(&pb));
+fn program_rows<'a>(a: &'a Summary, b: &'a Summary) -> Vec<Row<'a>> {
+    let (pairs, only_a, only_b) = programs::pair(&a.programs, &b.programs);
+    let row = |x: Option<&'a Program>, y: Option<&'a Program>| Row {
+        table: "program",
+        name: x.or(y).map_or(String::new(), |p| p.name.clone()),
+        site: None,
+        processes: (x, y),
+        a: x.map(|p| p.figures),
+        b: y.map(|p| p.figures),
+    };
     let mut rows: Vec<Row> = pairs
         .into_iter()
-        .map(|(i, j)| Row {
-            table: "program",
-            name: labels_a[i].clone(),
-            site: None,
-            processes: (Some(pa[i]), Some(pb[j])),
-            a: Some(a.processes[i].figures),
-            b: Some(b.processes[j].figures),
-        })
+        .map(|(i, j)| row(Some(&a.programs[i]), Some(&b.programs[j])))
         .collect();
     rows.sort_by_key(Row::order);
-    rows.extend(only_a.into_iter().map(|i| Row {
-        table: "program",
-        name: labels_a[i].clone(),
-        site: None,
-        processes: (Some(pa[i]), None),
-        a: Some(a.processes[i].figures),
-        b: None,
-    }));
-    rows.extend(only_b.into_iter().map(|j| Row {
-        table: "program",
-        name: labels_b[j].clone(),
-        site: None,
-        processes: (None, Some(pb[j])),
-        a: None,
-        b: Some(b.processes[j].figures),
-    }));
+    rows.extend(only_a.into_iter().map(|i| row(Some(&a.programs[i]), None)));
+    rows.extend(only_b.into_iter().map(|j| row(None, Some(&b.programs[j]))));
     rows
 }
 
 /// The rows of the sites, in either trace.
-fn site_rows<'a>(a: &'a Side, b: &'a Side) -> Vec<Row<'a>> {
-    let mut keys: Vec<&SiteKey> = a.sites.keys().chain(b.sites.keys()).collect();
+fn site_rows<'a>(a: &'a Summary, b: &'a Summary) -> Vec<Row<'a>> {
+    let find = |s: &'a Summary, key: &SiteKey| s.sites.iter().find(|x| x.site == *key);
+    let mut keys: Vec<&SiteKey> = a.sites.iter().chain(&b.sites).map(|s| &s.site).collect();
     keys.sort_unstable();
     keys.dedup();
     let mut rows: Vec<Row> = keys
@@ -181,15 +165,15 @@ fn site_rows<'a>(a: &'a Side, b: &'a Side) -> Vec<Row<'a>> {
             name: k.name(),
             site: Some(k),
             processes: (None, None),
-            a: a.sites.get(k).copied(),
-            b: b.sites.get(k).copied(),
+            a: find(a, k).map(|s| s.figures),
+            b: find(b, k).map(|s| s.figures),
         })
         .collect();
     rows.sort_by(|x, y| (x.order(), &x.name).cmp(&(y.order(), &y.name)));
     rows
 }
 
-fn write<'a>(a: &'a Side, b: &'a Side, json: bool, out: &mut dyn Write) -> io::Result<()> {
+fn write<'a>(a: &'a Summary, b: &'a Summary, json: bool, out: &mut dyn Write) -> io::Result<()> {
     let tree = Row {
         table: "tree",
         name: "the whole tree".into(),
@@ -202,9 +186,9 @@ fn write<'a>(a: &'a Side, b: &'a Side, json: bool, out: &mut dyn Write) -> io::R
     let sites = site_rows(a, b);
     if json {
         for row in std::iter::once(&tree).chain(&programs).chain(&sites) {
-            let figures = |f: Option<Figures>, p: Option<&'a Process>| {
+            let figures = |f: Option<Figures>, p: Option<&'a Program>| {
                 f.map(|f| FiguresJson {
-                    pid: p.map(|p| p.pid),
+                    pid: p.and_then(|p| p.pid),
                     argv: p.map(|p| p.argv.as_slice()),
                     peak_bytes: f.peak,
                     final_bytes: f.last,
@@ -269,9 +253,10 @@ fn table(out: &mut dyn Write, rows: &[Row], what: &str) -> io::Result<()> {
             (None, Some(_)) => "  (only in b)",
             _ => "",
         };
+        let pid = |p: &Program| p.pid.map_or("-".into(), |pid| pid.to_string());
         let pids = match row.processes {
-            (Some(x), Some(y)) => format!("  [pid {} → {}]", x.pid, y.pid),
-            (Some(x), None) | (None, Some(x)) => format!("  [pid {}]", x.pid),
+            (Some(x), Some(y)) => format!("  [pid {} → {}]", pid(x), pid(y)),
+            (Some(x), None) | (None, Some(x)) => format!("  [pid {}]", pid(x)),
             (None, None) => String::new(),
         };
         writeln!(

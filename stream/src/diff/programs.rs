@@ -10,6 +10,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::model::processes::Process;
 
+use super::side::Program;
+
 /// What a process is called when compared: its program, and the argument that tells it apart.
 pub(crate) fn labels(processes: &[&Process]) -> Vec<String> {
     let mut by_program: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
@@ -76,16 +78,12 @@ pub(crate) fn labels(processes: &[&Process]) -> Vec<String> {
 /// labels are the same, the first with the first; then, of those left, those of the same
 /// program (an argument that differs from run to run, such as a temporary file's name, leaves
 /// the label different). Pairs of indices, in `a`'s order; then what is left of each.
-pub(crate) fn pair(
-    a: &[&Process],
-    b: &[&Process],
-) -> (Vec<(usize, usize)>, Vec<usize>, Vec<usize>) {
-    let (labels_a, labels_b) = (labels(a), labels(b));
+pub(crate) fn pair(a: &[Program], b: &[Program]) -> (Vec<(usize, usize)>, Vec<usize>, Vec<usize>) {
     let mut taken_a = vec![false; a.len()];
     let mut taken_b = vec![false; b.len()];
     let mut pairs = Vec::new();
-    let by_label = |i: usize, j: usize| labels_a[i] == labels_b[j];
-    let by_program = |i: usize, j: usize| a[i].short_name() == b[j].short_name();
+    let by_label = |i: usize, j: usize| a[i].name == b[j].name;
+    let by_program = |i: usize, j: usize| a[i].program == b[j].program;
     for same in [&by_label as &dyn Fn(usize, usize) -> bool, &by_program] {
         for (i, taken) in taken_a.iter_mut().enumerate() {
             if *taken {

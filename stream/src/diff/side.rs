@@ -1,9 +1,12 @@
-//! One trace of a `diff`, read into what is compared: each process (in order of birth) and each
-//! call site, with its peak, final and first-touched bytes.
+//! One trace of a `diff` or a `check`, read into what is compared: the whole tree, each process
+//! (in order of birth) and each call site, with its peak, final and first-touched bytes. A
+//! `check --save-baseline` file is the same, written as JSON.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
 use std::path::Path;
+
+use serde::{Deserialize, Serialize};
 
 use crate::event::{Event, Line};
 use crate::export::collect::{Collect, StackOf, Target};
@@ -13,14 +16,19 @@ use crate::query::at::PeakFinder;
 use crate::query::reader::{Failure, Source};
 use crate::query::{Flow, Query, State, stream_status};
 
+use super::programs;
+
 /// What is compared, for a process or a site, in bytes.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Figures {
     /// A process's largest resident figure; a site's resident bytes at the tree's peak.
+    #[serde(rename = "peak_bytes")]
     pub peak: u64,
     /// As a process exited; a site's as each space ended, added over the spaces.
+    #[serde(rename = "final_bytes")]
     pub last: u64,
     /// First touched over the whole trace.
+    #[serde(rename = "touched_bytes")]
     pub touched: u64,
 }
 
@@ -33,42 +41,56 @@ impl Figures {
 }
 
 /// A process of one trace.
-#[derive(Clone, Debug)]
-pub(crate) struct Proc {
-    pub process: Process,
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct Program {
+    /// Its program and the argument that tells it from others of the program (`programs.rs`).
+    pub name: String,
+    /// Its program alone.
+    pub program: String,
+    #[serde(default)]
+    pub pid: Option<i32>,
+    #[serde(default)]
+    pub argv: Vec<String>,
+    #[serde(flatten)]
+    pub figures: Figures,
+}
+
+/// A call site of one trace.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct Site {
+    pub name: String,
+    pub site: SiteKey,
+    #[serde(flatten)]
     pub figures: Figures,
 }
 
 /// What a site is matched by across traces: its innermost user frame (as `replay --by-site`'s
-/// bottom-up rows), by file names, function and line; by offset when it has no name.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-#[serde(untagged)]
-pub(crate) enum SiteKey {
-    NoStack,
-    Frame {
-        #[serde(skip_serializing_if = "Option::is_none")]
-        function: Option<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        file: Option<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        line: Option<u32>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        module: Option<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        offset: Option<u64>,
-    },
+/// bottom-up rows), by file names, function and line; by offset when it has no name. Pages
+/// mapped by no line with a site have none of these (`{}` in JSON): "(no stack)".
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub(crate) struct SiteKey {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    function: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    file: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    line: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    module: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    offset: Option<u64>,
 }
 
 impl SiteKey {
     fn of(stack: Option<&Stack>) -> SiteKey {
         let Some(frame) = stack.and_then(|s| Some(&s.frames[s.user_frame()?])) else {
-            return SiteKey::NoStack;
+            return SiteKey::default();
         };
         let base = |p: &Option<String>| {
             p.as_deref()
                 .map(|p| p.rsplit('/').next().unwrap_or(p).to_string())
         };
-        SiteKey::Frame {
+        SiteKey {
             function: frame.function.clone(),
             file: base(&frame.file),
             line: frame.line,
@@ -77,45 +99,42 @@ impl SiteKey {
         }
     }
 
-    /// `map_growing (export_sites.c:34) in export_sites`.
+    /// `map_growing (export_sites.c:34) in export_sites`, or `(no stack)`.
     pub fn name(&self) -> String {
-        match self {
-            SiteKey::NoStack => "(no stack)".into(),
-            SiteKey::Frame {
-                function,
-                file,
-                line,
-                module,
-                offset,
-            } => {
-                let mut name = match (function, offset) {
-                    (Some(f), _) => f.clone(),
-                    (None, Some(o)) => format!("{o:#x}"),
-                    (None, None) => "?".into(),
-                };
-                if let Some(file) = file {
-                    name += &format!(" ({file}:{})", line.unwrap_or(0));
-                }
-                if let Some(module) = module {
-                    name += &format!(" in {module}");
-                }
-                name
-            }
+        if *self == SiteKey::default() {
+            return "(no stack)".into();
         }
+        let mut name = match (&self.function, self.offset) {
+            (Some(f), _) => f.clone(),
+            (None, Some(o)) => format!("{o:#x}"),
+            (None, None) => "?".into(),
+        };
+        if let Some(file) = &self.file {
+            name += &format!(" ({file}:{})", self.line.unwrap_or(0));
+        }
+        if let Some(module) = &self.module {
+            name += &format!(" in {module}");
+        }
+        name
     }
 }
 
-/// One trace, read.
-pub(crate) struct Side {
+/// A trace's figures, as compared: read from the trace, or from a saved baseline.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct Summary {
+    /// The trace's name in messages (a baseline's: its file's).
+    #[serde(skip)]
     pub name: String,
     pub schema: Option<u32>,
-    /// In order of birth.
-    pub processes: Vec<Proc>,
-    pub sites: HashMap<SiteKey, Figures>,
     /// The whole tree: its resident peak, what was resident at the trace's end, and every
     /// first touch.
     pub tree: Figures,
-    /// The exit status `replay` would give it (1: the stream has problems).
+    /// In order of birth.
+    pub programs: Vec<Program>,
+    /// Largest at the peak first.
+    pub sites: Vec<Site>,
+    /// The exit status `replay` would give the trace (1: the stream has problems).
+    #[serde(skip)]
     pub status: i32,
 }
 
@@ -172,9 +191,9 @@ impl Query for Each<'_> {
     }
 }
 
-impl Side {
-    /// Reads `path` (twice: the tree's peak is known only at the end).
-    pub fn read(path: &Path, lenient: bool) -> Result<Side, Failure> {
+impl Summary {
+    /// Reads the trace `path` (twice: the tree's peak is known only at the end).
+    pub fn read(path: &Path, lenient: bool) -> Result<Summary, Failure> {
         let mut source = Source::open(path, lenient)?;
         source.spool()?;
         let mut finder = PeakFinder::default();
@@ -192,7 +211,7 @@ impl Side {
         let mut sites: HashMap<SiteKey, Figures> = HashMap::new();
         let site = |stack: StackOf| match stack {
             StackOf::Mapping(Some(id)) => SiteKey::of(at_end.stacks.get(&id)),
-            _ => SiteKey::NoStack,
+            _ => SiteKey::default(),
         };
         for (key, v) in &at_end.samples {
             // The touch stacks of --touch-stacks are samples of first touches counted already.
@@ -212,31 +231,43 @@ impl Side {
                 sites.entry(site(key.stack)).or_default().peak += v.resident_bytes;
             }
         }
-        let schema = processes.schema;
-        let touched_by_all: u64 = touched.values().sum();
         let mut ended = processes.ended;
         ended.sort_by_key(|p| (p.started_ns, p.pid));
-        let processes = ended
-            .into_iter()
-            .map(|p| Proc {
+        let labels = programs::labels(&ended.iter().collect::<Vec<_>>());
+        let programs = ended
+            .iter()
+            .zip(labels)
+            .map(|(p, name)| Program {
+                name,
+                program: p.short_name().to_string(),
+                pid: Some(p.pid),
+                argv: p.argv.clone(),
                 figures: Figures {
                     peak: p.peak_resident_bytes,
                     last: p.resident_bytes,
                     touched: touched.get(&p.pid).copied().unwrap_or(0),
                 },
-                process: p,
             })
             .collect();
-        Ok(Side {
+        let mut sites: Vec<Site> = sites
+            .into_iter()
+            .map(|(site, figures)| Site {
+                name: site.name(),
+                site,
+                figures,
+            })
+            .collect();
+        sites.sort_by(|x, y| (y.figures.peak, &x.site).cmp(&(x.figures.peak, &y.site)));
+        Ok(Summary {
             name: source.name(),
-            schema,
-            processes,
-            sites,
+            schema: processes.schema,
             tree: Figures {
                 peak: state.replay.tree_peak_resident_bytes,
                 last: state.replay.tree_resident_bytes,
-                touched: touched_by_all,
+                touched: touched.values().sum(),
             },
+            programs,
+            sites,
             status,
         })
     }
