@@ -5,7 +5,7 @@
 
 // The stream and its readers are a crate of their own (stream/), kernel-free; they keep their
 // paths here (`crate::event`, `mevi_actors::report`), as does the stderr macro they share.
-pub use mevi_stream::{diff, event, export, model, query, report, to_stderr};
+pub use mevi_stream::{check, diff, event, export, model, query, report, to_stderr};
 
 pub mod actors;
 pub mod demo;

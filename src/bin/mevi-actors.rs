@@ -364,6 +364,55 @@ enum Command {
         /// The trace compared with it (`-` for stdin).
         b: PathBuf,
     },
+    /// Check a written stream against limits or a saved run, as a gate in CI: exit 0 when
+    /// within, 1 with a table of what is over and by how much, 2 on a usage error.
+    ///
+    /// Limits apply to each process (those --process chooses), or to each site --site
+    /// chooses; --max-tree-peak to the whole tree. Against --baseline (a trace, or what
+    /// --save-baseline wrote), the tree's peak and each process's (or chosen site's) peak and
+    /// final bytes may grow by --tolerance and --min-change at most; processes and sites are
+    /// matched as `diff` matches them (docs/usage.md, "A gate in CI").
+    Check {
+        /// The most each chosen process (or site) may have resident at its peak (`512MiB`).
+        #[arg(long, value_name = "SIZE", value_parser = size)]
+        max_peak: Option<u64>,
+        /// The most each chosen process may have resident as it exited (a site: as each space
+        /// ended, added over the spaces).
+        #[arg(long, value_name = "SIZE", value_parser = size)]
+        max_final: Option<u64>,
+        /// The most the whole tree may have resident at once.
+        #[arg(long, value_name = "SIZE", value_parser = size)]
+        max_tree_peak: Option<u64>,
+        /// Check only the processes whose program, label (`cc1 first_unit.c`) or argv[0]
+        /// matches the shell pattern GLOB (repeatable).
+        #[arg(long, value_name = "GLOB", value_parser = glob_pattern, conflicts_with = "site")]
+        process: Vec<glob::Pattern>,
+        /// Check the call sites whose function or name matches GLOB (repeatable), instead of
+        /// processes.
+        #[arg(long, value_name = "GLOB", value_parser = glob_pattern)]
+        site: Vec<glob::Pattern>,
+        /// Compare with a saved run: a trace, or a file --save-baseline wrote.
+        #[arg(long, value_name = "FILE")]
+        baseline: Option<PathBuf>,
+        /// How much above the baseline is still within (`5%`, the default).
+        #[arg(long, value_name = "PERCENT", value_parser = percent, default_value = "5%", requires = "baseline")]
+        tolerance: f64,
+        /// And at least this much (`256KiB`, the default): a page or two of noise in a small
+        /// process is not a regression.
+        #[arg(long, value_name = "SIZE", value_parser = size, default_value = "256KiB", requires = "baseline")]
+        min_change: u64,
+        /// Write the trace's figures to FILE, to keep and check later runs against.
+        #[arg(long, value_name = "FILE")]
+        save_baseline: Option<PathBuf>,
+        /// Write the checks as a JUnit XML report to FILE (one test case per figure).
+        #[arg(long, value_name = "FILE")]
+        junit: Option<PathBuf>,
+        /// Skip lines that are not stream lines, with a warning for each, instead of stopping.
+        #[arg(long)]
+        lenient: bool,
+        /// A stream written by `run` (`-` for stdin).
+        trace: PathBuf,
+    },
     /// Check that `run` can follow first touches here, and say what to change if not.
     ///
     /// One line per thing `run` needs: ✓ or ✗, and for each ✗ the command that fixes it and
@@ -379,6 +428,20 @@ fn min_size(text: &str) -> Result<u64, String> {
     match parse_size::parse_size(text).map_err(|e| format!("{e} (try 1MiB or 64k)"))? {
         0 => Err("must be at least 1 byte".into()),
         n => Ok(n),
+    }
+}
+
+/// A size with an optional unit (`512MiB`, `64k`, `0`).
+fn size(text: &str) -> Result<u64, String> {
+    parse_size::parse_size(text).map_err(|e| format!("{e} (try 512MiB or 64k)"))
+}
+
+/// `5%` (or `5`): a fraction, 0.05.
+fn percent(text: &str) -> Result<f64, String> {
+    let number = text.strip_suffix('%').unwrap_or(text);
+    match number.parse::<f64>() {
+        Ok(p) if p.is_finite() && p >= 0.0 => Ok(p / 100.0),
+        _ => Err(format!("`{text}` is not a percentage (try 5%)")),
     }
 }
 
@@ -689,6 +752,33 @@ fn main() -> ExitCode {
             a,
             b,
             json,
+            lenient,
+        }),
+        Command::Check {
+            max_peak,
+            max_final,
+            max_tree_peak,
+            process,
+            site,
+            baseline,
+            tolerance,
+            min_change,
+            save_baseline,
+            junit,
+            lenient,
+            trace,
+        } => mevi_actors::check::run(&mevi_actors::check::Options {
+            trace,
+            max_peak,
+            max_final,
+            max_tree_peak,
+            processes: process,
+            sites: site,
+            baseline,
+            tolerance,
+            min_change,
+            save_baseline,
+            junit,
             lenient,
         }),
         Command::Doctor => {

@@ -16,6 +16,7 @@ macro_rules! to_stderr {
     }};
 }
 
+pub mod check;
 pub mod diff;
 pub mod event;
 pub mod export;

@@ -131,6 +131,36 @@ pub fn run(options: &Options) -> i32 {
     }
 }
 
+/// The programs of `b` with their figures in `a`: each paired one's (as `diff` pairs them), and
+/// none (0) for one that `a` does not have; by `b`'s label.
+pub(crate) fn matched_programs(a: &Summary, b: &Summary) -> Vec<(String, Figures, Figures)> {
+    let (pairs, _, only_b) = programs::pair(&a.programs, &b.programs);
+    let paired = pairs.into_iter().map(|(i, j)| (Some(i), j));
+    let new = only_b.into_iter().map(|j| (None, j));
+    paired
+        .chain(new)
+        .map(|(i, j)| {
+            let old = i.map_or_else(Figures::default, |i| a.programs[i].figures);
+            (b.programs[j].label(), old, b.programs[j].figures)
+        })
+        .collect()
+}
+
+/// The sites of `b` with their figures in `a` (0 for a site `a` does not have), by name.
+pub(crate) fn matched_sites(a: &Summary, b: &Summary) -> Vec<(String, Figures, Figures)> {
+    b.sites
+        .iter()
+        .map(|s| {
+            let old = a.sites.iter().find(|x| x.site == s.site);
+            (
+                s.name.clone(),
+                old.map(|o| o.figures).unwrap_or_default(),
+                s.figures,
+            )
+        })
+        .collect()
+}
+
 /// The rows of the programs: matched pairs, then what only one trace has.
 fn program_rows<'a>(a: &'a Summary, b: &'a Summary) -> Vec<Row<'a>> {
     let (pairs, only_a, only_b) = programs::pair(&a.programs, &b.programs);

@@ -55,6 +55,23 @@ pub(crate) struct Program {
     pub figures: Figures,
 }
 
+impl Program {
+    /// Its name and pid, for a figure checked (`export_sites [pid 4242]`).
+    pub fn label(&self) -> String {
+        match self.pid {
+            Some(pid) => format!("{} [pid {pid}]", self.name),
+            None => self.name.clone(),
+        }
+    }
+
+    /// Whether `pattern` matches its name, its program or its argv[0].
+    pub fn matches(&self, pattern: &glob::Pattern) -> bool {
+        pattern.matches(&self.name)
+            || pattern.matches(&self.program)
+            || self.argv.first().is_some_and(|a| pattern.matches(a))
+    }
+}
+
 /// A call site of one trace.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(crate) struct Site {
@@ -62,6 +79,18 @@ pub(crate) struct Site {
     pub site: SiteKey,
     #[serde(flatten)]
     pub figures: Figures,
+}
+
+impl Site {
+    /// Whether `pattern` matches its name or its function.
+    pub fn matches(&self, pattern: &glob::Pattern) -> bool {
+        pattern.matches(&self.name)
+            || self
+                .site
+                .function
+                .as_deref()
+                .is_some_and(|f| pattern.matches(f))
+    }
 }
 
 /// What a site is matched by across traces: its innermost user frame (as `replay --by-site`'s
@@ -206,6 +235,10 @@ impl Summary {
             &mut Each(vec![&mut at_peak, &mut at_end, &mut processes]),
             &mut io::sink(),
         )?;
+        if state.last.is_none() {
+            crate::to_stderr!("mevi-actors: {}: no stream line to compare", source.name());
+            return Err(Failure(2));
+        }
         let status = stream_status(&source, &state, stopped);
         let mut touched: HashMap<i32, u64> = HashMap::new();
         let mut sites: HashMap<SiteKey, Figures> = HashMap::new();
