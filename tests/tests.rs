@@ -7,6 +7,7 @@ mod as_untraced;
 mod attach;
 mod bad_input;
 mod browser;
+mod check;
 mod diff;
 mod docs;
 mod doctor;
