@@ -17,7 +17,7 @@ use crate::actors::tracer::{
 };
 use crate::event::{Event, SCHEMA, VerifyTotals};
 use crate::kernel::thp::ThpPolicy;
-use crate::kernel::{spawn, uffd};
+use crate::kernel::{host, spawn, uffd};
 use crate::model::Replay;
 use crate::model::processes::Processes;
 use crate::report::build::Builder;
@@ -421,6 +421,13 @@ pub fn run(options: RunOptions) -> RunOutcome {
     if follow_by == FollowBy::Records {
         sequencer = sequencer.placing_records(placing_window(options.sample));
     }
+    // A child starts in our cgroup; an attached process is in its own.
+    let cgroup = host::cgroup(
+        options
+            .attach
+            .as_ref()
+            .and_then(|a| a.pids.first().copied()),
+    );
     let start = Event::Start {
         schema: SCHEMA,
         version: env!("CARGO_PKG_VERSION").to_string(),
@@ -462,6 +469,9 @@ pub fn run(options: RunOptions) -> RunOutcome {
                 .collect()
         }),
         min_size: Some(options.selection.min_size).filter(|&n| n > 0),
+        host: host::name(),
+        cgroup: cgroup.clone(),
+        container: cgroup.as_deref().and_then(host::container_id),
     };
     supervisor::install_panic_hook();
     let supervisor = Supervisor::new();

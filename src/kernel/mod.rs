@@ -14,6 +14,7 @@ pub mod anon_memory;
 pub mod attach;
 pub mod bpf;
 pub mod fault_records;
+pub mod host;
 pub mod idle;
 pub mod inject;
 pub mod oom;

@@ -451,6 +451,14 @@ pub enum Event {
         /// `--min-size`: only mappings at least this many bytes long, as made, are followed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         min_size: Option<u64>,
+        /// The machine's host name, the traced process's cgroup (v2) path as it started, and
+        /// the container that cgroup belongs to, when it is one's (docs/fleet.md).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        host: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cgroup: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        container: Option<String>,
     },
     /// A call stack, the first time a line names it (`--stacks`).
     Site {

@@ -68,6 +68,9 @@ fn start() -> Event {
         threads: None,
         regions: None,
         min_size: None,
+        host: None,
+        cgroup: None,
+        container: None,
     }
 }
 

@@ -96,6 +96,8 @@ pub(crate) struct Collect {
     pub taken: Option<Taken>,
     /// The `start` line's `touch_stacks`.
     pub touch_period: Option<u64>,
+    /// The `start` line's `host`, `cgroup` and `container`: labels of every sample.
+    pub whereabouts: Vec<(&'static str, String)>,
     /// The file of the trace's first program (its first `exec`).
     pub program: Option<String>,
     /// The `start` line's wall clock and the stream's last `t_ns`.
@@ -116,6 +118,7 @@ impl Collect {
             samples: HashMap::new(),
             taken: None,
             touch_period: None,
+            whereabouts: Vec::new(),
             program: None,
             wall_ns: None,
             last_t_ns: 0,
@@ -348,10 +351,18 @@ impl Query for Collect {
             Event::Start {
                 wall_ns,
                 touch_stacks,
+                host,
+                cgroup,
+                container,
                 ..
             } => {
                 self.wall_ns = *wall_ns;
                 self.touch_period = *touch_stacks;
+                let labels = [("host", host), ("cgroup", cgroup), ("container", container)];
+                self.whereabouts = labels
+                    .into_iter()
+                    .filter_map(|(k, v)| Some((k, v.clone()?)))
+                    .collect();
             }
             Event::Site {
                 id,

@@ -297,6 +297,9 @@ pub(crate) fn build(mut collect: Collect, page_size: u64, comments: &[String]) -
         if let Some(kind) = key.kind {
             label.push(str_label(t, "kind", kind_name(kind)));
         }
+        for (k, v) in &collect.whereabouts {
+            label.push(str_label(t, k, v));
+        }
         let stack = match key.stack {
             StackOf::Mapping(_) => "mapping",
             StackOf::Touch(_) => "touch",

@@ -25,6 +25,9 @@ fn start(follow: Option<&str>) -> Event {
         threads: None,
         regions: None,
         min_size: None,
+        host: None,
+        cgroup: None,
+        container: None,
     }
 }
 
