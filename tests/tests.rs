@@ -13,6 +13,7 @@ mod docs;
 mod doctor;
 mod export;
 mod failures;
+mod fleet;
 mod foreign;
 mod hostile;
 mod lifecycle;
