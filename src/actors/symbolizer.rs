@@ -7,8 +7,10 @@
 //! tracer's, and each frame is named once per run.
 
 use std::collections::HashMap;
+use std::fs::File;
 use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use async_channel::{Receiver, Sender};
@@ -17,6 +19,7 @@ use blazesym::symbolize::{CodeInfo, Input, Symbolized, Symbolizer};
 
 use crate::actors::supervisor::{self, Supervisor};
 use crate::event::{Event, Frame};
+use crate::stacks::jit_map::JitMaps;
 use crate::stacks::{NewSite, TakenFrame};
 
 pub struct SymbolizerActor {
@@ -59,10 +62,11 @@ impl SymbolizerActor {
     }
 }
 
-/// Frame names, once per (file, offset looked up) for the run.
+/// Frame names, once per (file, offset looked up) for the run; JIT code's from its maps.
 struct Names {
     symbolizer: Symbolizer,
     known: HashMap<(u32, u64), Vec<Frame>>,
+    jit: JitMaps,
 }
 
 impl Names {
@@ -74,13 +78,14 @@ impl Names {
                 .enable_demangling(true)
                 .build(),
             known: HashMap::new(),
+            jit: JitMaps::default(),
         }
     }
 
     fn site_line(&mut self, site: NewSite) -> Event {
         let mut frames = Vec::with_capacity(site.frames.len());
         for taken in &site.frames {
-            frames.extend(self.frames_of(taken));
+            frames.extend(self.frames_of(taken, site.jit_map.as_ref()));
         }
         Event::Site {
             id: site.id,
@@ -89,11 +94,14 @@ impl Names {
         }
     }
 
-    /// A taken frame as the stream writes it: its inlined calls first, then itself.
-    fn frames_of(&mut self, taken: &TakenFrame) -> Vec<Frame> {
+    /// A taken frame as the stream writes it: its inlined calls first, then itself. Code in
+    /// no file is named by `jit_map`, its process's JIT's, if it has one.
+    fn frames_of(&mut self, taken: &TakenFrame, jit_map: Option<&Arc<File>>) -> Vec<Frame> {
         let Some(file) = &taken.file else {
+            let call = taken.at.saturating_sub(taken.returns_here as u64);
             return vec![Frame {
                 addr: Some(taken.at),
+                function: jit_map.and_then(|map| self.jit.name(map, call)),
                 ..Frame::default()
             }];
         };

@@ -325,6 +325,22 @@ pub fn innermost_tid(tid: i32) -> Option<i32> {
         .ok()
 }
 
+/// The map a JIT writes of the code it made (`perf-PID.map` in the process's `/tmp`: node's
+/// `--perf-basic-prof`, a JVM's perf map agent, python's `-X perf`), opened through the
+/// process's own root, PID as the process knows itself (its innermost `NStgid`). None when
+/// the process writes none.
+pub fn open_jit_map(tid: i32) -> Option<std::fs::File> {
+    let status = text(format!("/proc/{tid}/status")).ok()?;
+    let pid: i32 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("NStgid:"))?
+        .split_whitespace()
+        .next_back()?
+        .parse()
+        .ok()?;
+    std::fs::File::open(format!("/proc/{tid}/root/tmp/perf-{pid}.map")).ok()
+}
+
 /// Whether a process is in another PID namespace than mevi-actors (its `/proc/PID/ns/pid` names
 /// another one): its threads' ids there differ from ours. False when it cannot be read.
 pub fn in_another_pid_namespace(pid: i32) -> bool {

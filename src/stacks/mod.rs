@@ -5,9 +5,11 @@
 //! not) and written down at once as files and offsets, so that a trace stays symbolizable once
 //! its processes and files are gone. Each distinct stack becomes one site; naming its frames
 //! (function, file, line) is the symbolizer's work, off these threads
-//! (`crate::actors::symbolizer`).
+//! (`crate::actors::symbolizer`); code in no file is named from the map its JIT writes
+//! (jit_map.rs).
 
 pub mod files;
+pub mod jit_map;
 mod space;
 mod touches;
 
@@ -45,6 +47,8 @@ pub struct NewSite {
     pub id: SiteId,
     pub frames: Vec<TakenFrame>,
     pub truncated: Option<Truncated>,
+    /// With frames in no file: the map the process's JIT writes of its code, if it writes one.
+    pub jit_map: Option<Arc<std::fs::File>>,
 }
 
 /// A frame's identity, for telling stacks apart.
@@ -96,8 +100,8 @@ impl StackShared {
         }
     }
 
-    /// The site of a stack walked through `code`.
-    fn site_of(&self, code: &SpaceCode, (addresses, truncated): Walked) -> SiteId {
+    /// The site of a stack of thread `tid` walked through `code`.
+    fn site_of(&self, code: &mut SpaceCode, tid: i32, (addresses, truncated): Walked) -> SiteId {
         let mut keys = Vec::with_capacity(addresses.len());
         let mut taken = Vec::with_capacity(addresses.len());
         for (addr, returns_here) in addresses {
@@ -130,12 +134,19 @@ impl StackShared {
         let next = sites.ids.len() as SiteId + 1;
         let id = *sites.ids.entry((keys, truncated)).or_insert(next);
         if id == next {
+            // Code in no file is a JIT's, if anything's: its map names it.
+            let jit_map = taken
+                .iter()
+                .any(|t| t.file.is_none())
+                .then(|| code.jit_map(tid))
+                .flatten();
             // Unbounded: no taker waits for the symbolizer. It fails only if the symbolizer
             // is gone, which the supervisor has seen.
             let _ = sites.symbolizer.try_send(NewSite {
                 id,
                 frames: taken,
                 truncated,
+                jit_map,
             });
         }
         id
@@ -195,13 +206,13 @@ impl Stacks {
         if let Some(code) = self.spaces.get_mut(&space) {
             let walked = self.shared.walk_stopped(code, tid, regs)?;
             if !code.stale || code.knows(&walked) {
-                return Some(self.shared.site_of(code, walked));
+                return Some(self.shared.site_of(code, tid, walked));
             }
         }
         let code = self.shared.read_code(tid)?;
         let code = self.spaces.entry(space).insert_entry(code).into_mut();
         let walked = self.shared.walk_stopped(code, tid, regs)?;
-        Some(self.shared.site_of(code, walked))
+        Some(self.shared.site_of(code, tid, walked))
     }
 
     /// Code may have been mapped, moved or made executable in `space`: its mappings are read

@@ -32,6 +32,8 @@ pub(crate) struct SpaceCode {
     pub stale: bool,
     /// The space's page tables: which stack pages may be read (kernel::stack::Readable).
     pub pagemap: Option<Arc<Pagemap>>,
+    /// The map its JIT writes of the code it made, once a stack has met code in no file.
+    pub jit_map: Option<Arc<std::fs::File>>,
 }
 
 impl SpaceCode {
@@ -66,7 +68,17 @@ impl SpaceCode {
             mapped,
             stale: false,
             pagemap: Pagemap::open(tid, page_size).ok().map(Arc::new),
+            jit_map: None,
         })
+    }
+
+    /// The JIT's map of its code, through thread `tid`: opened at the first stack that needs
+    /// it, and looked for again at each until the process has one.
+    pub fn jit_map(&mut self, tid: i32) -> Option<Arc<std::fs::File>> {
+        if self.jit_map.is_none() {
+            self.jit_map = procfs::open_jit_map(tid).map(Arc::new);
+        }
+        self.jit_map.clone()
     }
 
     /// The executable mapping holding `addr`.

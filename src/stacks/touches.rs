@@ -277,7 +277,7 @@ impl TouchStacks {
             Ok(u64::from_ne_bytes(word.try_into().map_err(|_| ())?))
         };
         let walked = super::walk(code, tid, sample.regs, self.shared.depth, &mut read_stack);
-        Some(self.shared.site_of(code, walked))
+        Some(self.shared.site_of(code, tid, walked))
     }
 
     /// The space mapped code or made some executable: read its mappings again at the next

@@ -59,6 +59,14 @@ pub fn is_system_frame(frame: &Frame) -> bool {
         "<alloc::",
         "<core::",
         "<std::",
+        // node and V8: the C++ runtime, its builtins, and what its JIT map calls its stubs.
+        "v8::",
+        "node::",
+        "Builtins_",
+        "Builtin:",
+        "Stub:",
+        "BytecodeHandler:",
+        "RegExp:",
     ];
     let module = frame
         .module
@@ -68,11 +76,14 @@ pub fn is_system_frame(frame: &Frame) -> bool {
     // (`<u8 as alloc::vec::spec_from_elem::SpecFromElem>::from_elem` is std's, `<MyType as
     // core::fmt::Display>::fmt` the program's).
     let rust_std = |file: &str| file.starts_with("/rustc/") && file.contains("/library/");
+    // node's own JavaScript (its module loader): named `JS:~Module._load node:internal/...`
+    // in its JIT map.
+    let node_internal = |f: &str| f.starts_with("JS:") && f.contains(" node:");
     module.is_some_and(|name| MODULES.iter().any(|p| name.starts_with(p)))
         || frame
             .function
             .as_deref()
-            .is_some_and(|f| FUNCTIONS.iter().any(|p| f.starts_with(p)))
+            .is_some_and(|f| FUNCTIONS.iter().any(|p| f.starts_with(p)) || node_internal(f))
         || frame.file.as_deref().is_some_and(rust_std)
 }
 
