@@ -16,6 +16,7 @@ mod failures;
 mod fleet;
 mod foreign;
 mod hostile;
+mod jit;
 mod lifecycle;
 mod memory;
 mod page;
