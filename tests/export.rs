@@ -441,6 +441,38 @@ fn pprof_raw_parses_every_sample_with_the_thread_and_name_of_each_first_touch() 
     std::fs::remove_file(profile).ok();
 }
 
+/// A fork child's copies of its parent's pages were first touched by the parent's thread: each
+/// resident page of either process, of an anonymous mapping or the heap, is labelled with the
+/// thread that touched it, across the child's description of its space after the fork. Pages
+/// the two share are in each one's samples, and export says that the tree counts them once.
+#[test]
+fn a_fork_childs_copies_keep_the_thread_that_first_touched_them() {
+    if !installed("go") {
+        return;
+    }
+    let trace = Trace::of(&workload("fork_touch"), &[], true);
+    let (profile, said) = trace.export(&[]);
+    let (_, samples) = raw(&profile);
+    let mut pids = std::collections::BTreeSet::new();
+    for s in samples.iter().filter(|s| s.values[0] > 0) {
+        pids.insert(s.labels["pid"].clone());
+        let kind = s.labels.get("kind").map(String::as_str);
+        if matches!(kind, Some("anon" | "heap")) {
+            assert!(s.labels.contains_key("tid"), "no first toucher: {s:?}");
+        }
+    }
+    assert!(pids.len() >= 2, "the parent and its child: {pids:?}");
+    // Where the two shared pages at the peak, the samples hold more than the tree, and export
+    // says why.
+    let in_samples: i64 = samples.iter().map(|s| s.values[0]).sum();
+    let at_peak = trace.replay(&["--at", "peak"]);
+    let tree = at_peak[0]["tree_resident_bytes"].as_i64().unwrap();
+    assert!(in_samples >= tree, "{in_samples} < {tree}");
+    let says = said.contains("pages shared since a fork count in each process");
+    assert_eq!(says, in_samples > tree, "{said}");
+    std::fs::remove_file(profile).ok();
+}
+
 /// Input `export` cannot use gets one line on stderr and status 2, and no profile.
 #[test]
 fn export_of_bad_input_says_one_line_and_exits_2() {

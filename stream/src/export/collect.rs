@@ -9,9 +9,10 @@ use std::ops::Range;
 
 use rangemap::RangeMap;
 
-use crate::event::{Event, ForkKind, Line, MapKind, ResidentFrom, SiteId, SpaceId};
+use crate::event::{Event, ForkKind, Line, MapCause, MapKind, ResidentFrom, SiteId, SpaceId};
 use crate::model::remap::Remap;
 use crate::model::sites::{Key, Sites, Stack, clip};
+use crate::query::by_thread::program_name;
 use crate::query::{Flow, Query, State};
 
 use super::profile::Tables;
@@ -32,9 +33,10 @@ pub(crate) enum Target {
 /// as it touched (a string of [`Tables`]; 0 when unknown).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 struct Toucher {
-    pid: i32,
     tid: Option<i32>,
     thread: i64,
+    /// A page another process wrote (`process_vm_writev`, a ptrace poke): that process.
+    writer: Option<i32>,
 }
 
 /// The stack a sample stands at.
@@ -56,6 +58,8 @@ pub(crate) struct SampleKey {
     pub tid: Option<i32>,
     /// The touching thread's name then, a string (0: unknown).
     pub thread: i64,
+    /// Written by another process, this one (no `tid` then).
+    pub writer: Option<i32>,
     pub kind: Option<MapKind>,
     pub stack: StackOf,
 }
@@ -159,11 +163,12 @@ impl Collect {
                             program,
                             tid: toucher.and_then(|t| t.tid),
                             thread: toucher.map_or(0, |t| t.thread),
+                            writer: toucher.and_then(|t| t.writer),
                             kind: mapping.map(|m| m.kind),
                             stack: StackOf::Mapping(site.copied()),
                         };
                         let v = self.samples.entry(key).or_default();
-                        v.resident_bytes += piece.end - piece.start;
+                        v.resident_bytes = v.resident_bytes.saturating_add(piece.end - piece.start);
                     }
                 }
             }
@@ -182,6 +187,7 @@ impl Collect {
             site,
             sampled,
             from,
+            writer,
             ..
         } = line.event
         else {
@@ -190,10 +196,12 @@ impl Collect {
         if from == Some(ResidentFrom::Swap) || end <= start {
             return;
         }
+        // A write by another process names the space's owner as its `tid`: no thread of its.
+        let tid = tid.filter(|_| writer.is_none());
         let toucher = Toucher {
-            pid,
             tid,
             thread: tid.and_then(|t| self.threads.get(&t).copied()).unwrap_or(0),
+            writer,
         };
         self.touchers
             .entry(space)
@@ -209,6 +217,7 @@ impl Collect {
             program,
             tid,
             thread: toucher.thread,
+            writer,
             kind,
             stack,
         };
@@ -219,7 +228,7 @@ impl Collect {
                     .samples
                     .entry(key(kind, StackOf::Mapping(site.copied())))
                     .or_default();
-                v.touched_bytes += piece.end - piece.start;
+                v.touched_bytes = v.touched_bytes.saturating_add(piece.end - piece.start);
             }
         }
         if let Some(site) = site
@@ -230,7 +239,7 @@ impl Collect {
                 .samples
                 .entry(key(kind, StackOf::Touch(site)))
                 .or_default();
-            v.sampled_pages += sampled;
+            v.sampled_pages = v.sampled_pages.saturating_add(sampled);
         }
     }
 
@@ -245,11 +254,14 @@ impl Collect {
     /// What a line says of threads' names.
     fn name_threads(&mut self, event: &Event) {
         match event {
-            Event::Exec { pid, path, .. } => {
-                // The kernel names a program's main thread after its file, in 15 bytes.
-                let file = path.rsplit('/').next().unwrap_or(path);
-                let comm = cut(file, 15);
-                let name = self.tables.string(comm);
+            Event::Exec {
+                pid, path, argv, ..
+            } => {
+                // The kernel names a program's main thread after the file it was asked to run
+                // (a link's name, a script's), in 15 bytes: argv[0] is that file, as a rule;
+                // `path` is where the link led.
+                let asked = argv.first().filter(|a| !a.is_empty()).unwrap_or(path);
+                let name = self.tables.string(&program_name(asked));
                 self.threads.insert(*pid, name);
             }
             Event::Fork { tid, child, .. } => {
@@ -288,10 +300,19 @@ impl Collect {
                 let parent = self.touchers.get(&space).cloned().unwrap_or_default();
                 self.touchers.insert(child_space, parent);
             }
+            // A range described again (after a fork, a race) keeps its pages: not a release.
             Event::Unmap {
-                space, start, end, ..
+                space,
+                start,
+                end,
+                cause,
+                ..
+            } if start < end && cause != Some(MapCause::Redescribe) => {
+                if let Some(t) = self.touchers.get_mut(&space) {
+                    t.remove(start..end);
+                }
             }
-            | Event::Discard {
+            Event::Discard {
                 space, start, end, ..
             } if start < end => {
                 if let Some(t) = self.touchers.get_mut(&space) {
@@ -389,7 +410,9 @@ impl Query for Collect {
             self.touchers.remove(&space);
         }
         self.last_t_ns = line.t_ns;
-        if self.target == Target::Peak(Some(line.seq)) {
+        // Once: a stream with its peak line twice (two traces run together) says so as a
+        // problem, and is not counted twice.
+        if self.target == Target::Peak(Some(line.seq)) && self.taken.is_none() {
             self.take_all(state);
         }
         Ok(Flow::Go)
@@ -442,13 +465,4 @@ fn pieces<'a, V: Clone + Eq>(
         out.push((at..r.end, None));
     }
     out
-}
-
-/// At most `bytes` bytes of `s`, cut at a character's boundary.
-fn cut(s: &str, bytes: usize) -> &str {
-    let mut end = s.len().min(bytes);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
 }

@@ -86,7 +86,12 @@ fn output(options: &Options) -> Result<PathBuf, String> {
         }
         None => default_output(&options.file),
     };
-    if same_file(&output, &options.file) {
+    // The trace on stdin is the file stdin reads.
+    let trace = match options.file.as_os_str() == "-" {
+        true => Path::new("/dev/stdin"),
+        false => options.file.as_path(),
+    };
+    if same_file(&output, trace) {
         return Err(format!(
             "{} is the trace itself; give another -o",
             output.display()
@@ -153,17 +158,31 @@ fn export(options: &Options, output: &Path) -> Result<i32, Failure> {
     ];
     let page_size = state.page_size;
     let profile = profile::build(collect, page_size, &comments);
-    let resident: i64 = profile.sample.iter().map(|s| s.value[0]).sum();
+    let resident = profile
+        .sample
+        .iter()
+        .fold(0i64, |sum, s| sum.saturating_add(s.value[0]));
     let samples = profile.sample.len();
     if let Err(e) = write_to(output, &profile) {
         crate::to_stderr!("mevi-actors: export: {}: {e}", output.display());
         return Ok(1);
     }
     if output.as_os_str() != "-" {
+        let size = |b: u64| humansize::format_size(b, humansize::BINARY);
+        let resident = resident.max(0) as u64;
+        // A page a fork's child shares with its parent is in each process's samples, as in
+        // each one's RssAnon; the tree's figure counts it once.
+        let shared = match target {
+            Target::Peak(_) | Target::Ns(_) if resident > taken.tree_resident_bytes => format!(
+                " (the tree: {}; pages shared since a fork count in each process)",
+                size(taken.tree_resident_bytes)
+            ),
+            _ => String::new(),
+        };
         crate::to_stderr!(
-            "mevi-actors: export: wrote {} ({samples} samples; {} resident at {what})",
+            "mevi-actors: export: wrote {} ({samples} samples; {} resident at {what}{shared})",
             output.display(),
-            humansize::format_size(resident.max(0) as u64, humansize::BINARY)
+            size(resident)
         );
     }
     Ok(status)

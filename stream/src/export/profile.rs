@@ -11,15 +11,17 @@ use super::proto;
 
 /// Each file's code gets addresses of its own, 1 TiB apart: a frame's address is its file's
 /// base plus its offset in the file. A site is a stack of file offsets, the same in every
-/// process that ran the file, so no process's own addresses would do; and with the file's
-/// `memory_start` at its base and `file_offset` 0, a symbolizer gets the offset back.
+/// process that ran the file, so no process's own addresses would do. The file's mapping
+/// starts at the page of its lowest frame (`file_offset` that page, `memory_start` the base
+/// plus it): a symbolizer gets each offset back, and finds the code segment that holds it.
 const FILE_SPAN: u64 = 1 << 40;
 
 /// What is known of one file's frames, for its `Mapping`.
 struct File {
     filename: i64,
     build_id: i64,
-    /// One past the largest offset of a frame in it.
+    /// The smallest offset of a frame in it, and one past the largest.
+    lowest: u64,
     extent: u64,
     every_function: bool,
     every_file: bool,
@@ -94,6 +96,7 @@ impl Tables {
         self.files.push(File {
             filename,
             build_id,
+            lowest: u64::MAX,
             extent: 0,
             every_function: true,
             every_file: true,
@@ -126,6 +129,7 @@ impl Tables {
                 let id = self.file(module, outer.build_id.as_deref());
                 let offset = outer.offset.unwrap_or(0).min(FILE_SPAN - 1);
                 let file = &mut self.files[id as usize - 1];
+                file.lowest = file.lowest.min(offset);
                 file.extent = file.extent.max(offset + 1);
                 file.every_function &= lines.len() == group.len();
                 file.every_file &= group.iter().all(|f| f.file.is_some());
@@ -188,6 +192,16 @@ impl Tables {
         main: Option<&str>,
     ) -> (Vec<proto::Mapping>, Vec<proto::Location>) {
         let round_up = |n: u64| n.div_ceil(4096).max(1) * 4096;
+        // The program's file is a mapping even when no frame is in it (a trace without stacks):
+        // pprof names the profile after it.
+        if let Some(program) = main
+            && !self
+                .files
+                .iter()
+                .any(|f| self.strings[f.filename as usize] == program)
+        {
+            self.file(program, None);
+        }
         let main = main.and_then(|m| self.string_ids.get(m).copied());
         let mut order: Vec<usize> = (0..self.files.len()).collect();
         order.sort_by_key(|&i| Some(self.files[i].filename) != main);
@@ -208,11 +222,16 @@ impl Tables {
             .map(|&i| {
                 let f = &self.files[i];
                 let id = new_id[i];
+                let first_page = if f.lowest == u64::MAX {
+                    0
+                } else {
+                    f.lowest & !4095
+                };
                 proto::Mapping {
                     id,
-                    memory_start: id * FILE_SPAN,
+                    memory_start: id * FILE_SPAN + first_page,
                     memory_limit: id * FILE_SPAN + round_up(f.extent),
-                    file_offset: 0,
+                    file_offset: first_page,
                     filename: f.filename,
                     build_id: f.build_id,
                     has_functions: f.every_function,
@@ -285,6 +304,9 @@ pub(crate) fn build(mut collect: Collect, page_size: u64, comments: &[String]) -
         if let Some(tid) = key.tid {
             label.push(num_label(t, "tid", tid));
         }
+        if let Some(writer) = key.writer {
+            label.push(num_label(t, "writer", writer));
+        }
         for (k, v) in [("program", key.program), ("thread", key.thread)] {
             if v != 0 {
                 label.push(proto::Label {
@@ -298,7 +320,10 @@ pub(crate) fn build(mut collect: Collect, page_size: u64, comments: &[String]) -
             label.push(str_label(t, "kind", kind_name(kind)));
         }
         for (k, v) in &collect.whereabouts {
-            label.push(str_label(t, k, v));
+            // String 0 is the empty string, which pprof reads as no value.
+            if !v.is_empty() {
+                label.push(str_label(t, k, v));
+            }
         }
         let stack = match key.stack {
             StackOf::Mapping(_) => "mapping",
@@ -332,7 +357,8 @@ pub(crate) fn build(mut collect: Collect, page_size: u64, comments: &[String]) -
     let (mapping, location) = collect
         .tables
         .take_mappings_and_locations(collect.program.as_deref());
-    let wall = collect.wall_ns.unwrap_or(0).saturating_add(taken.t_ns);
+    // No wall clock on the `start` line: no time (0), rather than 1970.
+    let wall = collect.wall_ns.map_or(0, |w| w.saturating_add(taken.t_ns));
     proto::Profile {
         sample_type,
         sample,

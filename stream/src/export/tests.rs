@@ -43,15 +43,22 @@ fn an_inlined_call_is_a_line_of_its_callers_location() {
         "the inlined call first, its caller last"
     );
     assert!(inner.line[0].function_id != inner.line[1].function_id);
-    // The program's file is mapping 1, whatever came first; each address is its file's base
-    // plus the frame's offset.
+    // The program's file is mapping 1, whatever came first; each address gives its frame's
+    // offset back as a symbolizer reads it: address - memory_start + file_offset.
     assert_eq!(mappings.len(), 2);
     let program = &mappings[0];
     assert_eq!((program.id, locations[1].mapping_id), (1, 1));
-    assert_eq!(locations[1].address - program.memory_start, 0x2000);
+    let offset = |l: &super::proto::Location, m: &super::proto::Mapping| {
+        l.address - m.memory_start + m.file_offset
+    };
+    assert_eq!(offset(&locations[1], program), 0x2000);
+    assert_eq!(
+        program.file_offset, 0x2000,
+        "from the page of its lowest frame"
+    );
     let libc = &mappings[1];
     assert_eq!(inner.mapping_id, libc.id);
-    assert_eq!(inner.address - libc.memory_start, 0x100);
+    assert_eq!(offset(inner, libc), 0x100);
     assert!(inner.address < libc.memory_limit);
     assert!(libc.has_functions && libc.has_line_numbers && libc.has_inline_frames);
     assert!(!program.has_inline_frames);

@@ -151,23 +151,11 @@ impl ByThread {
             .or_default()
     }
 
-    /// The program's file name as an `exec` makes it its main thread's name.
-    fn program_name(path: &str) -> String {
-        let base = Path::new(path)
-            .file_name()
-            .map_or_else(|| path.into(), |f| f.to_string_lossy());
-        let mut cut = base.len().min(COMM_BYTES);
-        while !base.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        base[..cut].to_string()
-    }
-
     fn learn(&mut self, state: &State, event: &Event) {
         match event {
             Event::Exec { pid, path, .. } => {
                 let main = self.thread(*pid, *pid);
-                main.guess(Self::program_name(path));
+                main.guess(program_name(path));
             }
             Event::Fork {
                 pid, tid, child, ..
@@ -426,3 +414,16 @@ impl Query for ByThread {
 
 #[cfg(test)]
 mod tests;
+
+/// The program's file name as an `exec` makes it its main thread's name (the kernel keeps 15
+/// bytes of it).
+pub(crate) fn program_name(path: &str) -> String {
+    let base = Path::new(path)
+        .file_name()
+        .map_or_else(|| path.into(), |f| f.to_string_lossy());
+    let mut cut = base.len().min(COMM_BYTES);
+    while !base.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    base[..cut].to_string()
+}

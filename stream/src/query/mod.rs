@@ -4,7 +4,7 @@
 
 pub(crate) mod at;
 mod by_site;
-mod by_thread;
+pub(crate) mod by_thread;
 pub(crate) mod format;
 mod maps_at_exit;
 mod processes;
