@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::sites::{Build, c_workload};
-use crate::util::{PAGE, Traced, bin, installed, run_bounded, scratch};
+use crate::util::{PAGE, Traced, bin, installed, run_bounded, scratch, traced_to};
 
 /// A trace on disk, removed when dropped, and what the workload said of its pages.
 struct Trace {
@@ -26,18 +26,15 @@ impl Trace {
     fn export_sites(pages: &str) -> Trace {
         let program = c_workload("export_sites", Build::DwarfOnly);
         let file = scratch("check");
-        let (status, stdout, stderr) = run_bounded(
+        let traced = traced_to(
             Command::new("setarch")
                 .args(["-R", bin(), "run", "-o"])
                 .arg(&file)
                 .arg("--")
                 .arg(&program)
                 .arg(pages),
+            &file,
         );
-        let copy = file.with_extension("read");
-        std::fs::copy(&file, &copy).unwrap_or_else(|e| panic!("no stream ({e}):\n{stderr}"));
-        let traced = Traced::read(&copy, status, stdout, stderr);
-        assert_eq!(traced.status, 0, "{}", traced.stderr);
         traced.assert_matches_kernel();
         Trace { file, traced }
     }

@@ -8,7 +8,7 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::sites::{Build, c_workload};
-use crate::util::{PAGE, Traced, bin, installed, run_bounded, scratch, workload};
+use crate::util::{PAGE, Traced, bin, installed, run_bounded, scratch, traced_to, workload};
 
 /// A trace on disk, removed when dropped.
 struct TraceFile(PathBuf);
@@ -24,17 +24,14 @@ impl Drop for TraceFile {
 /// time, to the page. Its exit must be 0; the stream, and what the program printed.
 fn traced(program: &[&str]) -> (TraceFile, Traced) {
     let file = TraceFile(scratch("diff"));
-    let (status, stdout, stderr) = run_bounded(
+    let traced = traced_to(
         Command::new("setarch")
             .args(["-R", bin(), "run", "-o"])
             .arg(&file.0)
             .arg("--")
             .args(program),
+        &file.0,
     );
-    let copy = file.0.with_extension("read");
-    std::fs::copy(&file.0, &copy).unwrap_or_else(|e| panic!("no stream ({e}):\n{stderr}"));
-    let traced = Traced::read(&copy, status, stdout, stderr);
-    assert_eq!(traced.status, 0, "{}", traced.stderr);
     (file, traced)
 }
 

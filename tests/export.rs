@@ -11,7 +11,7 @@ use mevi_actors::event::Event;
 use serde_json::Value;
 
 use crate::sites::{Build, c_workload};
-use crate::util::{PAGE, Traced, bin, installed, run_bounded, scratch, workload};
+use crate::util::{PAGE, Traced, bin, installed, run_bounded, scratch, traced_to, workload};
 
 /// `go tool pprof ARGS`: its stdout. It must succeed and say nothing on stderr: no warning
 /// about the profile.
@@ -40,7 +40,7 @@ impl Trace {
     /// `truth`, the workload's own truth lines say what the kernel had).
     fn of(program: &Path, args: &[&str], truth: bool) -> Trace {
         let file = scratch("export");
-        let (status, stdout, stderr) = run_bounded(
+        let traced = traced_to(
             Command::new(bin())
                 .arg("run")
                 .arg("-o")
@@ -48,12 +48,8 @@ impl Trace {
                 .arg("--")
                 .arg(program)
                 .args(args),
+            &file,
         );
-        // Traced::read takes (and removes) its file: give it a copy.
-        let copy = file.with_extension("read");
-        std::fs::copy(&file, &copy).unwrap_or_else(|e| panic!("no stream ({e}):\n{stderr}"));
-        let traced = Traced::read(&copy, status, stdout, stderr);
-        assert_eq!(traced.status, 0, "{}", traced.stderr);
         if truth {
             traced.assert_matches_kernel();
         }

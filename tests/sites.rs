@@ -15,7 +15,7 @@ use mevi_actors::model::sites::is_system_frame;
 use object::{Object, ObjectSegment, ObjectSymbol};
 use serde_json::Value;
 
-use crate::util::{PAGE, Traced, bin, run_bounded, scratch};
+use crate::util::{PAGE, Traced, bin, run_bounded, scratch, traced_to};
 
 /// How a C workload is built: all must unwind to the same sites.
 #[derive(Clone, Copy, Debug)]
@@ -172,7 +172,7 @@ impl Run {
         args: &[&str],
     ) -> Run {
         let file = scratch("sites");
-        let (status, stdout, stderr) = run_bounded(
+        let traced = traced_to(
             Command::new(launcher[0])
                 .args(&launcher[1..])
                 .envs(env.iter().copied())
@@ -183,12 +183,8 @@ impl Run {
                 .arg("--")
                 .arg(program)
                 .args(args),
+            &file,
         );
-        // Traced::read takes (and removes) its file: give it a copy.
-        let copy = file.with_extension("read");
-        std::fs::copy(&file, &copy).unwrap_or_else(|e| panic!("no stream ({e}):\n{stderr}"));
-        let traced = Traced::read(&copy, status, stdout, stderr);
-        assert_eq!(traced.status, 0, "{}", traced.stderr);
         traced.assert_matches_kernel();
         let calls = calls(&traced.stdout);
         assert!(!calls.is_empty(), "no site truth:\n{}", traced.stdout);

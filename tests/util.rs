@@ -147,6 +147,18 @@ fn try_workload(name: &str, flags: &[&str]) -> Result<PathBuf, String> {
     Ok(out)
 }
 
+/// Runs `cmd`, a `run -o FILE` of mevi-actors that must exit 0, and reads the stream it wrote to
+/// `file`, which stays on disk for `replay`, `export` and the other readers.
+pub fn traced_to(cmd: &mut Command, file: &Path) -> Traced {
+    let (status, stdout, stderr) = run_bounded(cmd);
+    // Traced::read takes (and removes) its file: give it a copy.
+    let copy = file.with_extension("read");
+    std::fs::copy(file, &copy).unwrap_or_else(|e| panic!("no stream ({e}):\n{stderr}"));
+    let traced = Traced::read(&copy, status, stdout, stderr);
+    assert_eq!(traced.status, 0, "{}", traced.stderr);
+    traced
+}
+
 /// Runs a command to completion, failing the test if it outlives TIMEOUT.
 pub fn run_bounded(cmd: &mut Command) -> (i32, String, String) {
     run_within(cmd, TIMEOUT)

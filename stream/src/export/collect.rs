@@ -385,17 +385,7 @@ impl Query for Collect {
                     .filter_map(|(k, v)| Some((k, v.clone()?)))
                     .collect();
             }
-            Event::Site {
-                id,
-                frames,
-                truncated,
-            } => {
-                let stack = Stack {
-                    frames: frames.clone(),
-                    truncated: *truncated,
-                };
-                self.stacks.insert(*id, stack);
-            }
+            Event::Site { .. } => self.stacks.extend(Stack::of_site_line(event)),
             Event::Resident { .. } => self.resident(state, line),
             Event::Exec { path, .. } if self.program.is_none() => {
                 self.program = Some(path.clone());

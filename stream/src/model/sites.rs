@@ -95,6 +95,23 @@ pub struct Stack {
 }
 
 impl Stack {
+    /// The stack a `site` line describes, and its id.
+    pub fn of_site_line(event: &Event) -> Option<(SiteId, Stack)> {
+        let Event::Site {
+            id,
+            frames,
+            truncated,
+        } = event
+        else {
+            return None;
+        };
+        let stack = Stack {
+            frames: frames.clone(),
+            truncated: *truncated,
+        };
+        Some((*id, stack))
+    }
+
     /// The frame that stands for the stack: the innermost user frame, or, when every frame is a
     /// system frame, the outermost one. None for a stack without frames.
     pub fn user_frame(&self) -> Option<usize> {

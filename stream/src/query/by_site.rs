@@ -315,17 +315,7 @@ impl Query for BySite {
                 self.stacks_taken = stack_depth.is_some();
                 self.touch_period = *touch_stacks;
             }
-            Event::Site {
-                id,
-                frames,
-                truncated,
-            } => {
-                let stack = Stack {
-                    frames: frames.clone(),
-                    truncated: *truncated,
-                };
-                self.stacks.insert(*id, stack);
-            }
+            Event::Site { .. } => self.stacks.extend(Stack::of_site_line(&line.event)),
             // Sampled first touches carry the site of the thread that made them.
             Event::Resident { sampled, .. } => {
                 if let Some(site) = line.event.site() {
