@@ -18,8 +18,12 @@ fn replay_by_site_names_the_javascript_function_that_made_typed_arrays() {
     }
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/workloads/jit_typed_arrays.js");
     let file = scratch("jit");
+    // node writes a log of its code (isolate-*-v8.log) where it runs: in a folder of the test's.
+    let cwd = scratch("jit-cwd");
+    std::fs::create_dir_all(&cwd).unwrap();
     let (status, stdout, stderr) = run_bounded(
         Command::new(bin())
+            .current_dir(&cwd)
             .args(["run", "-o"])
             .arg(&file)
             .args([
@@ -78,4 +82,5 @@ fn replay_by_site_names_the_javascript_function_that_made_typed_arrays() {
     let pid = crate::util::exec_pid(&crate::util::parse_stream(&text));
     std::fs::remove_file(format!("/tmp/perf-{pid}.map")).ok();
     std::fs::remove_file(file).ok();
+    std::fs::remove_dir_all(cwd).ok();
 }
