@@ -483,8 +483,9 @@ fn export_of_bad_input_says_one_line_and_exits_2() {
     let empty = scratch("empty");
     std::fs::write(&empty, "").unwrap();
     // What the argument parser refuses (with its usage hint), then what export itself does.
-    let cases: [(&[&str], &str, bool); 7] = [
+    let cases: [(&[&str], &str, bool); 8] = [
         (&["--at", "soon", &file], "neither a time", true),
+        (&["--at", "1e30", &file], "later than any trace", true),
         (&["--format", "svg", &file], "svg", true),
         (&["--at", "1e9", &file], "after the trace's end", false),
         (
@@ -512,6 +513,10 @@ fn export_of_bad_input_says_one_line_and_exits_2() {
         }
         assert!(!out.exists(), "export {args:?} wrote a profile");
     }
+    // A trace read from a pipe or a device has no place beside it for the profile.
+    let (status, _, stderr) = run_bounded(Command::new(bin()).args(["export", "/dev/stdin"]));
+    assert_eq!(status, 2, "{stderr}");
+    assert!(stderr.contains("give -o FILE"), "{stderr}");
     // The trace as its own output.
     let (status, _, stderr) = run_bounded(Command::new(bin()).args(["export", "-o", &file, &file]));
     assert_eq!(status, 2, "{stderr}");

@@ -43,6 +43,8 @@ impl FromStr for Instant {
         }
         match s.parse::<At>() {
             Ok(At::Peak) => Ok(Instant::Peak),
+            // 584 years of nanoseconds: a larger time was cut to this.
+            Ok(At::Ns(u64::MAX)) => Err(format!("`{s}` ms is later than any trace can last")),
             Ok(At::Ns(ns)) => Ok(Instant::Ns(ns)),
             Err(_) => Err(format!(
                 "`{s}` is neither a time in milliseconds since the trace started (such as 150 \
@@ -83,6 +85,16 @@ fn output(options: &Options) -> Result<PathBuf, String> {
         Some(output) => output.clone(),
         None if options.file.as_os_str() == "-" => {
             return Err("reading stdin, say where the profile goes: -o FILE (- for stdout)".into());
+        }
+        // Beside a pipe or a device (`/dev/stdin`, `<(zcat t.gz)`) is no place for a file.
+        None if !std::fs::metadata(&options.file).is_ok_and(|m| m.is_file())
+            || options.file.starts_with("/dev")
+            || options.file.starts_with("/proc") =>
+        {
+            return Err(format!(
+                "{} is a pipe or a device: no place beside it for the profile; give -o FILE",
+                options.file.display()
+            ));
         }
         None => default_output(&options.file),
     };
@@ -204,7 +216,23 @@ fn write_to(output: &Path, profile: &proto::Profile) -> io::Result<()> {
     if output.as_os_str() == "-" {
         return gzip(&mut io::stdout().lock());
     }
-    let mut file = File::create(output)?;
-    gzip(&mut file)?;
-    synced(file)
+    // A regular file is written whole or not at all: beside it, then renamed over it.
+    let regular = std::fs::metadata(output).map_or(true, |m| m.is_file());
+    if !regular {
+        let mut file = File::create(output)?;
+        gzip(&mut file)?;
+        return synced(file);
+    }
+    let mut partial = output.as_os_str().to_owned();
+    partial.push(format!(".partial-{}", std::process::id()));
+    let partial = PathBuf::from(partial);
+    let written = File::create(&partial).and_then(|mut file| {
+        gzip(&mut file)?;
+        synced(file)?;
+        std::fs::rename(&partial, output)
+    });
+    if written.is_err() {
+        std::fs::remove_file(&partial).ok();
+    }
+    written
 }
