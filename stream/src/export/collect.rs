@@ -269,11 +269,17 @@ impl Collect {
                     self.threads.insert(*child, name);
                 }
             }
+            // The name a `thread` line reads is its creator's, as the kernel has it: it
+            // replaces the creator's guess from its exec, and starts the new thread's.
             Event::Thread {
                 tid, child, name, ..
             } => {
                 let name = match name {
-                    Some(name) => Some(self.tables.string(name)),
+                    Some(name) => {
+                        let name = self.tables.string(name);
+                        self.threads.insert(*tid, name);
+                        Some(name)
+                    }
                     None => self.threads.get(tid).copied(),
                 };
                 if let Some(name) = name {
