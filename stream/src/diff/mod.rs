@@ -5,6 +5,7 @@ mod programs;
 pub(crate) mod side;
 
 use std::cmp::Reverse;
+use std::collections::HashMap;
 use std::io::{self, Write};
 use std::path::PathBuf;
 
@@ -148,15 +149,12 @@ pub(crate) fn matched_programs(a: &Summary, b: &Summary) -> Vec<(String, Figures
 
 /// The sites of `b` with their figures in `a` (0 for a site `a` does not have), by name.
 pub(crate) fn matched_sites(a: &Summary, b: &Summary) -> Vec<(String, Figures, Figures)> {
+    let in_a: HashMap<&SiteKey, Figures> = a.sites.iter().map(|s| (&s.site, s.figures)).collect();
     b.sites
         .iter()
         .map(|s| {
-            let old = a.sites.iter().find(|x| x.site == s.site);
-            (
-                s.name.clone(),
-                old.map(|o| o.figures).unwrap_or_default(),
-                s.figures,
-            )
+            let old = in_a.get(&s.site);
+            (s.name.clone(), old.copied().unwrap_or_default(), s.figures)
         })
         .collect()
 }
@@ -184,7 +182,10 @@ fn program_rows<'a>(a: &'a Summary, b: &'a Summary) -> Vec<Row<'a>> {
 
 /// The rows of the sites, in either trace.
 fn site_rows<'a>(a: &'a Summary, b: &'a Summary) -> Vec<Row<'a>> {
-    let find = |s: &'a Summary, key: &SiteKey| s.sites.iter().find(|x| x.site == *key);
+    let by_key = |s: &'a Summary| -> HashMap<&'a SiteKey, Figures> {
+        s.sites.iter().map(|x| (&x.site, x.figures)).collect()
+    };
+    let (in_a, in_b) = (by_key(a), by_key(b));
     let mut keys: Vec<&SiteKey> = a.sites.iter().chain(&b.sites).map(|s| &s.site).collect();
     keys.sort_unstable();
     keys.dedup();
@@ -195,8 +196,8 @@ fn site_rows<'a>(a: &'a Summary, b: &'a Summary) -> Vec<Row<'a>> {
             name: k.name(),
             site: Some(k),
             processes: (None, None),
-            a: find(a, k).map(|s| s.figures),
-            b: find(b, k).map(|s| s.figures),
+            a: in_a.get(k).copied(),
+            b: in_b.get(k).copied(),
         })
         .collect();
     rows.sort_by(|x, y| (x.order(), &x.name).cmp(&(y.order(), &y.name)));

@@ -336,18 +336,12 @@ impl Collect {
                 let Some(t) = self.touchers.get_mut(&space) else {
                     return;
                 };
-                let old = old_start..old_end;
-                let moving: Vec<(Range<u64>, Toucher)> = t
-                    .overlapping(&old)
-                    .map(|(r, who)| (clip(r, &old), *who))
-                    .collect();
-                t.remove(old.clone());
+                let remap = Remap::new(old_start..old_end, new_start..new_end);
+                let moved = remap.carried(t);
+                t.remove(old_start..old_end);
                 t.remove(new_start..new_end);
-                let remap = Remap::new(old, new_start..new_end);
-                for (r, who) in moving {
-                    if let Some(moved) = remap.shifted(&r) {
-                        t.insert(moved, who);
-                    }
+                for (r, who) in moved {
+                    t.insert(r, who);
                 }
             }
             _ => {}

@@ -4,6 +4,8 @@
 
 use std::ops::Range;
 
+use rangemap::RangeMap;
+
 /// An `mremap` of `old` to `new` (in place when they start at the same address).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Remap {
@@ -28,6 +30,14 @@ impl Remap {
     /// (a shrinking move drops the rest).
     pub fn source(&self) -> Range<u64> {
         self.old.start..self.old.start + self.old_len().min(self.new_len())
+    }
+
+    /// The values `map` holds over the part that moves, where they land (read before the
+    /// move changes `map`).
+    pub fn carried<V: Clone + Eq>(&self, map: &RangeMap<u64, V>) -> Vec<(Range<u64>, V)> {
+        map.overlapping(&self.source())
+            .filter_map(|(r, v)| Some((self.shifted(r)?, v.clone())))
+            .collect()
     }
 
     /// Where the part of `r` that moves lands, if any of it moves.

@@ -344,26 +344,22 @@ impl SpaceSites {
         dontunmap: bool,
         site: Option<SiteId>,
     ) -> Option<(Key, u64)> {
-        let pieces: Vec<(Range<u64>, SiteId)> = self
-            .sites
-            .overlapping(&old)
-            .map(|(r, s)| (clip(r, &old), *s))
-            .collect();
+        let remap = Remap::new(old.clone(), new.clone());
+        let moved = remap.carried(&self.sites);
+        // The site of the old range's last byte, for a grown tail that has none of its own.
+        let at_end = old
+            .end
+            .checked_sub(1)
+            .filter(|last| old.contains(last))
+            .and_then(|last| self.sites.get(&last).copied());
         if !dontunmap {
-            set(&mut self.sites, old.clone(), None);
+            set(&mut self.sites, old, None);
         }
-        set(&mut self.sites, new.clone(), None);
-        let remap = Remap::new(old.clone(), new);
-        for (r, s) in &pieces {
-            if let Some(moved) = remap.shifted(r) {
-                set(&mut self.sites, moved, Some(*s));
-            }
+        set(&mut self.sites, new, None);
+        for (r, s) in moved {
+            set(&mut self.sites, r, Some(s));
         }
         let tail = remap.grown()?;
-        let at_end = pieces
-            .last()
-            .filter(|(r, _)| r.end == old.end)
-            .map(|(_, s)| *s);
         let key = site.or(at_end);
         set(&mut self.sites, tail.clone(), key);
         Some((key, tail.end - tail.start))
