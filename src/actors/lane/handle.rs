@@ -115,33 +115,46 @@ impl Drop for LaneSender {
 impl LaneHandle {
     /// Called from the tracer thread; blocks while the lane's inbox is full (the tracee waits).
     pub fn send(&self, message: LaneMessage) {
+        // Refused only by a lane that has ended, which nothing needs to hear from any more.
+        let _ = self.deliver(message);
+    }
+
+    /// As `send`, but gives the message back if the lane has ended.
+    pub fn deliver(&self, message: LaneMessage) -> Result<(), Box<LaneMessage>> {
         let LaneSender { tx, wake } = &*self.inner;
-        let checkpoint = matches!(
+        // A process's end, which the sequencer holds other lanes' later lines for: at once.
+        let urgent = matches!(
             message,
-            LaneMessage::Checkpoint { .. } | LaneMessage::Quiesce { .. }
+            LaneMessage::Checkpoint { .. }
+                | LaneMessage::Quiesce { .. }
+                | LaneMessage::Observed(Stamped {
+                    event: Event::Exit { .. },
+                    ..
+                })
         );
         let ended = matches!(message, LaneMessage::Ended { .. });
         match wake.credits.try_acquire() {
             Ok(credit) => credit.forget(),
             // Closed: the lane has ended.
-            Err(tokio::sync::TryAcquireError::Closed) => return,
+            Err(tokio::sync::TryAcquireError::Closed) => return Err(Box::new(message)),
             Err(tokio::sync::TryAcquireError::NoPermits) => {
                 wake.wake();
                 match futures::executor::block_on(wake.credits.acquire()) {
                     Ok(credit) => credit.forget(),
-                    Err(_) => return,
+                    Err(_) => return Err(Box::new(message)),
                 }
             }
         }
-        if tx.try_send(message).is_err() {
-            return;
+        if let Err(refused) = tx.try_send(message) {
+            return Err(Box::new(refused.into_inner()));
         }
         // Pairs with the lane's store of `holding` and its drain after it: either the lane
         // sees this message, or this sees `holding`.
         std::sync::atomic::fence(Ordering::SeqCst);
-        if checkpoint || (ended && wake.holding.load(Ordering::SeqCst)) || wake.stale() {
+        if urgent || (ended && wake.holding.load(Ordering::SeqCst)) || wake.stale() {
             wake.wake();
         }
+        Ok(())
     }
 
     /// The read of its descriptor the lane must have handled (resolved, or held behind a

@@ -17,6 +17,14 @@ use crate::verify::Probe;
 
 impl Lane {
     pub(super) async fn handle(&mut self, message: LaneMessage) {
+        let stamp = match &message {
+            LaneMessage::Observed(stamped) | LaneMessage::Mapped { event: stamped, .. } => {
+                Some(stamped.at)
+            }
+            LaneMessage::Discard { at, .. } => Some(*at),
+            _ => None,
+        };
+        self.seen_until = self.seen_until.max(stamp);
         match message {
             // A failed lane writes every later mapping untracked (forward_mapped); pages found by
             // a scan there would be claimed in untracked ranges. Its warning said that first

@@ -204,6 +204,9 @@ pub struct Lane {
     /// With `busy_read_needs_free_cpu`: the CPUs, and when each thread last faulted.
     spin_cpus: Option<usize>,
     faulted_at: HashMap<i32, Instant>,
+    /// The latest stamp of the tracer's messages taken in: a line with that stamp is the
+    /// tracer's observation (the sequencer's rule 4 holds those only).
+    seen_until: Option<Instant>,
     /// Runs of first touches not yet sent (R9).
     touches: Touches,
     /// Lines on their way to the sequencer (see `send_out`).
@@ -262,6 +265,7 @@ impl Lane {
                 .busy_read_needs_free_cpu
                 .then(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
             faulted_at: HashMap::new(),
+            seen_until: None,
             touches: Touches::new(space, config.coalesce),
             outgoing: Vec::new(),
             ready: Vec::new(),
@@ -589,7 +593,12 @@ impl Lane {
     /// Sends the lines gathered in `outgoing`, in order.
     async fn send_out(&mut self) {
         for stamped in self.outgoing.drain(..) {
-            self.out.send(SequencerMessage::Line(stamped)).await;
+            // A line stamped as the tracer's message just taken in is that message's change,
+            // as the tracer saw it; the lane's own lines (first touches, its warnings) are not.
+            let seen = (self.seen_until == Some(stamped.at)).then_some(stamped.at);
+            self.out
+                .send(SequencerMessage::FromLane { stamped, seen })
+                .await;
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The sequencer's rules as plain data: which line may go out now, and which waits for what.
 //! No channels and no clock here, so every rule is tested on its own (tests.rs).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::time::{Duration, Instant};
 
 use super::Stamped;
 use crate::event::{Event, SpaceId, WarningKind};
@@ -12,6 +13,10 @@ use crate::verify::Probe;
 pub struct Held {
     pub stamped: Stamped,
     pub probe: Option<Probe>,
+    /// When the tracer saw the change, for a line the tracer saw (a layout change, a fork, an
+    /// exec, an exit, a page read); `None` for a line a lane made (first touches, a lane's
+    /// warning), which rule 4 never holds.
+    pub seen: Option<Instant>,
 }
 
 /// What the head of a held lane waits for.
@@ -24,6 +29,17 @@ enum Wait {
     /// The lane of the space the process lived in has sent every line about it (`Left`), and
     /// none of them is still held here.
     Left { space: SpaceId, pid: i32 },
+    /// The `exit` line of a process the tracer saw end (`Exiting`, named by its number), which
+    /// is on another lane.
+    Exit(u64),
+}
+
+/// A process the tracer saw end, whose `exit` line has not been written yet.
+#[derive(Debug)]
+struct Ending {
+    at: Instant,
+    lane: LaneKey,
+    pid: i32,
 }
 
 /// A lane, named by the `space` its lines carry (a `fork` line carries its parent's space, which
@@ -34,6 +50,11 @@ type LaneKey = Option<SpaceId>;
 /// announcement that has not come by then was lost (a failure elsewhere), and holding on would
 /// only grow without bound. Normally a few hundred lines are held at most.
 pub const HELD_LIMIT: usize = 1 << 18;
+
+/// How long after an end lines held for it (rule 4) may wait. Its lane sends the `exit` within
+/// milliseconds (the tracer wakes it); a wait this long means the line cannot come before
+/// them, and they go on as if it had: in the order they came, as without the rule.
+pub const ENDING_PATIENCE: Duration = Duration::from_secs(1);
 
 /// The ordering state: what has been written, and the lanes held back.
 #[derive(Debug)]
@@ -62,6 +83,10 @@ pub struct Gate {
     waiting: HashMap<Wait, Vec<LaneKey>>,
     /// Things that just happened; the lanes waiting for them are looked at again.
     woken: Vec<Wait>,
+    /// Processes the tracer saw end whose `exit` line is not written yet, by number (the order
+    /// the tracer saw them end in).
+    endings: BTreeMap<u64, Ending>,
+    next_ending: u64,
     held: usize,
     limit: usize,
     /// Lines to write, in order.
@@ -88,6 +113,8 @@ impl Gate {
             lane_waits: HashMap::new(),
             waiting: HashMap::new(),
             woken: Vec::new(),
+            endings: BTreeMap::new(),
+            next_ending: 0,
             held: 0,
             limit,
             ready: VecDeque::new(),
@@ -113,6 +140,16 @@ impl Gate {
         self.root_announced = true;
     }
 
+    /// The tracer saw `pid` end at `at`; its `exit` line will come on the lane of `space`.
+    /// Until it is written, what the tracer or a lane saw after that moment on any other lane
+    /// waits for it (rule 4).
+    pub fn exiting(&mut self, space: SpaceId, pid: i32, at: Instant) {
+        let lane = Some(space);
+        self.endings
+            .insert(self.next_ending, Ending { at, lane, pid });
+        self.next_ending += 1;
+    }
+
     /// A line from a lane, in that lane's order.
     pub fn line(&mut self, held: Held) {
         let key = held.stamped.event.space();
@@ -130,7 +167,7 @@ impl Gate {
                 queue.push_back(held);
                 self.held += 1;
             }
-            None => match self.wait_for(&held.stamped.event) {
+            None => match self.wait_for(key, &held) {
                 None => self.pass(held),
                 Some(wait) => {
                     self.lanes.insert(key, VecDeque::from([held]));
@@ -165,6 +202,7 @@ impl Gate {
             keys.iter().filter_map(|k| self.lanes.remove(k)).collect();
         self.lane_waits.clear();
         self.waiting.clear();
+        self.endings.clear();
         self.held = 0;
         while let Some(oldest) = (0..queues.len())
             .filter(|&i| !queues[i].is_empty())
@@ -176,8 +214,9 @@ impl Gate {
         self.woken.clear();
     }
 
-    /// What a line still waits for, if anything.
-    fn wait_for(&self, event: &Event) -> Option<Wait> {
+    /// What a line of lane `key` still waits for, if anything.
+    fn wait_for(&self, key: LaneKey, held: &Held) -> Option<Wait> {
+        let event = &held.stamped.event;
         if let Some(space) = event.space()
             && !self.born.contains(&space)
             && event.creates_space() != Some(space)
@@ -207,7 +246,78 @@ impl Gate {
                 pid: *pid,
             });
         }
-        None
+        // A check waits for nothing of other spaces: the tracer waits for it, and it is about
+        // one space.
+        if held.probe.is_some() {
+            return None;
+        }
+        held.seen
+            .and_then(|seen| self.ending_before(key, seen))
+            .map(Wait::Exit)
+    }
+
+    /// Rule 4: the first process of another lane that the tracer saw end before `seen`, and
+    /// before any process of this lane still to end, whose `exit` is not written yet. A lane
+    /// sends what the tracer saw in the tracer's order, so what is ahead of that `exit` on its
+    /// lane was seen before the end and waits only for earlier ends, and the lines it may wait
+    /// for under rules 1 to 3 were seen earlier still: following the waits goes back in the
+    /// tracer's time. The second bound keeps it so if a stamp were out of order, and
+    /// `ENDING_PATIENCE` ends any wait that still would not.
+    fn ending_before(&self, key: LaneKey, seen: Instant) -> Option<u64> {
+        let own = self
+            .endings
+            .values()
+            .filter(|e| e.lane == key)
+            .map(|e| e.at)
+            .min();
+        let bound = own.map_or(seen, |own| own.min(seen));
+        self.endings
+            .iter()
+            .find(|(_, e)| e.lane != key && e.at < bound)
+            .map(|(&n, _)| n)
+    }
+
+    /// When the oldest end some line waits for runs out of patience, if one does.
+    pub fn ending_deadline(&self) -> Option<Instant> {
+        let waited = self.lane_waits.values().filter_map(|w| match w {
+            Wait::Exit(n) => self.endings.get(n),
+            _ => None,
+        });
+        waited.map(|e| e.at + ENDING_PATIENCE).min()
+    }
+
+    /// Lets the lines held for ends older than `ENDING_PATIENCE` go on.
+    pub fn give_up_endings(&mut self, now: Instant) {
+        let stale: Vec<u64> = self
+            .endings
+            .iter()
+            .filter(|(_, e)| e.at + ENDING_PATIENCE <= now)
+            .map(|(&n, _)| n)
+            .collect();
+        for n in stale {
+            if let Some(e) = self.endings.remove(&n) {
+                tracing::warn!(
+                    pid = e.pid,
+                    "the exit line of a process did not come within {ENDING_PATIENCE:?}: \
+                     what other lanes saw after its end goes on before it"
+                );
+            }
+            self.woken.push(Wait::Exit(n));
+        }
+        self.wake();
+    }
+
+    /// The `exit` line of `pid` on `lane` is written: the first ending the tracer saw of it.
+    fn ended(&mut self, lane: LaneKey, pid: i32) {
+        if let Some(n) = self
+            .endings
+            .iter()
+            .find(|(_, e)| e.lane == lane && e.pid == pid)
+            .map(|(&n, _)| n)
+        {
+            self.endings.remove(&n);
+            self.woken.push(Wait::Exit(n));
+        }
     }
 
     /// Whether a line about `pid` from the lane of `space` is still held.
@@ -266,6 +376,7 @@ impl Gate {
                 if self.living_in.get(&pid) == Some(&space) {
                     self.living_in.remove(&pid);
                 }
+                self.ended(Some(space), pid);
             }
             _ => {}
         }
@@ -291,7 +402,7 @@ impl Gate {
                 self.lane_waits.remove(&key);
                 return;
             };
-            if let Some(wait) = self.wait_for(&queue[0].stamped.event) {
+            if let Some(wait) = self.wait_for(key, &queue[0]) {
                 return self.block(key, wait);
             }
             let queue = self.lanes.get_mut(&key).expect("just seen");
@@ -335,7 +446,7 @@ impl Gate {
         tracing::warn!(held = self.held, "releasing a held lane: {warning:?}");
         self.ready.push_back(warning);
         // Its head goes now, whatever else it would wait for.
-        while let Some(wait) = self.wait_for(&self.lanes[&key][0].stamped.event) {
+        while let Some(wait) = self.wait_for(key, &self.lanes[&key][0]) {
             match wait {
                 Wait::Birth(space) => {
                     self.born.insert(space);
@@ -344,6 +455,9 @@ impl Gate {
                 Wait::Left { pid, .. } => {
                     // As if it had lived nowhere: its exec waits for no lane.
                     self.living_in.remove(&pid);
+                }
+                Wait::Exit(n) => {
+                    self.endings.remove(&n);
                 }
             }
             self.woken.push(wait);
@@ -373,6 +487,14 @@ impl Gate {
                 Some(*space),
                 format!("the last line about process {pid} in space {space}, before its exec"),
             ),
+            Some(Wait::Exit(n)) => match self.endings.get(n) {
+                Some(e) => (
+                    Some(e.pid),
+                    e.lane,
+                    format!("the exit of process {}, which ended before them", e.pid),
+                ),
+                None => (head.stamped.event.pid(), key, "an exit".to_string()),
+            },
             None => (head.stamped.event.pid(), key, "nothing".to_string()),
         };
         let lane = key.map_or("no space".to_string(), |s| format!("space {s}"));
@@ -391,6 +513,7 @@ impl Gate {
                 },
             },
             probe: None,
+            seen: None,
         }
     }
 }

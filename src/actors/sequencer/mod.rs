@@ -23,6 +23,15 @@
 //!    is on the lane of the space it ends in, after every line of that lane, and that lane's
 //!    first line about it is its `exec` (rule 3) or its `fork` (rule 2): so `exit` is last. A
 //!    line about a process after its `exit` (nothing will announce it again) is not held.
+//! 4. **Ends.** What the tracer saw after a process ended comes after its `exit`. The tracer
+//!    tells the sequencer of each end (`Exiting`, with the moment it saw it) before it sends
+//!    the `exit` to the lane; until that line is written, a line of any other lane that the
+//!    tracer saw after that moment waits. Lanes race, so without this a parent's lines after
+//!    it reaped a child (its next `fork`, its own `exit`) could come before the child's last
+//!    first touches and its `exit`, and a replay would hold the two at once, or neither. The
+//!    waits go back in the tracer's time (gate.rs, `ending_before`), so they never form a
+//!    cycle. First touches and checks wait for no end, and a wait runs out after
+//!    `ENDING_PATIENCE`.
 //!
 //! Holding is per lane and first in, first out (gate.rs): a lane is named by the `space` its
 //! lines carry (a `fork` line carries its parent's space, the lane that sends it), and once a
@@ -79,8 +88,14 @@ impl Stamped {
 /// What the lanes (and, once, the tracer) tell the sequencer.
 #[derive(Debug)]
 pub enum SequencerMessage {
-    /// A line for the stream, in its lane's order.
+    /// A line the tracer saw, for the stream (sent by the tracer itself, or by a lane).
     Line(Stamped),
+    /// A line from a lane, in its lane's order: one the tracer saw (`seen`, its stamp), or one
+    /// the lane made (a first touch, a warning of its own).
+    FromLane {
+        stamped: Stamped,
+        seen: Option<Instant>,
+    },
     /// A `verify` line, with how to read the kernel's side beside it.
     Check(Stamped, Probe),
     /// The traced program's pid, sent by the tracer before any lane exists: its first `exec`
@@ -91,6 +106,13 @@ pub enum SequencerMessage {
     Attaching,
     /// A process left a space (it exec'd): that space's lane has sent every line about it.
     Left { space: SpaceId, pid: i32 },
+    /// The tracer saw a process end at `at`, and has sent its `exit` to the lane of `space`
+    /// (after this message, so this comes first).
+    Exiting {
+        space: SpaceId,
+        pid: i32,
+        at: Instant,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -153,14 +175,21 @@ impl Sequencer {
         self.emit(Held {
             stamped: start,
             probe: None,
+            seen: None,
         })
         .await;
         loop {
-            let due = self.placing.as_ref().and_then(Placing::next_due);
+            let placing = self.placing.as_ref().and_then(Placing::next_due);
+            let patience = self.gate.ending_deadline();
+            let due = placing.into_iter().chain(patience).min();
             let received = match due {
                 Some(due) => tokio::select! {
                     received = self.inbox.recv() => received,
                     () = tokio::time::sleep_until(due.into()) => {
+                        if patience.is_some_and(|p| p <= Instant::now()) {
+                            self.gate.give_up_endings(Instant::now());
+                            self.emit_ready().await;
+                        }
                         self.emit_due().await;
                         continue;
                     }
@@ -172,16 +201,24 @@ impl Sequencer {
             };
             match message {
                 SequencerMessage::Line(stamped) => self.gate.line(Held {
+                    seen: Some(stamped.at),
                     stamped,
                     probe: None,
+                }),
+                SequencerMessage::FromLane { stamped, seen } => self.gate.line(Held {
+                    stamped,
+                    probe: None,
+                    seen,
                 }),
                 SequencerMessage::Check(stamped, probe) => self.gate.line(Held {
                     stamped,
                     probe: Some(probe),
+                    seen: None,
                 }),
                 SequencerMessage::Root { pid } => self.gate.root(pid),
                 SequencerMessage::Attaching => self.gate.attaching(),
                 SequencerMessage::Left { space, pid } => self.gate.left(space, pid),
+                SequencerMessage::Exiting { space, pid, at } => self.gate.exiting(space, pid, at),
             }
             self.emit_ready().await;
         }
@@ -228,7 +265,7 @@ impl Sequencer {
     }
 
     async fn emit(&mut self, held: Held) {
-        let Held { stamped, probe } = held;
+        let Held { stamped, probe, .. } = held;
         let t = stamped
             .at
             .saturating_duration_since(self.started)

@@ -181,6 +181,7 @@ mod tests {
         Held {
             stamped: Stamped { at, event },
             probe: None,
+            seen: None,
         }
     }
 

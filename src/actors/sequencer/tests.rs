@@ -420,6 +420,7 @@ fn past_the_limit_the_lane_held_longest_goes_on_after_a_warning() {
             event,
         },
         probe: None,
+        seen: None,
     };
     let mut gate = Gate::with_limit(2);
     gate.root(1);
@@ -528,6 +529,193 @@ async fn a_records_line_goes_out_at_its_time_and_waiting_lines_go_out_by_themsel
         starts,
         [None, None, Some(0x1000), Some(0x9000), Some(0x2000)]
     );
+    drop(handle);
+    task.await.expect("the sequencer ran to its end");
+}
+
+impl Clock {
+    fn exiting(&self, n: u64, pid: i32, space: SpaceId) -> SequencerMessage {
+        SequencerMessage::Exiting {
+            space,
+            pid,
+            at: self.at(n),
+        }
+    }
+}
+
+/// A shell reaps its child and exits; the child's lane is slow, so the shell's `exit` reaches
+/// the sequencer before the child's last line and its `exit`. Rule 4 writes the child's end
+/// first: a replay never holds the shell without the child's last pages, nor both ends apart.
+#[tokio::test]
+async fn what_a_parent_did_after_its_child_ended_comes_after_the_childs_exit() {
+    let clock = Clock(Instant::now());
+    let messages = vec![
+        SequencerMessage::Root { pid: 1 },
+        clock.line(1, exec(1, 0)),
+        clock.line(2, fork(1, 2, 0, 1)),
+        clock.line(3, map(2, 1, 0x1000)),
+        clock.exiting(5, 2, 1),
+        // The shell's next child, and its own end, seen after the child's end.
+        clock.line(6, fork(1, 3, 0, 2)),
+        clock.line(7, map(3, 2, 0x3000)),
+        clock.exiting(8, 3, 2),
+        clock.line(8, exit(3, 2)),
+        clock.exiting(9, 1, 0),
+        clock.line(9, exit(1, 0)),
+        // The first child's lane, at last: a touch from before its end, then the end.
+        clock.line(4, map(2, 1, 0x2000)),
+        clock.line(5, exit(2, 1)),
+    ];
+    let written = sequence(clock.0, messages).await;
+    assert_eq!(
+        events(&written),
+        vec![
+            exec(1, 0),
+            fork(1, 2, 0, 1),
+            map(2, 1, 0x1000),
+            map(2, 1, 0x2000),
+            exit(2, 1),
+            fork(1, 3, 0, 2),
+            map(3, 2, 0x3000),
+            exit(3, 2),
+            exit(1, 0),
+        ]
+    );
+}
+
+/// Lines seen before an end go out at once; so does a check, whatever ended before it, and a
+/// line a lane made (a first touch: its lane's order is the kernel's only within the space).
+#[tokio::test]
+async fn only_what_the_tracer_saw_after_an_end_waits_for_it_and_never_a_check() {
+    let clock = Clock(Instant::now());
+    let (state, out) = StateHandle::for_test(64);
+    let (sequencer, handle) = Sequencer::new(64, state, clock.0);
+    let task = tokio::spawn(sequencer.run(start()));
+    for m in [
+        SequencerMessage::Root { pid: 1 },
+        clock.line(1, exec(1, 0)),
+        clock.line(2, fork(1, 2, 0, 1)),
+        clock.exiting(5, 2, 1),
+        clock.line(4, map(1, 0, 0x1000)),
+        SequencerMessage::FromLane {
+            stamped: Stamped {
+                at: clock.at(6),
+                event: map(1, 0, 0x5000),
+            },
+            seen: None,
+        },
+        SequencerMessage::Check(
+            Stamped {
+                at: clock.at(6),
+                event: check(1, 0),
+            },
+            Probe {
+                pid: 1,
+                pagemap: None,
+                done: std::sync::mpsc::sync_channel(1).0,
+            },
+        ),
+        clock.line(7, map(1, 0, 0x2000)),
+    ] {
+        handle.send(m).await;
+    }
+    let mut written = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while written.len() < 6 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        while let Ok(m) = out.try_recv() {
+            written.push(m.line.event);
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    while let Ok(m) = out.try_recv() {
+        written.push(m.line.event);
+    }
+    // The map seen after the end waits; the rest is out.
+    assert_eq!(
+        written[1..],
+        [
+            exec(1, 0),
+            fork(1, 2, 0, 1),
+            map(1, 0, 0x1000),
+            map(1, 0, 0x5000),
+            check(1, 0)
+        ]
+    );
+    handle.send(clock.line(5, exit(2, 1))).await;
+    drop(handle);
+    task.await.expect("the sequencer ran to its end");
+    let rest: Vec<Event> =
+        std::iter::from_fn(|| out.try_recv().ok().map(|m| m.line.event)).collect();
+    assert_eq!(rest, [exit(2, 1), map(1, 0, 0x2000)]);
+}
+
+/// Two lanes, each with a line stamped after the other's end: the one whose own end is later
+/// waits, the other does not (its lane puts it before its own, earlier end), so nothing is held
+/// to the end of the trace.
+#[tokio::test]
+async fn ends_on_two_lanes_never_hold_each_other() {
+    let clock = Clock(Instant::now());
+    let messages = vec![
+        SequencerMessage::Root { pid: 1 },
+        clock.line(1, exec(1, 0)),
+        clock.line(2, fork(1, 2, 0, 1)),
+        clock.exiting(10, 1, 0),
+        clock.exiting(20, 2, 1),
+        // Lane 0: a line stamped after 2's end, before 1's own exit in lane order.
+        clock.line(25, map(1, 0, 0x1000)),
+        // Lane 1: a line stamped after 1's end.
+        clock.line(15, map(2, 1, 0x2000)),
+        clock.line(20, exit(2, 1)),
+        clock.line(10, exit(1, 0)),
+    ];
+    let written = sequence(clock.0, messages).await;
+    let events = events(&written);
+    assert!(
+        !events.iter().any(|e| matches!(e, Event::Warning { .. })),
+        "{events:#?}"
+    );
+    assert_eq!(
+        events,
+        vec![
+            exec(1, 0),
+            fork(1, 2, 0, 1),
+            map(1, 0, 0x1000),
+            exit(1, 0),
+            map(2, 1, 0x2000),
+            exit(2, 1),
+        ]
+    );
+}
+
+/// An end whose `exit` line never comes (its lane failed) holds what came after it for
+/// `ENDING_PATIENCE` only, never to the end of the trace: then it goes on, in the order it came.
+#[tokio::test]
+async fn lines_held_for_an_exit_that_never_comes_go_on_after_a_while() {
+    let started = Instant::now();
+    let clock = Clock(started);
+    let (state, out) = StateHandle::for_test(64);
+    let (sequencer, handle) = Sequencer::new(64, state, clock.0);
+    let task = tokio::spawn(sequencer.run(start()));
+    for m in [
+        SequencerMessage::Root { pid: 1 },
+        clock.line(1, exec(1, 0)),
+        clock.line(2, fork(1, 2, 0, 1)),
+        clock.exiting(3, 2, 1),
+        clock.line(4, map(1, 0, 0x1000)),
+    ] {
+        handle.send(m).await;
+    }
+    let mut written = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while written.len() < 4 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        while let Ok(m) = out.try_recv() {
+            written.push(m.line.event);
+        }
+    }
+    assert_eq!(written[3], map(1, 0, 0x1000));
+    assert!(started.elapsed() >= gate::ENDING_PATIENCE);
     drop(handle);
     task.await.expect("the sequencer ran to its end");
 }

@@ -9,7 +9,7 @@ use rangemap::RangeSet;
 use super::spaces::Origin;
 use super::{Phase, Process, ProgramEnd, Thread, Tracer, USER_SPACE_END};
 use crate::actors::lane::LaneMessage;
-use crate::actors::sequencer::SequencerMessage;
+use crate::actors::sequencer::{SequencerMessage, Stamped};
 use crate::event::{Event, ForkKind, SpaceId, WarningKind, signal_name};
 use crate::kernel::inject::{self, InjectError};
 use crate::kernel::ptrace::{self, ChildEvent, Resume, is_group_stop_signal};
@@ -694,7 +694,7 @@ impl Tracer {
             ProgramEnd::Exited(code) => (Some(code), None),
             ProgramEnd::Signaled(sig) => (None, Some(signal_name(sig))),
         };
-        lane.observed(Event::Exit {
+        let exit = Stamped::now(Event::Exit {
             pid,
             tid,
             space: space_id,
@@ -706,6 +706,20 @@ impl Tracer {
             peak_resident_bytes: 0,
             oom,
         });
+        // First, so that what other lanes saw after this end waits for the `exit` line
+        // (the sequencer's rule 4): a parent that reaped this process runs on only now.
+        self.sequencer.send_blocking(SequencerMessage::Exiting {
+            space: space_id,
+            pid,
+            at: exit.at,
+        });
+        // A lane that has ended (it failed) cannot write it: it goes straight on, after
+        // everything that lane sent.
+        if let Err(refused) = lane.deliver(LaneMessage::Observed(exit))
+            && let LaneMessage::Observed(exit) = *refused
+        {
+            self.sequencer.send_blocking(SequencerMessage::Line(exit));
+        }
         if joined {
             self.leave_space(space_id);
         }
