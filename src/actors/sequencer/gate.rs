@@ -1,5 +1,6 @@
 //! The sequencer's rules as plain data: which line may go out now, and which waits for what.
-//! No channels and no clock here, so every rule is tested on its own (tests.rs).
+//! No channels here, and no clock but the one rule 4's patience reads, so every rule is tested
+//! on its own (tests.rs).
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
@@ -40,6 +41,9 @@ struct Ending {
     at: Instant,
     lane: LaneKey,
     pid: i32,
+    /// When a line first waited for it here: the patience runs from then, not from the end,
+    /// so a sequencer that is behind does not let lines go the moment they come.
+    waited_since: Option<Instant>,
 }
 
 /// A lane, named by the `space` its lines carry (a `fork` line carries its parent's space, which
@@ -141,12 +145,19 @@ impl Gate {
     }
 
     /// The tracer saw `pid` end at `at`; its `exit` line will come on the lane of `space`.
-    /// Until it is written, what the tracer or a lane saw after that moment on any other lane
-    /// waits for it (rule 4).
+    /// Until it is written, what the tracer saw after that moment on any other lane waits for
+    /// it (rule 4).
     pub fn exiting(&mut self, space: SpaceId, pid: i32, at: Instant) {
         let lane = Some(space);
-        self.endings
-            .insert(self.next_ending, Ending { at, lane, pid });
+        self.endings.insert(
+            self.next_ending,
+            Ending {
+                at,
+                lane,
+                pid,
+                waited_since: None,
+            },
+        );
         self.next_ending += 1;
     }
 
@@ -239,7 +250,7 @@ impl Gate {
         if let Event::Exec { pid, space, .. } = event
             && let Some(&old) = self.living_in.get(pid)
             && old != *space
-            && (!self.left.contains(&(old, *pid)) || self.holds_about(old, *pid))
+            && (!self.left.contains(&(old, *pid)) || self.holds_about(old, *pid, held.stamped.at))
         {
             return Some(Wait::Left {
                 space: old,
@@ -277,21 +288,21 @@ impl Gate {
             .map(|(&n, _)| n)
     }
 
-    /// When the oldest end some line waits for runs out of patience, if one does.
+    /// When the end waited for longest runs out of patience, if any end is waited for.
     pub fn ending_deadline(&self) -> Option<Instant> {
-        let waited = self.lane_waits.values().filter_map(|w| match w {
-            Wait::Exit(n) => self.endings.get(n),
-            _ => None,
-        });
-        waited.map(|e| e.at + ENDING_PATIENCE).min()
+        self.endings
+            .values()
+            .filter_map(|e| e.waited_since)
+            .map(|since| since + ENDING_PATIENCE)
+            .min()
     }
 
-    /// Lets the lines held for ends older than `ENDING_PATIENCE` go on.
+    /// Lets the lines that have waited `ENDING_PATIENCE` for an end go on.
     pub fn give_up_endings(&mut self, now: Instant) {
         let stale: Vec<u64> = self
             .endings
             .iter()
-            .filter(|(_, e)| e.at + ENDING_PATIENCE <= now)
+            .filter(|(_, e)| e.waited_since.is_some_and(|s| s + ENDING_PATIENCE <= now))
             .map(|(&n, _)| n)
             .collect();
         for n in stale {
@@ -321,10 +332,13 @@ impl Gate {
     }
 
     /// Whether a line about `pid` from the lane of `space` is still held.
-    fn holds_about(&self, space: SpaceId, pid: i32) -> bool {
-        self.lanes
-            .get(&Some(space))
-            .is_some_and(|q| q.iter().any(|h| h.stamped.event.pid() == Some(pid)))
+    /// Only lines from before the exec at `before` count: a later one with the pid is of a
+    /// new process that reused it, and may itself wait (rule 4) for this one's `exit`.
+    fn holds_about(&self, space: SpaceId, pid: i32, before: Instant) -> bool {
+        self.lanes.get(&Some(space)).is_some_and(|q| {
+            q.iter()
+                .any(|h| h.stamped.event.pid() == Some(pid) && h.stamped.at <= before)
+        })
     }
 
     /// Whether this line is the root's first `exec` (without a `Root`, the first `exec` at all),
@@ -390,6 +404,11 @@ impl Gate {
     }
 
     fn block(&mut self, key: LaneKey, wait: Wait) {
+        if let Wait::Exit(n) = wait
+            && let Some(ending) = self.endings.get_mut(&n)
+        {
+            ending.waited_since.get_or_insert_with(Instant::now);
+        }
         if self.lane_waits.insert(key, wait) != Some(wait) {
             self.waiting.entry(wait).or_default().push(key);
         }

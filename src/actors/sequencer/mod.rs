@@ -29,8 +29,11 @@
 //!    tracer saw after that moment waits. Lanes race, so without this a parent's lines after
 //!    it reaped a child (its next `fork`, its own `exit`) could come before the child's last
 //!    first touches and its `exit`, and a replay would hold the two at once, or neither. The
-//!    waits go back in the tracer's time (gate.rs, `ending_before`), so they never form a
-//!    cycle. First touches and checks wait for no end, and a wait runs out after
+//!    waits go back in the tracer's time (gate.rs, `ending_before`); an `exec` waits only for
+//!    lines about its process from before it (a later one is of a new process with the pid),
+//!    so they do not form a cycle with rule 3. First touches wait for no end, nor does a check
+//!    itself, though it stays behind what its lane holds (the tracer waits for it, for as long
+//!    as the ended process's lane lags: milliseconds). A wait runs out after
 //!    `ENDING_PATIENCE`.
 //!
 //! Holding is per lane and first in, first out (gate.rs): a lane is named by the `space` its
@@ -41,12 +44,15 @@
 //! was sent (by the tracer, to a lane) before the thing the line reports happened, so the wait
 //! ends as soon as that lane's line arrives.
 //!
-//! Nothing is dropped. The wait is bounded twice: when every lane has closed (the inbox ends),
-//! each lane still held is written after a `warning` (`unannounced`) naming the process or space
-//! it waited for, lanes merged in time order; and if more than 262144 lines are held
+//! Nothing is dropped. The wait is bounded: when every lane has closed (the inbox ends), each
+//! lane still held is written after a `warning` (`unannounced`) naming the process or space it
+//! waited for, lanes merged in time order; and if more than 262144 lines are held
 //! (`HELD_LIMIT`), the lane held longest goes on the same way. Both happen only when a line
 //! waited for was lost (a failed actor: a lane that panicked never sends its `Left`); an actor
-//! that panics ends the run, which closes the inbox, so nothing waits longer than the run.
+//! that panics ends the run, which closes the inbox, so nothing waits longer than the run. A
+//! wait for an end (rule 4) lasts at most `ENDING_PATIENCE` from when it began; then the lines
+//! go on as they came, with a warning in the log (the stream's lines are all there; only the
+//! tree's order across that end is as it was before the rule).
 //!
 //! Every line written gets the next `seq` and a time that never goes backwards (a held line
 //! written late takes the time of the line before it).
@@ -88,7 +94,8 @@ impl Stamped {
 /// What the lanes (and, once, the tracer) tell the sequencer.
 #[derive(Debug)]
 pub enum SequencerMessage {
-    /// A line the tracer saw, for the stream (sent by the tracer itself, or by a lane).
+    /// A line the tracer sends itself (a warning of a space with no lane, an `exit` whose lane
+    /// has ended), or a test: rule 4 takes it as seen at its stamp.
     Line(Stamped),
     /// A line from a lane, in its lane's order: one the tracer saw (`seen`, its stamp), or one
     /// the lane made (a first touch, a warning of its own).
@@ -106,8 +113,8 @@ pub enum SequencerMessage {
     Attaching,
     /// A process left a space (it exec'd): that space's lane has sent every line about it.
     Left { space: SpaceId, pid: i32 },
-    /// The tracer saw a process end at `at`, and has sent its `exit` to the lane of `space`
-    /// (after this message, so this comes first).
+    /// The tracer saw a process end at `at`, and will send its `exit` to the lane of `space`
+    /// right after this message (or here, if that lane has ended).
     Exiting {
         space: SpaceId,
         pid: i32,

@@ -719,3 +719,49 @@ async fn lines_held_for_an_exit_that_never_comes_go_on_after_a_while() {
     drop(handle);
     task.await.expect("the sequencer ran to its end");
 }
+
+/// A CLONE_VM child execs and ends while another lane's end is still to be written, and its pid
+/// is reused at once by a new CLONE_VM child whose lines wait (rule 4) for the first one's end.
+/// The exec waits only for lines about its process from before it, so nothing is held once the
+/// late end comes.
+#[test]
+fn a_reused_pid_waiting_for_an_end_does_not_hold_the_exec_of_the_process_before_it() {
+    use crate::event::ForkKind;
+    let clock = Clock(Instant::now());
+    let seen = |n: u64, event: Event| Held {
+        stamped: Stamped {
+            at: clock.at(n),
+            event,
+        },
+        probe: None,
+        seen: Some(clock.at(n)),
+    };
+    let clone_vm = |child| Event::Fork {
+        pid: 1,
+        tid: 1,
+        child,
+        kind: ForkKind::CloneVm,
+        space: 0,
+        child_space: 0,
+    };
+    let mut gate = Gate::default();
+    gate.root(1);
+    gate.line(seen(1, exec(1, 0)));
+    gate.line(seen(2, clone_vm(2)));
+    gate.line(seen(3, fork(1, 3, 0, 5)));
+    gate.exiting(5, 3, clock.at(4));
+    gate.left(0, 2);
+    gate.line(seen(5, exec(2, 7)));
+    gate.exiting(7, 2, clock.at(6));
+    gate.line(seen(6, exit(2, 7)));
+    gate.line(seen(7, clone_vm(2)));
+    gate.line(seen(8, map(2, 0, 0x1000)));
+    gate.line(seen(4, exit(3, 5)));
+    let mut written = Vec::new();
+    while let Some(held) = gate.next_ready() {
+        written.push(held.stamped.event);
+    }
+    assert_eq!(gate.held(), 0, "{written:#?}");
+    assert_eq!(written.len(), 8);
+    assert_eq!(written[3..5], [exit(3, 5), exec(2, 7)]);
+}
