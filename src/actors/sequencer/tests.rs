@@ -122,6 +122,57 @@ fn events(written: &[StateMessage]) -> Vec<Event> {
     written[1..].iter().map(|m| m.line.event.clone()).collect()
 }
 
+/// A sequencer running on its own, fed and read while its inbox stays open (lines that go out
+/// by themselves, after a window or a patience).
+struct Running {
+    handle: SequencerHandle,
+    out: async_channel::Receiver<StateMessage>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    /// With `window`, under fault records (`Sequencer::placing_records`).
+    fn start(started: Instant, window: Option<Duration>) -> Self {
+        let (state, out) = StateHandle::for_test(1024);
+        let (sequencer, handle) = Sequencer::new(1024, state, started);
+        let sequencer = match window {
+            Some(window) => sequencer.placing_records(window),
+            None => sequencer,
+        };
+        let task = tokio::spawn(sequencer.run(start()));
+        Self { handle, out, task }
+    }
+
+    async fn send(&self, messages: impl IntoIterator<Item = SequencerMessage>) {
+        for m in messages {
+            self.handle.send(m).await;
+        }
+    }
+
+    /// What was written once `n` lines are (the `start` line among them; 10 s at most), and a
+    /// moment more.
+    async fn written(&self, n: usize) -> Vec<Event> {
+        let mut written = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while written.len() < n && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            written.extend(std::iter::from_fn(|| self.out.try_recv().ok()).map(|m| m.line.event));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        written.extend(std::iter::from_fn(|| self.out.try_recv().ok()).map(|m| m.line.event));
+        written
+    }
+
+    /// Closes the inbox: what was written after.
+    async fn finish(self) -> Vec<Event> {
+        drop(self.handle);
+        self.task.await.expect("the sequencer ran to its end");
+        std::iter::from_fn(|| self.out.try_recv().ok())
+            .map(|m| m.line.event)
+            .collect()
+    }
+}
+
 #[tokio::test]
 async fn a_childs_exec_maps_and_exit_before_its_fork_line_come_after_it() {
     let clock = Clock(Instant::now());
@@ -479,10 +530,7 @@ async fn a_reused_pids_exec_waits_for_the_fork_of_the_new_process() {
 #[tokio::test]
 async fn a_records_line_goes_out_at_its_time_and_waiting_lines_go_out_by_themselves() {
     let clock = Clock(Instant::now());
-    let (state, out) = StateHandle::for_test(1024);
-    let (sequencer, handle) = Sequencer::new(1024, state, clock.0);
-    let sequencer = sequencer.placing_records(Duration::from_millis(20));
-    let task = tokio::spawn(sequencer.run(start()));
+    let running = Running::start(clock.0, Some(Duration::from_millis(20)));
     let found = Event::Resident {
         pid: 1,
         tid: Some(1),
@@ -499,25 +547,18 @@ async fn a_records_line_goes_out_at_its_time_and_waiting_lines_go_out_by_themsel
         from: None,
         withheld: false,
     };
-    for m in [
-        SequencerMessage::Root { pid: 1 },
-        clock.line(1, exec(1, 0)),
-        clock.line(2, map(1, 0, 0x1000)),
-        clock.line(4, map(1, 0, 0x2000)),
-        // Read after the second map, faulted between the two.
-        clock.line(3, found),
-    ] {
-        handle.send(m).await;
-    }
+    running
+        .send([
+            SequencerMessage::Root { pid: 1 },
+            clock.line(1, exec(1, 0)),
+            clock.line(2, map(1, 0, 0x1000)),
+            clock.line(4, map(1, 0, 0x2000)),
+            // Read after the second map, faulted between the two.
+            clock.line(3, found),
+        ])
+        .await;
     // Nothing more comes, and the inbox stays open: they go out by themselves.
-    let mut written = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while written.len() < 5 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-        while let Ok(m) = out.try_recv() {
-            written.push(m.line.event);
-        }
-    }
+    let written = running.written(5).await;
     let starts: Vec<Option<u64>> = written
         .iter()
         .map(|e| match e {
@@ -529,8 +570,7 @@ async fn a_records_line_goes_out_at_its_time_and_waiting_lines_go_out_by_themsel
         starts,
         [None, None, Some(0x1000), Some(0x9000), Some(0x2000)]
     );
-    drop(handle);
-    task.await.expect("the sequencer ran to its end");
+    running.finish().await;
 }
 
 impl Clock {
@@ -588,49 +628,36 @@ async fn what_a_parent_did_after_its_child_ended_comes_after_the_childs_exit() {
 #[tokio::test]
 async fn only_what_the_tracer_saw_after_an_end_waits_for_it_and_never_a_check() {
     let clock = Clock(Instant::now());
-    let (state, out) = StateHandle::for_test(64);
-    let (sequencer, handle) = Sequencer::new(64, state, clock.0);
-    let task = tokio::spawn(sequencer.run(start()));
-    for m in [
-        SequencerMessage::Root { pid: 1 },
-        clock.line(1, exec(1, 0)),
-        clock.line(2, fork(1, 2, 0, 1)),
-        clock.exiting(5, 2, 1),
-        clock.line(4, map(1, 0, 0x1000)),
-        SequencerMessage::FromLane {
-            stamped: Stamped {
-                at: clock.at(6),
-                event: map(1, 0, 0x5000),
+    let running = Running::start(clock.0, None);
+    running
+        .send([
+            SequencerMessage::Root { pid: 1 },
+            clock.line(1, exec(1, 0)),
+            clock.line(2, fork(1, 2, 0, 1)),
+            clock.exiting(5, 2, 1),
+            clock.line(4, map(1, 0, 0x1000)),
+            SequencerMessage::FromLane {
+                stamped: Stamped {
+                    at: clock.at(6),
+                    event: map(1, 0, 0x5000),
+                },
+                seen: None,
             },
-            seen: None,
-        },
-        SequencerMessage::Check(
-            Stamped {
-                at: clock.at(6),
-                event: check(1, 0),
-            },
-            Probe {
-                pid: 1,
-                pagemap: None,
-                done: std::sync::mpsc::sync_channel(1).0,
-            },
-        ),
-        clock.line(7, map(1, 0, 0x2000)),
-    ] {
-        handle.send(m).await;
-    }
-    let mut written = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while written.len() < 6 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-        while let Ok(m) = out.try_recv() {
-            written.push(m.line.event);
-        }
-    }
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    while let Ok(m) = out.try_recv() {
-        written.push(m.line.event);
-    }
+            SequencerMessage::Check(
+                Stamped {
+                    at: clock.at(6),
+                    event: check(1, 0),
+                },
+                Probe {
+                    pid: 1,
+                    pagemap: None,
+                    done: std::sync::mpsc::sync_channel(1).0,
+                },
+            ),
+            clock.line(7, map(1, 0, 0x2000)),
+        ])
+        .await;
+    let written = running.written(6).await;
     // The map seen after the end waits; the rest is out.
     assert_eq!(
         written[1..],
@@ -642,11 +669,8 @@ async fn only_what_the_tracer_saw_after_an_end_waits_for_it_and_never_a_check() 
             check(1, 0)
         ]
     );
-    handle.send(clock.line(5, exit(2, 1))).await;
-    drop(handle);
-    task.await.expect("the sequencer ran to its end");
-    let rest: Vec<Event> =
-        std::iter::from_fn(|| out.try_recv().ok().map(|m| m.line.event)).collect();
+    running.send([clock.line(5, exit(2, 1))]).await;
+    let rest = running.finish().await;
     assert_eq!(rest, [exit(2, 1), map(1, 0, 0x2000)]);
 }
 
@@ -694,30 +718,20 @@ async fn ends_on_two_lanes_never_hold_each_other() {
 async fn lines_held_for_an_exit_that_never_comes_go_on_after_a_while() {
     let started = Instant::now();
     let clock = Clock(started);
-    let (state, out) = StateHandle::for_test(64);
-    let (sequencer, handle) = Sequencer::new(64, state, clock.0);
-    let task = tokio::spawn(sequencer.run(start()));
-    for m in [
-        SequencerMessage::Root { pid: 1 },
-        clock.line(1, exec(1, 0)),
-        clock.line(2, fork(1, 2, 0, 1)),
-        clock.exiting(3, 2, 1),
-        clock.line(4, map(1, 0, 0x1000)),
-    ] {
-        handle.send(m).await;
-    }
-    let mut written = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while written.len() < 4 && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-        while let Ok(m) = out.try_recv() {
-            written.push(m.line.event);
-        }
-    }
+    let running = Running::start(clock.0, None);
+    running
+        .send([
+            SequencerMessage::Root { pid: 1 },
+            clock.line(1, exec(1, 0)),
+            clock.line(2, fork(1, 2, 0, 1)),
+            clock.exiting(3, 2, 1),
+            clock.line(4, map(1, 0, 0x1000)),
+        ])
+        .await;
+    let written = running.written(4).await;
     assert_eq!(written[3], map(1, 0, 0x1000));
     assert!(started.elapsed() >= gate::ENDING_PATIENCE);
-    drop(handle);
-    task.await.expect("the sequencer ran to its end");
+    running.finish().await;
 }
 
 /// A CLONE_VM child execs and ends while another lane's end is still to be written, and its pid
