@@ -32,6 +32,10 @@ pub(super) struct ExitReport {
     /// have landed there: the part of an mremap's new range beyond the old length, and the
     /// source an `MREMAP_DONTUNMAP` move leaves behind.
     pub(super) read_again: RangeSet<u64>,
+    /// The thread was killed out of this exit stop and already sits at its `PTRACE_EVENT_EXIT`
+    /// stop: the syscall stays begun for that stop, and the thread is not resumed (that would
+    /// resume it out of the exit stop unseen).
+    pub(super) gone: bool,
 }
 
 /// Who made a change, in which space, and from where: the call stack its lines name
@@ -157,11 +161,14 @@ impl Tracer {
             self.defer(tid, releaser);
             return;
         }
-        self.on_syscall_exit(tid);
-        self.go(tid, Resume::Cont(None));
+        if self.on_syscall_exit(tid) {
+            self.go(tid, Resume::Cont(None));
+        }
     }
 
-    fn on_syscall_exit(&mut self, tid: i32) {
+    /// Reports a layout syscall's exit; false if the thread is no longer at that stop and must
+    /// not be resumed (`ExitReport::gone`).
+    fn on_syscall_exit(&mut self, tid: i32) -> bool {
         let Some(BegunLayout {
             call,
             raced,
@@ -172,10 +179,10 @@ impl Tracer {
             .get_mut(&tid)
             .and_then(|t| t.syscalls.take_layout())
         else {
-            return;
+            return true;
         };
         let Some((pid, space)) = self.space_of(tid) else {
-            return;
+            return true;
         };
         let by = By {
             pid,
@@ -188,11 +195,15 @@ impl Tracer {
             partly_done,
             changed,
             mut read_again,
+            gone,
         } = {
             // A release another's report raced is described again, which forgets its records.
             let unread = unread.filter(|_| raced.is_empty());
             self.report_syscall_exit(by, call, unregistered.is_some(), unread)
         };
+        if gone {
+            return false;
+        }
         if let Some(source) = unregistered
             && failed
         {
@@ -235,6 +246,7 @@ impl Tracer {
         {
             s.lane.send(LaneMessage::Ended { tid });
         }
+        true
     }
 
     /// Reports what a layout syscall did, and what it changed, as ranges. `unregistered`: its
@@ -249,7 +261,19 @@ impl Tracer {
         let nothing = ExitReport::default();
         let ret = match syscall::exit_value(by.tid) {
             Ok(Some(ret)) => ret,
-            Ok(None) => return nothing,
+            // Killed out of its exit stop (SIGKILL wakes a stopped tracee), it already sits at
+            // PTRACE_EVENT_EXIT, which waitpid has yet to report, with the mm whole: the syscall
+            // stays begun, and that stop describes the space again (on_exit_stop). Resumed
+            // here, it would leave that stop unseen, and what the kernel did would be lost.
+            Ok(None) => {
+                if let Some(t) = self.threads.get_mut(&by.tid) {
+                    t.syscalls.at_exit = AtExit::Layout(BegunLayout::new(call, None));
+                }
+                return ExitReport {
+                    gone: true,
+                    ..nothing
+                };
+            }
             Err(e) => {
                 tracing::debug!(
                     tid = by.tid,
