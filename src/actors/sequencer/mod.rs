@@ -195,9 +195,11 @@ impl Sequencer {
                     () = tokio::time::sleep_until(due.into()) => {
                         if patience.is_some_and(|p| p <= Instant::now()) {
                             self.gate.give_up_endings(Instant::now());
+                            // Then what is due, as after any message.
                             self.emit_ready().await;
+                        } else {
+                            self.emit_due().await;
                         }
-                        self.emit_due().await;
                         continue;
                     }
                 },

@@ -249,6 +249,14 @@ impl Tracer {
         true
     }
 
+    /// A thread killed out of its exit stop before it was read: its syscall stays begun, so
+    /// that its exit stop (or its death) describes the space again (docs/ordering.md, R7).
+    fn keep_begun(&mut self, tid: i32, call: LayoutSyscall) {
+        if let Some(t) = self.threads.get_mut(&tid) {
+            t.syscalls.at_exit = AtExit::Layout(BegunLayout::new(call, None));
+        }
+    }
+
     /// Reports what a layout syscall did, and what it changed, as ranges. `unregistered`: its
     /// source was given back to the kernel's faults for its duration (escapes.rs).
     fn report_syscall_exit(
@@ -266,9 +274,7 @@ impl Tracer {
             // stays begun, and that stop describes the space again (on_exit_stop). Resumed
             // here, it would leave that stop unseen, and what the kernel did would be lost.
             Ok(None) => {
-                if let Some(t) = self.threads.get_mut(&by.tid) {
-                    t.syscalls.at_exit = AtExit::Layout(BegunLayout::new(call, None));
-                }
+                self.keep_begun(by.tid, call);
                 return ExitReport {
                     gone: true,
                     ..nothing
@@ -282,10 +288,8 @@ impl Tracer {
                 // Killed out of its exit stop before it was read (SIGKILL, another thread's
                 // exit_group): the syscall stays begun, so that its exit stop describes the
                 // space again, and what the kernel did is not lost.
-                if e.raw_os_error() == Some(libc::ESRCH)
-                    && let Some(t) = self.threads.get_mut(&by.tid)
-                {
-                    t.syscalls.at_exit = AtExit::Layout(BegunLayout::new(call, None));
+                if e.raw_os_error() == Some(libc::ESRCH) {
+                    self.keep_begun(by.tid, call);
                 }
                 return nothing;
             }
