@@ -330,7 +330,7 @@ impl Tracer {
         // What the scans may have missed while attached.
         for (space, tid) in targets {
             if let Some(pid) = self.threads.get(&tid).map(|t| t.pid) {
-                self.write_unseen(pid, space);
+                self.write_unseen(pid, space, None);
             }
         }
     }

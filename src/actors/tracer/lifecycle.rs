@@ -557,14 +557,14 @@ impl Tracer {
             // the kernel.
             self.describe_whole_space(Some(tid), space, tid);
         }
-        self.note_faults_at_exit(pid);
+        let faults_now = self.note_faults_at_exit(pid);
         if self
             .space_of(tid)
             .is_some_and(|(_, space)| self.space_is_quiescent(space))
         {
             self.sample_layout_of(tid);
         }
-        self.scan_at_exit(tid);
+        self.scan_at_exit(tid, faults_now);
         self.verify_at_exit(tid);
         // Never held by a checkpoint: past this stop it runs no user code, and a multithreaded
         // execve waits (where ptrace cannot stop it) until the threads it kills have gone.

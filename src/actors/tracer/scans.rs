@@ -311,7 +311,8 @@ impl Tracer {
     /// ranges followed by scans are read for the last time (the mm is still whole here). Its
     /// io_uring workers may still run (checkpoints.rs): what they touch after this is not seen,
     /// unless `--verify` checks the space once they are gone.
-    pub(super) fn scan_at_exit(&mut self, tid: i32) {
+    /// `faults_now`: its process's count of faults, read at this stop (unseen.rs).
+    pub(super) fn scan_at_exit(&mut self, tid: i32, faults_now: Option<u64>) {
         if let Some((pid, space)) = self.space_of(tid)
             && self.space_is_quiescent(space)
         {
@@ -319,7 +320,7 @@ impl Tracer {
             // What the space copied on write before the last timed read, while its memory is
             // whole (shared.rs).
             self.look_for_unshared(pid, space);
-            self.write_unseen(pid, space);
+            self.write_unseen(pid, space, faults_now);
         }
     }
 

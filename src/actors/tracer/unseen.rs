@@ -28,23 +28,23 @@ impl Tracer {
             p.faults_at_join = now;
         }
         if self.spaces.get(&space).is_some_and(|s| s.members == 1) {
-            self.write_unseen(pid, space);
+            self.write_unseen(pid, space, now);
         }
     }
 
     /// At an exit stop: the process's count so far, which is its last once its last thread
-    /// is there (a vfork child's, say, whose space goes on with its parent).
-    pub(super) fn note_faults_at_exit(&mut self, pid: i32) {
+    /// is there (a vfork child's, say, whose space goes on with its parent). Returned too, for
+    /// the `unseen` line written at the same stop.
+    pub(super) fn note_faults_at_exit(&mut self, pid: i32) -> Option<u64> {
         let scanned = self
             .space_of_process(pid)
             .and_then(|space| self.spaces.get(&space))
             .is_some_and(|s| s.scans_only());
-        if scanned
-            && let Some(now) = procfs::minor_faults(pid)
-            && let Some(p) = self.processes.get_mut(&pid)
-        {
+        let now = scanned.then(|| procfs::minor_faults(pid)).flatten()?;
+        if let Some(p) = self.processes.get_mut(&pid) {
             p.faults_at_exit = Some(now);
         }
+        Some(now)
     }
 
     /// A process is gone: the faults it made in its space stay the space's, for the `unseen`
@@ -62,7 +62,9 @@ impl Tracer {
     /// Writes the space's `unseen` line: the faults of every process in it (those gone
     /// included), what the scans found, and the difference. At its last exit stop, where
     /// nothing of it can fault any more; a later one (a vfork parent going on) replaces it.
-    pub(super) fn write_unseen(&self, pid: i32, space: SpaceId) {
+    /// `pid_now`: `pid`'s count, if the caller has just read it at this stop (it cannot have
+    /// changed since, and `/proc/PID/stat` is not cheap: about 20 µs).
+    pub(super) fn write_unseen(&self, pid: i32, space: SpaceId, pid_now: Option<u64>) {
         let Some(s) = self.spaces.get(&space).filter(|s| s.scans_only()) else {
             return;
         };
@@ -76,7 +78,10 @@ impl Tracer {
         let faults = gone
             + members
                 .into_iter()
-                .map(|p| self.faults_in_space(p, procfs::minor_faults(p)))
+                .map(|p| {
+                    let now = pid_now.filter(|_| p == pid);
+                    self.faults_in_space(p, now.or_else(|| procfs::minor_faults(p)))
+                })
                 .sum::<u64>();
         s.lane.observed(Event::Unseen {
             pid,
