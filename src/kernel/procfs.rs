@@ -483,9 +483,13 @@ pub fn start_brk(pid: i32) -> Option<u64> {
     stat_field(pid, 47)
 }
 
-/// Whether the machine has swap turned on (a line under `/proc/swaps`' header).
+/// Whether the machine has swap turned on: the kernel's total of swap, which is what the swap
+/// areas listed under `/proc/swaps`' header add up to. Asked at every space's last exit stop, so
+/// by `sysinfo(2)`, one call, not a file opened and read. (A `swapoff` takes its area out of the
+/// total before it reads the area's pages back: a space ending meanwhile is looked at only
+/// where the stream has pages in swap.)
 pub fn swap_configured() -> bool {
-    text("/proc/swaps").is_ok_and(|s| s.lines().nth(1).is_some())
+    nix::sys::sysinfo::sysinfo().is_ok_and(|info| info.swap_total() > 0)
 }
 
 /// A counter of the machine's memory management (`/proc/vmstat`), by its name.
