@@ -1,10 +1,12 @@
 //! The files code runs from: each read once while some space maps it (its build-id, its load
-//! segments and its unwind tables, and a copy of what naming its frames needs), then let go of
-//! at once. A program may unmount, delete or overwrite the files it ran, and the tracer must
-//! not keep them busy (LTP `execveat03` unmounts the overlay it ran a program from): the
-//! symbolizer reads the copy, which is also what was mapped, whatever happens to the file.
+//! segments and its unwind tables, and a copy of what naming its frames needs), and what was
+//! read of the last few kept after that, so that a program run again and again (a shell's
+//! loop, `make`) is not read again each time. A program may unmount, delete or overwrite the
+//! files it ran, and the tracer must not keep them busy (LTP `execveat03` unmounts the overlay
+//! it ran a program from): no file stays open, the symbolizer reads the copy, which is also
+//! what was mapped, whatever happens to the file.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::ops::{Deref, Range};
 use std::os::fd::AsRawFd;
@@ -79,6 +81,16 @@ pub struct CodeFile {
 }
 
 impl CodeFile {
+    /// The bytes of its unwind tables we hold (what keeping it costs).
+    fn table_bytes(&self) -> usize {
+        self.unwind.as_ref().map_or(0, |u| {
+            [&u.eh_frame, &u.eh_frame_hdr, &u.debug_frame]
+                .iter()
+                .filter_map(|s| s.as_ref().map(|s| s.len()))
+                .sum()
+        })
+    }
+
     /// The address the file meant for the byte at `offset` of an executable mapping. A page can
     /// hold the end of one segment and the start of the next (lld, and so rustc, packs them so),
     /// each meant for another address: the executable segment the mapping is of decides.
@@ -128,11 +140,19 @@ enum FileKey {
     Named(String),
 }
 
-/// The code files mapped by live spaces (held by them, and by sites not yet named), and an
-/// index for every file met in the run.
+/// How many of the code files met last are kept once no space maps them, and how many bytes of
+/// unwind tables they may hold between them. A fork and exec of `/bin/true` read its file again
+/// each time otherwise: about 40 reads and 60 µs of the tracer's, while the program waits.
+const RECENT_FILES: usize = 16;
+const RECENT_BYTES: usize = 8 << 20;
+
+/// The code files mapped by live spaces (held by them, and by sites not yet named), the last
+/// few met, and an index for every file met in the run.
 #[derive(Default)]
 pub(crate) struct CodeFiles {
     live: HashMap<FileKey, Weak<CodeFile>>,
+    /// The files met last, oldest first: each held here as well, so that it stays in `live`.
+    recent: VecDeque<Arc<CodeFile>>,
     indexes: HashMap<FileKey, u32>,
     /// Each file's copy of its symbols, made once for the run: the symbolizer keeps what it
     /// opened of them mapped for the run anyway, and a file read again (a program run again
@@ -148,8 +168,15 @@ impl CodeFiles {
         if m.path_starts_with("[vdso") {
             return Some(self.named(&m.path.to_string_lossy()));
         }
+        // Known by its name's identity, it is not opened at all.
+        let known = key_by_name(m).and_then(|key| self.live.get(&key)?.upgrade());
+        if let Some(file) = known {
+            self.met(&file);
+            return Some(file);
+        }
         let (open, key) = open_mapped(tid, m)?;
         if let Some(file) = self.live.get(&key).and_then(Weak::upgrade) {
+            self.met(&file);
             return Some(file);
         }
         let next = self.indexes.len() as u32;
@@ -165,11 +192,26 @@ impl CodeFiles {
             self.copies.insert(key.clone(), copy.clone());
         }
         self.live.insert(key, Arc::downgrade(&file));
+        self.met(&file);
         // Files no space maps any more are let go of as they are met.
         if self.live.len() > 64 && self.live.len().is_power_of_two() {
             self.live.retain(|_, f| f.strong_count() > 0);
         }
         Some(file)
+    }
+
+    /// `file` was met last: kept among the recent ones, the oldest let go of past the bounds.
+    fn met(&mut self, file: &Arc<CodeFile>) {
+        if let Some(at) = self.recent.iter().position(|f| Arc::ptr_eq(f, file)) {
+            self.recent.remove(at);
+        }
+        self.recent.push_back(file.clone());
+        let mut bytes: usize = self.recent.iter().map(|f| f.table_bytes()).sum();
+        while self.recent.len() > RECENT_FILES || (bytes > RECENT_BYTES && self.recent.len() > 1) {
+            if let Some(oldest) = self.recent.pop_front() {
+                bytes -= oldest.table_bytes();
+            }
+        }
     }
 
     /// A mapping with no file behind it that the kernel names (`[vdso]`): no tables to read.
@@ -206,18 +248,7 @@ fn open_mapped(tid: i32, m: &MapsEntry) -> Option<(File, FileKey)> {
     if m.inode == 0 || !m.path_starts_with("/") {
         return None;
     }
-    let same = |f: &File| {
-        let meta = f.metadata().ok()?;
-        (meta.is_file() && meta.ino() == m.inode && dev_name(meta.dev()) == m.dev).then(|| {
-            FileKey::OnDisk {
-                dev: meta.dev(),
-                inode: meta.ino(),
-                size: meta.size(),
-                changed_ns: i128::from(meta.ctime()) * 1_000_000_000
-                    + i128::from(meta.ctime_nsec()),
-            }
-        })
-    };
+    let same = |f: &File| key_of(m, &f.metadata().ok()?);
     // Never blocking: whatever now has the name (a FIFO a program put there) is looked at
     // before it is opened, and opened without waiting for a partner.
     let open = |path: &Path| {
@@ -227,9 +258,8 @@ fn open_mapped(tid: i32, m: &MapsEntry) -> Option<(File, FileKey)> {
             .open(path)
             .ok()
     };
-    let named_is_it = std::fs::metadata(&m.path)
-        .is_ok_and(|n| n.is_file() && n.ino() == m.inode && dev_name(n.dev()) == m.dev);
-    let by_name = named_is_it
+    let by_name = key_by_name(m)
+        .is_some()
         .then(|| open(m.path.as_ref()))
         .flatten()
         .and_then(|f| Some((same(&f)?, f)));
@@ -238,6 +268,27 @@ fn open_mapped(tid: i32, m: &MapsEntry) -> Option<(File, FileKey)> {
         Some((same(&f)?, f))
     })?;
     Some((file, key))
+}
+
+/// The identity of the file a mapping shows, if its name still is that file (by a look at the
+/// name, not an open).
+fn key_by_name(m: &MapsEntry) -> Option<FileKey> {
+    if m.inode == 0 || !m.path_starts_with("/") {
+        return None;
+    }
+    key_of(m, &std::fs::metadata(&m.path).ok()?)
+}
+
+/// The identity of a regular file, if it is the one mapping `m` shows.
+fn key_of(m: &MapsEntry, meta: &std::fs::Metadata) -> Option<FileKey> {
+    (meta.is_file() && meta.ino() == m.inode && dev_name(meta.dev()) == m.dev).then(|| {
+        FileKey::OnDisk {
+            dev: meta.dev(),
+            inode: meta.ino(),
+            size: meta.size(),
+            changed_ns: i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
+        }
+    })
 }
 
 /// A device number as `/proc/PID/maps` writes it.
