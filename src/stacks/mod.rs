@@ -25,6 +25,7 @@ use self::files::{CodeFile, CodeFiles};
 use self::space::SpaceCode;
 pub use self::touches::{TouchSamplers, TouchStacks};
 use crate::event::{SiteId, SpaceId, Truncated};
+use crate::kernel::procfs::{MapsEntry, Pagemap, Prot};
 use crate::kernel::stack::{self, Readable, StackCopy, StartRegisters};
 
 /// How far up the stack a walk reads at most: deep recursion with large frames ends here.
@@ -88,10 +89,20 @@ impl StackShared {
         }
     }
 
-    /// A space's code, read through its thread `tid`.
-    fn read_code(&self, tid: i32) -> Option<SpaceCode> {
+    /// A space's code, read through its thread `tid`, or made of what the tracer read of it.
+    fn read_code(&self, tid: i32, known: Option<KnownCode>) -> Option<SpaceCode> {
         let mut files = self.files.lock().unwrap_or_else(|e| e.into_inner());
-        match SpaceCode::read(tid, &mut files, self.page_size) {
+        let code = match known {
+            Some(KnownCode { maps, pagemap }) => Ok(SpaceCode::of_maps(
+                tid,
+                maps,
+                pagemap,
+                &mut files,
+                self.page_size,
+            )),
+            None => SpaceCode::read(tid, &mut files, self.page_size),
+        };
+        match code {
             Ok(code) => Some(code),
             Err(e) => {
                 tracing::debug!(tid, "no stack: the maps cannot be read: {e}");
@@ -175,10 +186,20 @@ impl StackShared {
     }
 }
 
+/// What the tracer read of a new space that no stack has been taken in yet: its executable
+/// mappings, and its page tables. Its first stack is walked through them rather than through
+/// the maps read again (an exec'd program's first stack comes at its first layout syscall,
+/// before which no code can have been mapped: every mapping is a stop).
+struct KnownCode {
+    maps: Vec<MapsEntry>,
+    pagemap: Option<Arc<Pagemap>>,
+}
+
 /// The tracer's taker of layout changes' stacks, with its view of each space's code.
 pub struct Stacks {
     shared: StackShared,
     spaces: HashMap<SpaceId, SpaceCode>,
+    known: HashMap<SpaceId, KnownCode>,
 }
 
 impl Stacks {
@@ -186,7 +207,24 @@ impl Stacks {
         Self {
             shared,
             spaces: HashMap::new(),
+            known: HashMap::new(),
         }
+    }
+
+    /// A space was made, with these mappings and page tables, read while its threads are
+    /// stopped: kept for its first stack (only the executable mappings).
+    pub fn space_made(
+        &mut self,
+        space: SpaceId,
+        maps: &[MapsEntry],
+        pagemap: Option<Arc<Pagemap>>,
+    ) {
+        let maps = maps
+            .iter()
+            .filter(|m| m.prot.contains(Prot::EXEC))
+            .cloned()
+            .collect();
+        self.known.insert(space, KnownCode { maps, pagemap });
     }
 
     /// The site of the stack of thread `tid`, stopped in a ptrace stop, in `space`. None when
@@ -209,7 +247,8 @@ impl Stacks {
                 return Some(self.shared.site_of(code, tid, walked));
             }
         }
-        let code = self.shared.read_code(tid)?;
+        let known = self.known.remove(&space);
+        let code = self.shared.read_code(tid, known)?;
         let code = self.spaces.entry(space).insert_entry(code).into_mut();
         let walked = self.shared.walk_stopped(code, tid, regs)?;
         Some(self.shared.site_of(code, tid, walked))
@@ -218,6 +257,7 @@ impl Stacks {
     /// Code may have been mapped, moved or made executable in `space`: its mappings are read
     /// again at its next stack.
     pub fn code_changed(&mut self, space: SpaceId) {
+        self.known.remove(&space);
         if let Some(code) = self.spaces.get_mut(&space) {
             code.stale = true;
         }
@@ -225,6 +265,7 @@ impl Stacks {
 
     /// `range` of `space` moved or went: if it held code, the space's mappings are read again.
     pub fn moved(&mut self, space: SpaceId, range: &Range<u64>) {
+        self.known.remove(&space);
         if let Some(code) = self.spaces.get_mut(&space) {
             code.moved(range);
         }
@@ -233,6 +274,7 @@ impl Stacks {
     /// The space ended: its files are let go of once no other space maps them.
     pub fn forget(&mut self, space: SpaceId) {
         self.spaces.remove(&space);
+        self.known.remove(&space);
     }
 }
 

@@ -1,6 +1,7 @@
 //! One address space's code, as an unwinder needs it: the executable mappings and the files
-//! they show, their unwind tables placed at their load addresses. Read from `/proc/TID/maps` at
-//! the space's first stack, and again after the space mapped new code.
+//! they show, their unwind tables placed at their load addresses. Made at the space's first
+//! stack of the maps the tracer read at its creation (or read from `/proc/TID/maps` then, if
+//! code was mapped since), and read again after the space mapped new code.
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -40,6 +41,18 @@ impl SpaceCode {
     /// Reads the space's code through its thread `tid` (the process's main thread may be gone).
     pub fn read(tid: i32, files: &mut CodeFiles, page_size: u64) -> std::io::Result<Self> {
         let maps = procfs::read_maps(tid)?;
+        let pagemap = Pagemap::open(tid, page_size).ok().map(Arc::new);
+        Ok(Self::of_maps(tid, maps, pagemap, files, page_size))
+    }
+
+    /// The space's code in `maps`, read through its thread `tid` while it was stopped.
+    pub fn of_maps(
+        tid: i32,
+        maps: Vec<procfs::MapsEntry>,
+        pagemap: Option<Arc<Pagemap>>,
+        files: &mut CodeFiles,
+        page_size: u64,
+    ) -> Self {
         let mut unwinder = UnwinderX86_64::new();
         let mut mapped = Vec::new();
         for m in maps {
@@ -62,14 +75,14 @@ impl SpaceCode {
                 offset: m.offset,
             });
         }
-        Ok(Self {
+        Self {
             unwinder,
             cache: CacheX86_64::new(),
             mapped,
             stale: false,
-            pagemap: Pagemap::open(tid, page_size).ok().map(Arc::new),
+            pagemap,
             jit_map: None,
-        })
+        }
     }
 
     /// The JIT's map of its code, through thread `tid`: opened at the first stack that needs

@@ -267,7 +267,7 @@ impl TouchStacks {
         let sample = taken.sample_at(page, !(self.shared.page_size - 1))?;
         let code = match &mut self.code {
             Some(code) if !code.stale => code,
-            code => code.insert(self.shared.read_code(tid)?),
+            code => code.insert(self.shared.read_code(tid, None)?),
         };
         let sp = sample.regs.sp;
         let stack = &sample.stack;

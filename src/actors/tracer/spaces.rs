@@ -365,6 +365,15 @@ impl Tracer {
             None if self.config.follow_by == FollowBy::Records => Following::Records,
             None => Following::Scans,
         };
+        // Its first stack is walked through the code read here: the threads are all stopped, and
+        // code is only mapped by a syscall the stacks hear of. Not an attached process's, whose
+        // other threads may run on.
+        if let Some(stacks) = self.config.stacks.as_mut()
+            && maps_error.is_none()
+            && !matches!(origin, Origin::Attach)
+        {
+            stacks.space_made(id, &maps, pagemap.clone());
+        }
         let lane = self.spawn_lane(id, uffd, pagemap.clone());
         // Exec made the new program's mappings; a fork child's are its parent's, described again.
         let cause = match origin {
