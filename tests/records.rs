@@ -257,6 +257,61 @@ fn a_thousand_threads_each_have_their_own_page() {
     assert!(!tids.contains(&region.pid), "a page is the main thread's");
 }
 
+/// A fork child that goes on without an exec, as a prefork worker does: its first ring of
+/// records is a small one, replaced by a whole one at its first layout syscall (an `mmap`), the
+/// old one read to that moment and no further. Every page it wrote, before that syscall and
+/// after, names it, in one line only. (Records a loaded machine's lane had no room for are said,
+/// and their pages found by reads.)
+#[test]
+fn a_fork_child_that_goes_on_names_every_page_it_wrote() {
+    let t = trace_within(&RECORDS, &[workload("fork_goes_on")], HANG);
+    assert_eq!(t.status, 0, "{}", t.stderr);
+    assert_eq!(t.verify_totals().mismatched_pages, 0, "{}", t.evidence());
+    t.assert_matches_kernel();
+    let own = t.truth("region", "own")[0].clone();
+    let child = own.pid;
+    let inherited = t
+        .truth("region", "inherited")
+        .into_iter()
+        .find(|r| r.pid == child)
+        .expect("the child's truth of the inherited region");
+    let lost = !records_lost(&t).is_empty();
+    for (region, pages) in [(&inherited, 4096), (&own, 1024)] {
+        let found = threads_of_pages(&t, region.start, region.end);
+        assert_eq!(found.len(), pages, "{}: {} pages", region.name, found.len());
+        for (page, (tid, by)) in found {
+            if lost && by == Some(FoundBy::Scan) {
+                continue;
+            }
+            assert_eq!(
+                (tid, by),
+                (Some(child), Some(FoundBy::Record)),
+                "{} page {page}: {}",
+                region.name,
+                t.evidence()
+            );
+        }
+        let written: u64 = t
+            .events("resident")
+            .filter_map(|e| match e {
+                Event::Resident {
+                    pid, start, end, ..
+                } if *pid == child => Some(
+                    end.min(&region.end)
+                        .saturating_sub(*start.max(&region.start)),
+                ),
+                _ => None,
+            })
+            .sum();
+        assert_eq!(
+            written / 4096,
+            pages as u64,
+            "{}: a page written twice",
+            region.name
+        );
+    }
+}
+
 /// One address mapped, written and unmapped 256 times: each round's pages are named by the
 /// round's own records, however far behind its thread the lane reads them (a page's earlier
 /// rounds' records are each claimed by their own read, or forgotten with their release).

@@ -253,15 +253,28 @@ impl ThreadRings {
     }
 
     /// Adds thread `tid`'s ring (of process `pid`); one it had before is drained first, into
-    /// `into`.
+    /// `into` (only what it recorded before `replaces_before`, if given).
     pub fn add(
         &mut self,
         pid: i32,
         tid: i32,
         ring: FaultRing,
+        replaces_before: Option<u64>,
         into: &mut Vec<Drained>,
     ) -> io::Result<()> {
-        self.remove(tid, into);
+        match replaces_before {
+            None => self.remove(tid, into),
+            // The thread's ring before this one, which recorded on beside it from `before`:
+            // those records are the new ring's too.
+            Some(before) => {
+                let mut old = Vec::new();
+                self.remove(tid, &mut old);
+                into.extend(
+                    old.into_iter()
+                        .filter(|d| !matches!(d, Drained::Fault(f) if f.time >= before)),
+                );
+            }
+        }
         let event = EpollEvent::new(EpollFlags::EPOLLIN, tid as u64);
         self.epoll.add(&ring, event).map_err(io::Error::from)?;
         self.rings.insert(tid, (pid, ring));
@@ -451,6 +464,52 @@ mod tests {
             pages,
             "one record at least for each page touched"
         );
+    }
+
+    /// A thread's ring replaced by another opened beside it: what the old one recorded before
+    /// the replacement's moment comes out of it, what it recorded after (the new one has it
+    /// too) does not, and the new one has the faults from that moment on.
+    #[test]
+    fn a_replaced_ring_gives_what_it_recorded_before_the_replacement_only() {
+        let (tid, old) = this_threads_ring();
+        let pid = std::process::id() as i32;
+        let mut rings = ThreadRings::new().expect("an epoll set");
+        let mut drained = Vec::new();
+        rings
+            .add(pid, tid, old, None, &mut drained)
+            .expect("the first ring");
+        let page = crate::kernel::page_size();
+        let mut memory =
+            crate::kernel::anon_memory::AnonMapping::new(16).expect("anonymous memory");
+        let start = memory.start();
+        for i in 0..8 {
+            memory.write(i, 1);
+        }
+        let (_, new) = this_threads_ring();
+        let before = monotonic_now();
+        for i in 8..16 {
+            memory.write(i, 1);
+        }
+        // The pages of `memory` this thread's records in `drained` are of.
+        let pages_of = |drained: &[Drained]| -> std::collections::BTreeSet<u64> {
+            drained
+                .iter()
+                .filter_map(|d| match d {
+                    Drained::Fault(f) if f.tid == tid => f.addr.checked_sub(start),
+                    _ => None,
+                })
+                .map(|offset| offset / page)
+                .filter(|&p| p < 16)
+                .collect()
+        };
+        let mut from_old = Vec::new();
+        rings
+            .add(pid, tid, new, Some(before), &mut from_old)
+            .expect("the replacing ring");
+        assert_eq!(pages_of(&from_old), (0..8).collect());
+        let mut from_new = Vec::new();
+        rings.drain(&mut from_new);
+        assert_eq!(pages_of(&from_new), (8..16).collect());
     }
 
     /// A time converted to a record's clock and back is the same time, to the nanosecond.

@@ -47,7 +47,8 @@ impl Lane {
                 tid,
                 name,
                 ring,
-            } => self.add_ring(pid, tid, name, ring).await,
+                replaces_before,
+            } => self.add_ring(pid, tid, name, ring, replaces_before).await,
             LaneMessage::Unread { pages, before } => self.forward_unread(&pages, before).await,
             LaneMessage::Refused { tid, addr } => {
                 if let Some(records) = self.records.as_mut() {
@@ -298,11 +299,18 @@ impl Lane {
 
     /// Thread `tid`'s ring joins the space's. The space's rings that cannot be read at all
     /// are said once; a thread's that cannot join them, for that thread.
-    async fn add_ring(&mut self, pid: i32, tid: i32, name: Option<String>, ring: FaultRing) {
+    async fn add_ring(
+        &mut self,
+        pid: i32,
+        tid: i32,
+        name: Option<String>,
+        ring: FaultRing,
+        replaces_before: Option<u64>,
+    ) {
         let name = name.as_deref();
         let failure = match self.records.as_mut() {
             Some(records) => records
-                .add(pid, tid, name, ring)
+                .add(pid, tid, name, ring, replaces_before)
                 .err()
                 .map(|e| (format!("thread {tid}'s"), e)),
             None if self.records_failed => None,
@@ -312,7 +320,7 @@ impl Lane {
                 self.thread_names.clone(),
             ) {
                 Ok(mut records) => {
-                    let added = records.add(pid, tid, name, ring);
+                    let added = records.add(pid, tid, name, ring, replaces_before);
                     self.records = Some(records);
                     added.err().map(|e| (format!("thread {tid}'s"), e))
                 }

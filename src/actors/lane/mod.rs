@@ -146,6 +146,10 @@ pub enum LaneMessage {
         /// Its name as the ring was opened, if it could be read (`--threads`).
         name: Option<String>,
         ring: FaultRing,
+        /// It replaces the thread's ring in this space (a fork child's, grown), which recorded
+        /// on beside it from this `CLOCK_MONOTONIC` time: what it holds from then on is
+        /// dropped.
+        replaces_before: Option<u64>,
     },
     /// Every thread of the space is stopped (`--verify`): resolve what the descriptor still
     /// holds, then send the check on in lane order. `done` is told once the kernel's side has

@@ -138,19 +138,23 @@ impl Records {
     }
 
     /// Thread `tid` of process `pid`, named `name` when its ring was opened (if it could be
-    /// read), records its faults in `ring` from now on.
+    /// read), records its faults in `ring` from now on; its ring before it, if it replaces
+    /// one, until `replaces_before`.
     pub(super) fn add(
         &mut self,
         pid: i32,
         tid: i32,
         name: Option<&str>,
         ring: FaultRing,
+        replaces_before: Option<u64>,
     ) -> io::Result<()> {
         if let (Some(names), Some(name)) = (&self.names, name) {
             self.selected.insert(tid, names.selects(name));
         }
         let mut added = Ok(());
-        self.with_rings(|rings, drained| added = rings.add(pid, tid, ring, drained));
+        self.with_rings(|rings, drained| {
+            added = rings.add(pid, tid, ring, replaces_before, drained)
+        });
         added
     }
 

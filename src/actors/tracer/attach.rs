@@ -15,6 +15,7 @@ use nix::unistd::Pid;
 use rangemap::RangeSet;
 
 use super::checkpoints::PATIENCE;
+use super::records::FirstRing;
 use super::shadow::Marks;
 use super::spaces::{Origin, Sampled};
 use super::{Phase, Process, ProgramEnd, Thread, TraceError, Tracer};
@@ -84,7 +85,7 @@ impl Tracer {
             // meanwhile (seized, not stopped): a page one of them faults before its ring opens
             // is found by a scan, without its thread.
             for &tid in tids.iter().filter(|&&tid| tid != pid) {
-                self.record_faults(pid, tid, space);
+                self.record_faults(pid, tid, space, FirstRing::Whole);
             }
         }
         Ok(())

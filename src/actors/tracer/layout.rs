@@ -76,6 +76,10 @@ impl Tracer {
     /// A layout syscall about to run (at its seccomp stop, or its entry stop: notif.rs): begun,
     /// then run to its exit stop.
     pub(super) fn begin_layout_syscall(&mut self, tid: i32, stopped: Option<SeccompEntry>) {
+        if stopped.is_some() {
+            // A fork child that goes on without an exec: a whole ring of fault records.
+            self.grow_ring(tid);
+        }
         let entry = stopped.map(|s| self.decode(tid, s));
         // Held, stopped, until the threads woken in its reach have run (woken.rs).
         if let Some(call) = entry

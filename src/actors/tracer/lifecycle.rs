@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use nix::sys::signal::Signal;
 use rangemap::RangeSet;
 
+use super::records::FirstRing;
 use super::spaces::Origin;
 use super::{Phase, Process, ProgramEnd, Thread, Tracer, USER_SPACE_END};
 use crate::actors::lane::LaneMessage;
@@ -288,7 +289,7 @@ impl Tracer {
         else {
             // A thread, or a process sharing its creator's space: its faults go to that space.
             if let Some((pid, space)) = self.space_of(tid) {
-                self.record_faults(pid, tid, space);
+                self.record_faults(pid, tid, space, FirstRing::Whole);
             }
             return self.resume_after_setup(tid);
         };
@@ -610,6 +611,7 @@ impl Tracer {
         self.forget_held_change(tid);
         self.forget_deferred(tid);
         self.namespaces.forget(tid);
+        self.unrecorded.thread_gone(tid);
         self.reclaim_from(tid);
         let Some(thread) = self.threads.remove(&tid) else {
             return;

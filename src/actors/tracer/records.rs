@@ -3,6 +3,11 @@
 //! its first stop as a new thread), and handed to the space's lane, which reads it
 //! (lane/records.rs). A ring lives until its thread exits or execs (the kernel drops the event
 //! at the exec: `remove_on_exec`); the exec'd program's space gets a new one.
+//!
+//! A fork child's first ring is small ([`SMALL_RING`]) until it makes a layout syscall: most
+//! fork children exec at once, and a ring's pages are allocated and mapped when it is opened
+//! (about 1 µs a page here: 70 µs for a whole one, twice a fork and exec). One that goes on
+//! gets a whole ring at its first layout syscall's stop ([`Tracer::grow_ring`]).
 
 use std::collections::{HashMap, HashSet};
 use std::os::fd::AsRawFd;
@@ -10,7 +15,9 @@ use std::os::fd::AsRawFd;
 use super::Tracer;
 use crate::actors::lane::LaneMessage;
 use crate::event::{SpaceId, WarningKind};
-use crate::kernel::fault_records::{FaultRing, FaultsSeen, RECORD_BYTES, RecordsError, RingSize};
+use crate::kernel::fault_records::{
+    FaultRing, FaultsSeen, RECORD_BYTES, RecordsError, RingSize, monotonic_now,
+};
 use crate::test_hooks::{self, Fault};
 
 /// A thread's ring: 8,192 records (256 KiB), the lane woken at an eighth of that. At about 2 µs
@@ -30,6 +37,18 @@ const SMALL_RING: RingSize = RingSize {
     wake_at: 256 * RECORD_BYTES,
 };
 
+/// Which ring a thread gets first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum FirstRing {
+    Whole,
+    /// A fork child's: [`SMALL_RING`], grown at its first layout syscall. What a child does
+    /// between its fork and its exec (a shell's redirections, a `posix_spawn`'s setup) faults
+    /// a few dozen pages; one that goes on without a syscall of ours (touching the memory it
+    /// inherited) is read as fast as it faults while the lane has a CPU (65,536 pages written
+    /// by such a child, beside a job of `stress-ng --cpu 1`: no record lost).
+    UntilLayoutSyscall,
+}
+
 /// What the kernel lets the trace record, the rings each space was given, and the spaces told
 /// that their threads' rings would take the descriptors the trace needs, or more pinned memory
 /// than it may have (said once each).
@@ -39,6 +58,8 @@ pub(super) struct Unrecorded {
     opened: HashMap<SpaceId, usize>,
     scarce: HashSet<SpaceId>,
     unpinned: HashSet<SpaceId>,
+    /// The threads with a fork child's ring, and their space.
+    provisional: HashMap<i32, SpaceId>,
 }
 
 impl Default for Unrecorded {
@@ -48,6 +69,7 @@ impl Default for Unrecorded {
             opened: HashMap::new(),
             scarce: HashSet::new(),
             unpinned: HashSet::new(),
+            provisional: HashMap::new(),
         }
     }
 }
@@ -59,6 +81,11 @@ impl Unrecorded {
         self.scarce.remove(&space);
         self.unpinned.remove(&space);
     }
+
+    /// A thread ended.
+    pub(super) fn thread_gone(&mut self, tid: i32) {
+        self.provisional.remove(&tid);
+    }
 }
 
 impl Tracer {
@@ -66,7 +93,7 @@ impl Tracer {
     /// space's lane. One that cannot be had is said in a warning: that thread's pages are found
     /// by reads, without their thread. A ring whose descriptor would leave the trace too few
     /// (`kernel::fd_ceiling`) is closed again, and said once for the space.
-    pub(super) fn record_faults(&mut self, pid: i32, tid: i32, space: SpaceId) {
+    pub(super) fn record_faults(&mut self, pid: i32, tid: i32, space: SpaceId, first: FirstRing) {
         if !self.spaces.get(&space).is_some_and(|s| s.records()) {
             return;
         }
@@ -75,10 +102,11 @@ impl Tracer {
                 bytes: 4096,
                 wake_at: 4096,
             }
-        } else if self.unrecorded.opened.get(&space).copied().unwrap_or(0) >= FULL_RINGS {
+        } else if first == FirstRing::UntilLayoutSyscall {
+            self.unrecorded.provisional.insert(tid, space);
             SMALL_RING
         } else {
-            RING
+            self.ring_size(space)
         };
         let (ceiling, limit) = crate::kernel::fd_ceiling();
         let opened = self.open_ring(pid, tid, space, size);
@@ -99,6 +127,7 @@ impl Tracer {
                     tid,
                     name,
                     ring,
+                    replaces_before: None,
                 })
             }
             Ok(_) => {
@@ -147,6 +176,51 @@ impl Tracer {
                      reads, without their thread"
                 ),
             ),
+        }
+    }
+
+    /// The whole ring a thread of `space` gets: smaller past its first `FULL_RINGS`.
+    fn ring_size(&self, space: SpaceId) -> RingSize {
+        if self.unrecorded.opened.get(&space).copied().unwrap_or(0) >= FULL_RINGS {
+            SMALL_RING
+        } else {
+            RING
+        }
+    }
+
+    /// At a layout syscall's stop of thread `tid`: a fork child's ring is replaced by a whole
+    /// one. The thread is stopped, so every fault it made is in the old ring, and the new one
+    /// records from here on; the old one records on until the lane has drained and closed it,
+    /// and its records from now on (the new one has them too) are dropped there
+    /// (`replaces_before`). If no whole ring can be had, the small one stays.
+    pub(super) fn grow_ring(&mut self, tid: i32) {
+        let Some(space) = self.unrecorded.provisional.remove(&tid) else {
+            return;
+        };
+        let Some(pid) = self
+            .space_of(tid)
+            .filter(|&(_, now)| now == space)
+            .map(|(pid, _)| pid)
+        else {
+            return;
+        };
+        let size = self.ring_size(space);
+        let (ceiling, _) = crate::kernel::fd_ceiling();
+        match FaultRing::of_thread(tid, self.unrecorded.seen, size) {
+            Ok(ring) if ring.as_raw_fd() < ceiling => {
+                let before = monotonic_now();
+                if let Some(s) = self.spaces.get(&space) {
+                    s.lane.send(LaneMessage::Records {
+                        pid,
+                        tid,
+                        name: None,
+                        ring,
+                        replaces_before: Some(before),
+                    });
+                }
+            }
+            Ok(_) => tracing::debug!(tid, "no descriptor for a whole ring: the small one stays"),
+            Err(e) => tracing::debug!(tid, "a whole ring: {e}; the small one stays"),
         }
     }
 

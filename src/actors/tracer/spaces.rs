@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::USER_SPACE_END;
 use super::mappings::MapAt;
 use super::pressure::Pressure;
+use super::records::FirstRing;
 use super::scans::{Scans, everywhere};
 use super::shadow::Shadow;
 use super::{FollowBy, Tracer};
@@ -227,6 +228,7 @@ impl Tracer {
         origin: Origin,
     ) -> Result<(), InjectError> {
         let page_size = self.config.lane.page_size;
+        let forked = matches!(origin, Origin::Fork(_));
         // The space is made whatever happens below: its creation is already announced (or about
         // to be), and the process's exit needs a lane to be reported on.
         let mut died = None;
@@ -441,7 +443,12 @@ impl Tracer {
             },
         );
         if died.is_none() {
-            self.record_faults(tid, tid, id);
+            let ring = if forked {
+                FirstRing::UntilLayoutSyscall
+            } else {
+                FirstRing::Whole
+            };
+            self.record_faults(tid, tid, id, ring);
         }
         for (what, message) in warnings {
             self.warn(Some(tid), Some(id), what, message);
