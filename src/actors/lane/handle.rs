@@ -123,15 +123,11 @@ impl LaneHandle {
     pub fn deliver(&self, message: LaneMessage) -> Result<(), Box<LaneMessage>> {
         let LaneSender { tx, wake } = &*self.inner;
         // A process's end, which the sequencer holds other lanes' later lines for: at once.
-        let urgent = matches!(
-            message,
-            LaneMessage::Checkpoint { .. }
-                | LaneMessage::Quiesce { .. }
-                | LaneMessage::Observed(Stamped {
-                    event: Event::Exit { .. },
-                    ..
-                })
-        );
+        let urgent = match &message {
+            LaneMessage::Checkpoint { .. } | LaneMessage::Quiesce { .. } => true,
+            LaneMessage::Observed(stamped) => matches!(stamped.event, Event::Exit { .. }),
+            _ => false,
+        };
         let ended = matches!(message, LaneMessage::Ended { .. });
         match wake.credits.try_acquire() {
             Ok(credit) => credit.forget(),
@@ -198,6 +194,6 @@ impl LaneHandle {
     }
 
     pub fn observed(&self, event: Event) {
-        self.send(LaneMessage::Observed(Stamped::now(event)));
+        self.send(LaneMessage::Observed(Box::new(Stamped::now(event))));
     }
 }

@@ -29,16 +29,15 @@ impl Lane {
             // A failed lane writes every later mapping untracked (forward_mapped); pages found by
             // a scan there would be claimed in untracked ranges. Its warning said that first
             // touches are no longer seen in this space, scanned or not.
-            LaneMessage::Observed(Stamped {
-                event: Event::Resident { by: Some(_), .. },
-                ..
-            }) if self.failed.is_some() => {}
-            LaneMessage::Observed(stamped) => self.forward(stamped).await,
+            LaneMessage::Observed(stamped)
+                if self.failed.is_some()
+                    && matches!(stamped.event, Event::Resident { by: Some(_), .. }) => {}
+            LaneMessage::Observed(stamped) => self.forward(*stamped).await,
             LaneMessage::Begun { tid, call } => {
                 self.guards.begin(tid, &call);
                 self.fences.begin(tid, call)
             }
-            LaneMessage::Mapped { event, at_exit } => self.forward_mapped(event, at_exit).await,
+            LaneMessage::Mapped { event, at_exit } => self.forward_mapped(*event, at_exit).await,
             LaneMessage::Fence { tid, range } => self.fences.fence(tid, range),
             LaneMessage::Ended { tid } => self.end_syscall(tid).await,
             LaneMessage::NsTid { tid, ns_tid } => self.who.ns_tid(tid, ns_tid),

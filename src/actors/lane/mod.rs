@@ -79,8 +79,10 @@ pub enum Dropped {
 /// What the tracer tells a space's lane.
 #[derive(Debug)]
 pub enum LaneMessage {
-    /// An event the tracer saw while the thread that caused it was stopped.
-    Observed(Stamped),
+    /// An event the tracer saw while the thread that caused it was stopped. Boxed, as is
+    /// `Mapped`'s: an event is 360 bytes, and an inbox's queue is blocks of 31 messages, one
+    /// of which every lane holds while it lives (a message of 424 bytes made it 13 KiB).
+    Observed(Box<Stamped>),
     /// `madvise` dropped pages (or the kernel did: a look at memory under pressure): the ones
     /// gone are those absent at the exit (or the look's read), less those this lane resolved
     /// since (a concurrent touch refilled them, and their lines have gone out).
@@ -112,7 +114,7 @@ pub enum LaneMessage {
     /// memory, touches by other threads before registration). The lane adds those it resolved
     /// itself since (their lines went out before this one).
     Mapped {
-        event: Stamped,
+        event: Box<Stamped>,
         at_exit: PagesAtExit,
     },
     /// That syscall's exit has been reported (everything it changed is before this message).
@@ -296,12 +298,16 @@ impl Lane {
         self
     }
 
+    /// The lane's loop. What it awaits on a message, a read or a timer is boxed: a future holds
+    /// the largest of the futures it may await, and a lane that waits (most of them, most of
+    /// the time) would hold that much for nothing (take_inbox's is 6.6 KiB, of the 11 KiB a
+    /// lane's task took unboxed; docs/performance.md, "Memory").
     pub async fn run(mut self) {
         let mut poller = match self.uffd.clone() {
             Some(uffd) => match self.poll(uffd) {
                 Ok(poller) => Some(poller),
                 Err(e) => {
-                    self.fail(e.to_string()).await;
+                    Box::pin(self.fail(e.to_string())).await;
                     None
                 }
             },
@@ -335,7 +341,7 @@ impl Lane {
             if holding {
                 std::sync::atomic::fence(Ordering::SeqCst);
                 if !inbox.is_empty() {
-                    if self.take_inbox(&inbox).await {
+                    if Box::pin(self.take_inbox(&inbox)).await {
                         break;
                     }
                     continue;
@@ -357,7 +363,7 @@ impl Lane {
             let failure = tokio::select! {
                 biased;
                 () = wake.notify.notified() => {
-                    if self.take_inbox(&inbox).await {
+                    if Box::pin(self.take_inbox(&inbox)).await {
                         break;
                     }
                     again.as_mut().reset((Instant::now() + INBOX_LATENCY).into());
@@ -366,18 +372,18 @@ impl Lane {
                 }
                 () = &mut again, if again_armed => {
                     again_armed = false;
-                    if self.take_inbox(&inbox).await {
+                    if Box::pin(self.take_inbox(&inbox)).await {
                         break;
                     }
                     None
                 }
                 () = records_wake.notified() => {
-                    self.take_records().await;
+                    Box::pin(self.take_records()).await;
                     None
                 }
                 () = &mut flush_timer, if timer_for.is_some() => {
                     self.touches.flush_due(Instant::now(), &mut self.outgoing);
-                    self.send_out().await;
+                    Box::pin(self.send_out()).await;
                     None
                 }
                 guard = readable => match guard {
@@ -389,21 +395,21 @@ impl Lane {
                         }
                         Ok(()) => {
                             drop(guard);
-                            self.on_read(&mut read, &inbox).await;
-                            self.read_on(&mut read, &inbox).await.err()
+                            Box::pin(self.on_read(&mut read, &inbox)).await;
+                            Box::pin(self.read_on(&mut read, &inbox)).await.err()
                         }
                         Err(e) => {
                             drop(guard);
                             // What was read before the error is off the kernel's queue: it
                             // is handled all the same.
-                            self.on_read(&mut read, &inbox).await;
+                            Box::pin(self.on_read(&mut read, &inbox)).await;
                             Some(e.to_string())
                         }
                     },
                 }
             };
             if let Some(cause) = failure {
-                self.fail(cause).await;
+                Box::pin(self.fail(cause)).await;
             }
         }
         if self.failed.is_some()
@@ -412,9 +418,9 @@ impl Lane {
             drop(poller);
             release(self.space, &uffd);
         }
-        self.say_records_lost_at_end().await;
+        Box::pin(self.say_records_lost_at_end()).await;
         self.touches.flush(&mut self.outgoing);
-        self.send_out().await;
+        Box::pin(self.send_out()).await;
         tracing::debug!(space = self.space, counters = ?self.counters, "lane done");
     }
 

@@ -645,7 +645,7 @@ impl Tracer {
         };
         match at_exit {
             Some(at_exit) => space.lane.send(LaneMessage::Mapped {
-                event: Stamped::now(event),
+                event: Box::new(Stamped::now(event)),
                 at_exit,
             }),
             None => space.lane.observed(event),

@@ -717,10 +717,10 @@ impl Tracer {
         });
         // A lane that has ended (it failed) cannot write it: it goes straight on, after
         // everything that lane sent.
-        if let Err(refused) = lane.deliver(LaneMessage::Observed(exit))
+        if let Err(refused) = lane.deliver(LaneMessage::Observed(Box::new(exit)))
             && let LaneMessage::Observed(exit) = *refused
         {
-            self.sequencer.send_blocking(SequencerMessage::Line(exit));
+            self.sequencer.send_blocking(SequencerMessage::Line(*exit));
         }
         if joined {
             self.leave_space(space_id);

@@ -388,7 +388,7 @@ impl Tracer {
                     Origin::Exec { former_tid } => (former_tid, false),
                     _ => (tid, true),
                 };
-                lane.send(LaneMessage::Observed(Stamped::now(Event::Exec {
+                lane.send(LaneMessage::Observed(Box::new(Stamped::now(Event::Exec {
                     pid: tid,
                     tid: former_tid,
                     space: id,
@@ -396,7 +396,7 @@ impl Tracer {
                     argv: procfs::cmdline(tid),
                     attached,
                     followed: selected,
-                })));
+                }))));
                 let brk = maps
                     .iter()
                     .find(|e| e.path == "[heap]")
