@@ -171,6 +171,20 @@ impl Run {
         program: &Path,
         args: &[&str],
     ) -> Run {
+        let run = Run::unchecked(launcher, env, flags, program, args);
+        run.traced.assert_matches_kernel();
+        run
+    }
+
+    /// `launched` without comparing the pages with the kernel's (a program whose pages
+    /// are not followed).
+    fn unchecked(
+        launcher: &[&str],
+        env: &[(&str, &str)],
+        flags: &[&str],
+        program: &Path,
+        args: &[&str],
+    ) -> Run {
         let file = scratch("sites");
         let traced = traced_to(
             Command::new(launcher[0])
@@ -185,7 +199,6 @@ impl Run {
                 .args(args),
             &file,
         );
-        traced.assert_matches_kernel();
         let calls = calls(&traced.stdout);
         assert!(!calls.is_empty(), "no site truth:\n{}", traced.stdout);
         Run {
@@ -662,6 +675,18 @@ fn two_runs_of_one_binary_give_its_stacks_the_same_frames() {
         let a = one.assert_site_of(one.call(function, call));
         let b = two.assert_site_of(two.call(function, call));
         assert_eq!(one.frames_of(a), two.frames_of(b), "{function}'s {call}");
+    }
+}
+
+/// A program `--only` leaves out is not followed (no page tables of it are read for its
+/// pages), but its mappings' lines still name their stacks.
+#[test]
+fn a_program_only_leaves_out_still_has_its_stacks() {
+    let program = c_workload("sites_arena", Build::DwarfOnly);
+    let only = ["--only", "no-such-program"];
+    let run = Run::unchecked(&[bin()], &[], &only, &program, &[]);
+    for (function, call) in [("alloc_arena_a", "mmap"), ("main", "munmap")] {
+        run.assert_site_of(run.call(function, call));
     }
 }
 

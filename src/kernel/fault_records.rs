@@ -265,14 +265,17 @@ impl ThreadRings {
         match replaces_before {
             None => self.remove(tid, into),
             // The thread's ring before this one, which recorded on beside it from `before`:
-            // those records are the new ring's too.
+            // what it holds from its first fault at or past that moment on (faults, a loss, a
+            // name; a ring is in its thread's order) the new ring has too.
             Some(before) => {
                 let mut old = Vec::new();
                 self.remove(tid, &mut old);
-                into.extend(
-                    old.into_iter()
-                        .filter(|d| !matches!(d, Drained::Fault(f) if f.time >= before)),
-                );
+                let past = old
+                    .iter()
+                    .position(|d| matches!(d, Drained::Fault(f) if f.time >= before))
+                    .unwrap_or(old.len());
+                old.truncate(past);
+                into.append(&mut old);
             }
         }
         let event = EpollEvent::new(EpollFlags::EPOLLIN, tid as u64);

@@ -485,9 +485,8 @@ pub fn start_brk(pid: i32) -> Option<u64> {
 
 /// Whether the machine has swap turned on: the kernel's total of swap, which is what the swap
 /// areas listed under `/proc/swaps`' header add up to. Asked at every space's last exit stop, so
-/// by `sysinfo(2)`, one call, not a file opened and read. (A `swapoff` takes its area out of the
-/// total before it reads the area's pages back: a space ending meanwhile is looked at only
-/// where the stream has pages in swap.)
+/// by `sysinfo(2)`, one call, not a file opened and read. (An area being swapped off still
+/// counts there for the pages left in it, as `/proc/swaps` still lists it.)
 pub fn swap_configured() -> bool {
     nix::sys::sysinfo::sysinfo().is_ok_and(|info| info.swap_total() > 0)
 }

@@ -306,6 +306,9 @@ impl Tracer {
             self.forget_touch_samples(by.space, call, ret.value as u64);
         }
         if ret.is_error && !partial {
+            if call.may_have_acted_on_error(-ret.value) {
+                self.code_may_have_changed(by.space, call);
+            }
             return ExitReport {
                 failed: true,
                 partly_done: call.may_have_acted_on_error(-ret.value),

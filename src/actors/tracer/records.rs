@@ -7,7 +7,8 @@
 //! A fork child's first ring is small ([`SMALL_RING`]) until it makes a layout syscall: most
 //! fork children exec at once, and a ring's pages are allocated and mapped when it is opened
 //! (about 1 µs a page here: 70 µs for a whole one, twice a fork and exec). One that goes on
-//! gets a whole ring at its first layout syscall's stop ([`Tracer::grow_ring`]).
+//! gets a whole ring at its first layout syscall's stop ([`Tracer::grow_ring`]). Not under
+//! `attach`, whose threads are never stopped at a syscall: there every ring is whole.
 
 use std::collections::{HashMap, HashSet};
 use std::os::fd::AsRawFd;

@@ -369,9 +369,11 @@ impl Tracer {
         };
         // Its first stack is walked through the code read here: the threads are all stopped, and
         // code is only mapped by a syscall the stacks hear of. Not an attached process's, whose
-        // other threads may run on.
+        // other threads may run on, nor one whose page tables were not opened (a program `--only`
+        // leaves out: its stacks open them themselves).
         if let Some(stacks) = self.config.stacks.as_mut()
             && maps_error.is_none()
+            && pagemap.is_some()
             && !matches!(origin, Origin::Attach)
         {
             stacks.space_made(id, &maps, pagemap.clone());
@@ -443,7 +445,8 @@ impl Tracer {
             },
         );
         if died.is_none() {
-            let ring = if forked {
+            // Attached, a child is never stopped at a syscall: it could not grow its ring.
+            let ring = if forked && !self.attaching() {
                 FirstRing::UntilLayoutSyscall
             } else {
                 FirstRing::Whole

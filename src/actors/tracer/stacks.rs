@@ -49,6 +49,23 @@ impl Tracer {
         stacks.take(by.tid, by.space)
     }
 
+    /// A syscall that failed may have changed the mappings before it did (an `mprotect` over
+    /// a hole changes what comes before the hole, then returns ENOMEM): the stacks read the
+    /// space's code again at their next walk that leaves what they know.
+    pub(super) fn code_may_have_changed(&mut self, space: SpaceId, call: LayoutSyscall) {
+        let Some(stacks) = self.config.stacks.as_mut() else {
+            return;
+        };
+        if matches!(
+            call,
+            LayoutSyscall::Mmap { .. }
+                | LayoutSyscall::Mprotect { .. }
+                | LayoutSyscall::Mremap { .. }
+        ) {
+            stacks.code_changed(space);
+        }
+    }
+
     /// `--touch-stacks`: a layout syscall that took effect (`rval` its return value) may have
     /// taken pages of the space away. Its threads' newest samples in that range are dropped: a
     /// page filled again later by a fault the kernel does not sample (`MADV_POPULATE_WRITE`, an

@@ -62,8 +62,9 @@ impl Tracer {
     /// Writes the space's `unseen` line: the faults of every process in it (those gone
     /// included), what the scans found, and the difference. At its last exit stop, where
     /// nothing of it can fault any more; a later one (a vfork parent going on) replaces it.
-    /// `pid_now`: `pid`'s count, if the caller has just read it at this stop (it cannot have
-    /// changed since, and `/proc/PID/stat` is not cheap: about 20 µs).
+    /// `pid_now`: `pid`'s count, if the caller has just read it at this stop (`/proc/PID/stat`
+    /// is not cheap: about 20 µs). Its threads are stopped or past their exit stop; only its
+    /// io_uring workers could add a fault since, which the bound may leave out either way.
     pub(super) fn write_unseen(&self, pid: i32, space: SpaceId, pid_now: Option<u64>) {
         let Some(s) = self.spaces.get(&space).filter(|s| s.scans_only()) else {
             return;
