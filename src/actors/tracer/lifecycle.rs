@@ -120,6 +120,8 @@ impl Tracer {
                 return self.go_on_in_syscall(parent_tid);
             }
         };
+        // A fork child that makes a thread or a process of its own goes on: a whole ring.
+        self.grow_ring(parent_tid);
         if event == ChildEvent::Vfork
             && let Some(t) = self.threads.get_mut(&parent_tid)
         {

@@ -7,7 +7,8 @@
 //! A fork child's first ring is small ([`SMALL_RING`]) until it makes a layout syscall: most
 //! fork children exec at once, and a ring's pages are allocated and mapped when it is opened
 //! (about 1 µs a page here: 70 µs for a whole one, twice a fork and exec). One that goes on
-//! gets a whole ring at its first layout syscall's stop ([`Tracer::grow_ring`]). Not under
+//! gets a whole ring at its first layout syscall's stop, or at its first clone, fork or vfork
+//! ([`Tracer::grow_ring`]: a stop of that very thread, whose ring it is). Not under
 //! `attach`, whose threads are never stopped at a syscall: there every ring is whole.
 
 use std::collections::{HashMap, HashSet};
@@ -42,11 +43,11 @@ const SMALL_RING: RingSize = RingSize {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum FirstRing {
     Whole,
-    /// A fork child's: [`SMALL_RING`], grown at its first layout syscall. What a child does
-    /// between its fork and its exec (a shell's redirections, a `posix_spawn`'s setup) faults
-    /// a few dozen pages; one that goes on without a syscall of ours (touching the memory it
-    /// inherited) is read as fast as it faults while the lane has a CPU (65,536 pages written
-    /// by such a child, beside a job of `stress-ng --cpu 1`: no record lost).
+    /// A fork child's: [`SMALL_RING`], grown at its first layout syscall, clone or fork. What
+    /// a child does between its fork and its exec (a shell's redirections, a `posix_spawn`'s
+    /// setup) faults a few dozen pages; one that goes on without a syscall of ours (touching
+    /// the memory it inherited) is read as fast as it faults while the lane has a CPU (65,536
+    /// pages written by such a child, beside a job of `stress-ng --cpu 1`: no record lost).
     UntilLayoutSyscall,
 }
 
@@ -189,8 +190,8 @@ impl Tracer {
         }
     }
 
-    /// At a layout syscall's stop of thread `tid`: a fork child's ring is replaced by a whole
-    /// one. The thread is stopped, so every fault it made is in the old ring, and the new one
+    /// At a layout syscall's stop of thread `tid`, or a clone's, fork's or vfork's: a fork
+    /// child's ring is replaced by a whole one. The thread is stopped, so every fault it made is in the old ring, and the new one
     /// records from here on; the old one records on until the lane has drained and closed it,
     /// and its records from now on (the new one has them too) are dropped there
     /// (`replaces_before`). If no whole ring can be had, the small one stays.
