@@ -191,10 +191,11 @@ impl Tracer {
     }
 
     /// At a layout syscall's stop of thread `tid`, or a clone's, fork's or vfork's: a fork
-    /// child's ring is replaced by a whole one. The thread is stopped, so every fault it made is in the old ring, and the new one
-    /// records from here on; the old one records on until the lane has drained and closed it,
-    /// and its records from now on (the new one has them too) are dropped there
-    /// (`replaces_before`). If no whole ring can be had, the small one stays.
+    /// child's ring is replaced by a whole one. The thread is stopped, so every fault it made
+    /// is in the old ring, and the new one records from here on; the old one records on until
+    /// the lane has drained and closed it, and what it holds from now on (the new one has it
+    /// too) is dropped there (`replaces_before`). If no whole ring can be had, the small one
+    /// stays.
     pub(super) fn grow_ring(&mut self, tid: i32) {
         let Some(space) = self.unrecorded.provisional.remove(&tid) else {
             return;
