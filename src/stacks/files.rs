@@ -169,12 +169,13 @@ impl CodeFiles {
             return Some(self.named(&m.path.to_string_lossy()));
         }
         // Known by its name's identity, it is not opened at all.
-        let known = key_by_name(m).and_then(|key| self.live.get(&key)?.upgrade());
+        let named = key_by_name(m);
+        let known = named.as_ref().and_then(|key| self.live.get(key)?.upgrade());
         if let Some(file) = known {
             self.met(&file);
             return Some(file);
         }
-        let (open, key) = open_mapped(tid, m)?;
+        let (open, key) = open_mapped(tid, m, named.is_some())?;
         if let Some(file) = self.live.get(&key).and_then(Weak::upgrade) {
             self.met(&file);
             return Some(file);
@@ -242,9 +243,9 @@ fn display_name(path: &str) -> String {
 }
 
 /// Opens the regular file an executable mapping shows: by its name when that is still the same
-/// file, else through `/proc/TID/map_files` (a file since deleted or replaced, or one in another
-/// mount namespace).
-fn open_mapped(tid: i32, m: &MapsEntry) -> Option<(File, FileKey)> {
+/// file (`named_is_it`, by [`key_by_name`]), else through `/proc/TID/map_files` (a file since
+/// deleted or replaced, or one in another mount namespace).
+fn open_mapped(tid: i32, m: &MapsEntry, named_is_it: bool) -> Option<(File, FileKey)> {
     if m.inode == 0 || !m.path_starts_with("/") {
         return None;
     }
@@ -258,8 +259,7 @@ fn open_mapped(tid: i32, m: &MapsEntry) -> Option<(File, FileKey)> {
             .open(path)
             .ok()
     };
-    let by_name = key_by_name(m)
-        .is_some()
+    let by_name = named_is_it
         .then(|| open(m.path.as_ref()))
         .flatten()
         .and_then(|f| Some((same(&f)?, f)));
