@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use async_channel::{Receiver, Sender};
 
-use super::LaneMessage;
 use super::woken::{Wake, Woken};
+use super::{LaneMessage, PagesAtExit};
 use crate::actors::sequencer::Stamped;
 use crate::event::Event;
 use crate::kernel::uffd::AddressSpaceUffd;
@@ -195,5 +195,17 @@ impl LaneHandle {
 
     pub fn observed(&self, event: Event) {
         self.send(LaneMessage::Observed(Box::new(Stamped::now(event))));
+    }
+
+    /// A new mapping or heap growth, with the pages found present at its exit if its range is
+    /// tracked (`LaneMessage::Mapped`), else as any observation.
+    pub fn mapped(&self, event: Event, at_exit: Option<PagesAtExit>) {
+        match at_exit {
+            Some(at_exit) => self.send(LaneMessage::Mapped {
+                event: Box::new(Stamped::now(event)),
+                at_exit,
+            }),
+            None => self.observed(event),
+        }
     }
 }

@@ -12,7 +12,6 @@ use super::shadow::Marks;
 use super::unread::Unread;
 use super::{AtExit, BegunLayout, Tracer};
 use crate::actors::lane::{Dropped, LaneMessage, PagesAtExit};
-use crate::actors::sequencer::Stamped;
 use crate::event::{Event, Follow, MapKind, SiteId, SpaceId, prot_string};
 use crate::kernel::procfs;
 use crate::kernel::ptrace::Resume;
@@ -646,13 +645,7 @@ impl Tracer {
             },
             site: by.site,
         };
-        match at_exit {
-            Some(at_exit) => space.lane.send(LaneMessage::Mapped {
-                event: Box::new(Stamped::now(event)),
-                at_exit,
-            }),
-            None => space.lane.observed(event),
-        }
+        space.lane.mapped(event, at_exit);
         if new > old {
             // The heap is read and write.
             self.note_protection(by.space, old..new, true);

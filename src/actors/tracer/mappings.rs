@@ -7,8 +7,7 @@ use std::time::Instant;
 
 use super::Tracer;
 use super::shadow::Marks;
-use crate::actors::lane::{LaneMessage, PagesAtExit};
-use crate::actors::sequencer::Stamped;
+use crate::actors::lane::PagesAtExit;
 use crate::event::{Event, Follow, MapCause, MapKind, PageState, SiteId, SpaceId, WarningKind};
 use crate::kernel::procfs::{self, MapsEntry};
 use crate::test_hooks::{self, Fault};
@@ -237,13 +236,7 @@ impl Tracer {
             // The program's own change has the syscall's stack; a range described again, none.
             site,
         };
-        match at_exit {
-            Some(at_exit) => space.lane.send(LaneMessage::Mapped {
-                event: Box::new(Stamped::now(event)),
-                at_exit,
-            }),
-            None => space.lane.observed(event),
-        }
+        space.lane.mapped(event, at_exit);
         self.note_protection(space_id, described, writable);
         tracked
     }
