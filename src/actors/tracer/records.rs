@@ -48,7 +48,7 @@ pub(super) enum FirstRing {
     /// setup) faults a few dozen pages; one that goes on without a syscall of ours (touching
     /// the memory it inherited) is read as fast as it faults while the lane has a CPU (65,536
     /// pages written by such a child, beside a job of `stress-ng --cpu 1`: no record lost).
-    UntilLayoutSyscall,
+    Provisional,
 }
 
 /// What the kernel lets the trace record, the rings each space was given, and the spaces told
@@ -104,7 +104,7 @@ impl Tracer {
                 bytes: 4096,
                 wake_at: 4096,
             }
-        } else if first == FirstRing::UntilLayoutSyscall {
+        } else if first == FirstRing::Provisional {
             self.unrecorded.provisional.insert(tid, space);
             SMALL_RING
         } else {

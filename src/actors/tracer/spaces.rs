@@ -447,7 +447,7 @@ impl Tracer {
         if died.is_none() {
             // Attached, a child is never stopped at a syscall: it could not grow its ring.
             let ring = if forked && !self.attaching() {
-                FirstRing::UntilLayoutSyscall
+                FirstRing::Provisional
             } else {
                 FirstRing::Whole
             };
