@@ -93,7 +93,7 @@ impl Clock {
 /// Runs a sequencer over `messages` (then closes its inbox) and returns what it wrote, checking
 /// that `seq` has no gap and `t_ns` never decreases.
 async fn sequence(started: Instant, messages: Vec<SequencerMessage>) -> Vec<StateMessage> {
-    let (state, out) = StateHandle::for_test(1024);
+    let (state, mut out) = StateHandle::for_test(1024);
     let (sequencer, handle) = Sequencer::new(1024, state, started);
     let task = tokio::spawn(sequencer.run(start()));
     for m in messages {
@@ -126,7 +126,7 @@ fn events(written: &[StateMessage]) -> Vec<Event> {
 /// by themselves, after a window or a patience).
 struct Running {
     handle: SequencerHandle,
-    out: async_channel::Receiver<StateMessage>,
+    out: tokio::sync::mpsc::Receiver<StateMessage>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -151,7 +151,7 @@ impl Running {
 
     /// What was written once `n` lines are (the `start` line among them; 10 s at most), and a
     /// moment more.
-    async fn written(&self, n: usize) -> Vec<Event> {
+    async fn written(&mut self, n: usize) -> Vec<Event> {
         let mut written = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(10);
         while written.len() < n && Instant::now() < deadline {
@@ -164,7 +164,7 @@ impl Running {
     }
 
     /// Closes the inbox: what was written after.
-    async fn finish(self) -> Vec<Event> {
+    async fn finish(mut self) -> Vec<Event> {
         drop(self.handle);
         self.task.await.expect("the sequencer ran to its end");
         std::iter::from_fn(|| self.out.try_recv().ok())
@@ -530,7 +530,7 @@ async fn a_reused_pids_exec_waits_for_the_fork_of_the_new_process() {
 #[tokio::test]
 async fn a_records_line_goes_out_at_its_time_and_waiting_lines_go_out_by_themselves() {
     let clock = Clock(Instant::now());
-    let running = Running::start(clock.0, Some(Duration::from_millis(20)));
+    let mut running = Running::start(clock.0, Some(Duration::from_millis(20)));
     let found = Event::Resident {
         pid: 1,
         tid: Some(1),
@@ -628,7 +628,7 @@ async fn what_a_parent_did_after_its_child_ended_comes_after_the_childs_exit() {
 #[tokio::test]
 async fn only_what_the_tracer_saw_after_an_end_waits_for_it_and_never_a_check() {
     let clock = Clock(Instant::now());
-    let running = Running::start(clock.0, None);
+    let mut running = Running::start(clock.0, None);
     running
         .send([
             SequencerMessage::Root { pid: 1 },
@@ -718,7 +718,7 @@ async fn ends_on_two_lanes_never_hold_each_other() {
 async fn lines_held_for_an_exit_that_never_comes_go_on_after_a_while() {
     let started = Instant::now();
     let clock = Clock(started);
-    let running = Running::start(clock.0, None);
+    let mut running = Running::start(clock.0, None);
     running
         .send([
             SequencerMessage::Root { pid: 1 },

@@ -17,7 +17,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::io::{self, Write};
 use std::time::Duration;
 
-use async_channel::{Receiver, Sender};
+use async_channel::Receiver;
+use tokio::sync::mpsc;
 
 use self::output::Output;
 pub use self::output::{DEFAULT_BUFFER, DEFAULT_BUFFER_BYTES, WaitsForRoom};
@@ -43,14 +44,14 @@ pub struct StateMessage {
 
 #[derive(Clone, Debug)]
 pub struct StateHandle {
-    tx: Sender<StateMessage>,
+    tx: mpsc::Sender<StateMessage>,
 }
 
 impl StateHandle {
     /// A handle whose lines a test reads from the returned inbox.
     #[cfg(test)]
-    pub fn for_test(capacity: usize) -> (Self, Receiver<StateMessage>) {
-        let (tx, rx) = async_channel::bounded(capacity);
+    pub fn for_test(capacity: usize) -> (Self, mpsc::Receiver<StateMessage>) {
+        let (tx, rx) = mpsc::channel(capacity);
         (Self { tx }, rx)
     }
 
@@ -96,7 +97,7 @@ pub struct StateOptions {
 }
 
 pub struct StateActor {
-    inbox: Receiver<StateMessage>,
+    inbox: mpsc::Receiver<StateMessage>,
     model: Replay,
     output: Output,
     /// The processes alive, as the stream tells their lives, and those that ended.
@@ -134,7 +135,8 @@ impl StateActor {
         sites: Option<Receiver<Event>>,
         control: RunControl,
     ) -> (Self, StateHandle) {
-        let (tx, inbox) = async_channel::bounded(capacity);
+        // Its slots allocated as they fill, as the sequencer's (sequencer/mod.rs).
+        let (tx, inbox) = mpsc::channel(capacity);
         let actor = Self {
             inbox,
             model: Replay::new(),
@@ -180,8 +182,8 @@ impl StateActor {
         loop {
             tokio::select! {
                 message = self.inbox.recv() => match message {
-                    Ok(StateMessage { line, probe }) => self.on_line(line, probe).await,
-                    Err(_) => break,
+                    Some(StateMessage { line, probe }) => self.on_line(line, probe).await,
+                    None => break,
                 },
                 _ = tick.tick() => {
                     self.output.flush().await;
