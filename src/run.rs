@@ -480,8 +480,12 @@ pub fn run(options: RunOptions) -> RunOutcome {
         runtime.spawn(async move { watched.watch("the state actor", state.run()).await });
     let watched = supervisor.clone();
     runtime.spawn(async move { watched.watch("the sequencer", sequencer.run(start)).await });
+    let spawned = match &target {
+        Target::Spawn { program, .. } => Some(program.clone()),
+        Target::Attach { .. } => None,
+    };
     if let Some(symbolizer) = symbolizer
-        && let Err(e) = symbolizer.spawn(supervisor.clone())
+        && let Err(e) = symbolizer.spawn(supervisor.clone(), spawned.clone())
     {
         return fail(
             1,

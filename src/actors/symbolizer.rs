@@ -4,18 +4,24 @@
 //!
 //! Reading an object's symbols and DWARF takes milliseconds to seconds the first time: the actor
 //! is a thread of its own (blazesym's symbolizer stays on the thread that made it), never the
-//! tracer's, and each frame is named once per run.
+//! tracer's, and each frame is named once per run. It begins by reading ahead the separate
+//! debug files of the program and of its dynamic loader, while the tracer starts the program.
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::fs::File;
+use std::os::unix::ffi::OsStrExt;
 use std::panic::AssertUnwindSafe;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use async_channel::{Receiver, Sender};
 use blazesym::symbolize::source::{Elf, Source};
 use blazesym::symbolize::{CodeInfo, Input, Symbolized, Symbolizer};
+use object::read::ReadCache;
+use object::read::elf::{ElfFile64, ProgramHeader};
+use object::{Endianness, Object};
 
 use crate::actors::supervisor::{self, Supervisor};
 use crate::event::{Event, Frame};
@@ -36,12 +42,18 @@ impl SymbolizerActor {
         (Self { inbox, sites }, tx, rx)
     }
 
-    /// Runs the actor on a thread of its own; a panic there is the run's failure.
-    pub fn spawn(self, supervisor: Supervisor) -> std::io::Result<JoinHandle<()>> {
+    /// Runs the actor on a thread of its own; a panic there is the run's failure. `program`:
+    /// the file the run executes, whose debug files are read ahead.
+    pub fn spawn(
+        self,
+        supervisor: Supervisor,
+        program: Option<PathBuf>,
+    ) -> std::io::Result<JoinHandle<()>> {
         std::thread::Builder::new()
             .name("mevi-symbolizer".into())
             .spawn(move || {
-                if let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(|| self.run())) {
+                let run = || self.run(program.as_deref());
+                if let Err(panic) = std::panic::catch_unwind(AssertUnwindSafe(run)) {
                     let why = supervisor::panic_message(panic.as_ref());
                     let said = supervisor.fail("the symbolizer", &why);
                     tracing::error!("{said}");
@@ -50,8 +62,11 @@ impl SymbolizerActor {
     }
 
     /// Names sites until the tracer is done with stacks (its sender dropped).
-    fn run(self) {
+    fn run(self, program: Option<&Path>) {
         let mut names = Names::new();
+        if let Some(program) = program {
+            names.read_ahead(program);
+        }
         while let Ok(site) = self.inbox.recv_blocking() {
             let line = names.site_line(site);
             if self.sites.send_blocking(line).is_err() {
@@ -79,6 +94,28 @@ impl Names {
                 .build(),
             known: HashMap::new(),
             jit: JitMaps::default(),
+        }
+    }
+
+    /// Reads the separate debug files of `program` and of its dynamic loader into the
+    /// symbolizer's cache before any site comes. Every layout change a dynamically linked
+    /// program makes first is its loader's, and a debug file is kept by its path: the copy of
+    /// the loader the tracer makes later finds it already read, its sections inflated (about 6
+    /// ms of blazesym's for `ld.so` from `libc6-dbg`, which the run's end waited for).
+    fn read_ahead(&self, program: &Path) {
+        let Some(elf) = ElfFacts::of(program) else {
+            return;
+        };
+        let loader = elf.loader.as_deref().and_then(ElfFacts::of);
+        for build_id in [elf.build_id, loader.and_then(|l| l.build_id)]
+            .into_iter()
+            .flatten()
+        {
+            if let Some(path) = debug_file(&build_id) {
+                let source = Source::Elf(Elf::new(path));
+                // Making the resolver reads the file; nothing is named.
+                let _ = self.symbolizer.symbolize(&source, Input::FileOffset(&[]));
+            }
         }
     }
 
@@ -175,6 +212,50 @@ impl Names {
         named.push(frame_named(&sym.name, sym.code_info.as_deref()));
         named
     }
+}
+
+/// What the read-ahead needs of an ELF file: its build-id, and its dynamic loader (`PT_INTERP`).
+struct ElfFacts {
+    build_id: Option<Vec<u8>>,
+    loader: Option<PathBuf>,
+}
+
+impl ElfFacts {
+    /// None for a file that is not a 64-bit ELF one (a script, say). The file is closed after.
+    fn of(path: &Path) -> Option<Self> {
+        let cache = ReadCache::new(File::open(path).ok()?);
+        let elf = ElfFile64::<Endianness, _>::parse(&cache).ok()?;
+        let endian = elf.endian();
+        let loader = elf.elf_program_headers().iter().find_map(|header| {
+            let named = header.interpreter(endian, &cache).ok().flatten()?;
+            Some(PathBuf::from(OsStr::from_bytes(named)))
+        });
+        Some(Self {
+            build_id: elf.build_id().ok().flatten().map(<[u8]>::to_vec),
+            loader,
+        })
+    }
+}
+
+/// The separate debug file of the build-id, where blazesym looks first (and by the same path,
+/// which is what its cache knows a file by): `.build-id/ab/cdef….debug` under its debug
+/// directories.
+fn debug_file(build_id: &[u8]) -> Option<PathBuf> {
+    // Shorter ones blazesym does not look up.
+    if build_id.len() < 8 {
+        return None;
+    }
+    let (first, rest) = build_id.split_first()?;
+    let rest: String = rest.iter().map(|byte| format!("{byte:02x}")).collect();
+    ["/usr/lib/debug", "/lib/debug/"]
+        .iter()
+        .map(|dir| {
+            Path::new(dir)
+                .join(".build-id")
+                .join(format!("{first:02x}"))
+                .join(format!("{rest}.debug"))
+        })
+        .find(|path| path.exists())
 }
 
 fn frame_named(function: &str, code: Option<&CodeInfo<'_>>) -> Frame {
