@@ -28,15 +28,23 @@ impl ThpPolicy {
     }
 
     fn read(dir: &Path) -> Self {
-        let top = chosen(&dir.join("enabled")).unwrap_or(ThpPolicy::Never);
+        let top = match setting(&dir.join("enabled")) {
+            Some(Setting::Chosen(policy)) => policy,
+            Some(Setting::Inherit) | None => ThpPolicy::Never,
+        };
+        // Nothing is more permissive: the sizes' settings are not read (each run reads these
+        // files as it starts).
+        if top == ThpPolicy::Always {
+            return top;
+        }
         let sizes = std::fs::read_dir(dir)
             .into_iter()
             .flatten()
             .flatten()
             .filter(|e| e.file_name().to_string_lossy().starts_with("hugepages-"))
-            .filter_map(|e| match chosen(&e.path().join("enabled")) {
-                Some(p) => Some(p),
-                None => inherits(&e.path().join("enabled")).then_some(top),
+            .filter_map(|e| match setting(&e.path().join("enabled"))? {
+                Setting::Chosen(policy) => Some(policy),
+                Setting::Inherit => Some(top),
             });
         sizes.fold(top, Self::most_permissive)
     }
@@ -60,25 +68,23 @@ impl ThpPolicy {
     }
 }
 
-/// The bracketed choice of a sysfs setting (`always [madvise] never`), unless it is `inherit`.
-fn chosen(path: &Path) -> Option<ThpPolicy> {
-    match bracketed(path)?.as_str() {
-        "always" => Some(ThpPolicy::Always),
-        "madvise" => Some(ThpPolicy::Madvise),
-        "never" => Some(ThpPolicy::Never),
-        _ => None,
-    }
+/// A sysfs setting's bracketed choice (`always [madvise] never`), or `inherit`.
+enum Setting {
+    Chosen(ThpPolicy),
+    Inherit,
 }
 
-fn inherits(path: &Path) -> bool {
-    bracketed(path).as_deref() == Some("inherit")
-}
-
-fn bracketed(path: &Path) -> Option<String> {
+fn setting(path: &Path) -> Option<Setting> {
     let text = std::fs::read_to_string(path).ok()?;
     let start = text.find('[')? + 1;
     let end = start + text[start..].find(']')?;
-    Some(text[start..end].to_string())
+    match &text[start..end] {
+        "always" => Some(Setting::Chosen(ThpPolicy::Always)),
+        "madvise" => Some(Setting::Chosen(ThpPolicy::Madvise)),
+        "never" => Some(Setting::Chosen(ThpPolicy::Never)),
+        "inherit" => Some(Setting::Inherit),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
