@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::ffi::{CString, OsStr, OsString};
 use std::io;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -323,24 +324,27 @@ pub enum Spawned {
     DiedFirst(Result<i32, Signal>),
 }
 
-/// Waits for the child to stop itself, seizes it, and lets it go on.
-fn seize_stopped(child: Pid) -> io::Result<Spawned> {
-    loop {
-        match waitpid(child, Some(WaitPidFlag::WUNTRACED)) {
-            Ok(WaitStatus::Stopped(_, Signal::SIGSTOP)) => break,
-            Ok(WaitStatus::Exited(_, code)) => return Ok(Spawned::DiedFirst(Ok(code))),
-            Ok(WaitStatus::Signaled(_, signal, _)) => return Ok(Spawned::DiedFirst(Err(signal))),
-            Ok(_) | Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => return Err(e.into()),
-        }
+/// Seizes the child while it waits to read `go`, then writes it the byte it waits for. A seize
+/// does not stop a thread, so the child goes on untouched to its first stop, its `execve`'s:
+/// no stop of its own, no SIGCONT's delivery to pass on (three round trips with the tracer
+/// when the child stopped itself with SIGSTOP).
+fn seize_waiting(child: Pid, go: OwnedFd) -> io::Result<Spawned> {
+    if let Err(e) = ptrace::seize(child, TRACE_OPTIONS) {
+        // A child already dead (a `kill -9` the moment it appeared) cannot be seized: its end
+        // is the run's.
+        return match waitpid(child, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::Exited(_, code)) => Ok(Spawned::DiedFirst(Ok(code))),
+            Ok(WaitStatus::Signaled(_, signal, _)) => Ok(Spawned::DiedFirst(Err(signal))),
+            _ => Err(io::Error::other(format!("PTRACE_SEIZE: {e}"))),
+        };
     }
-    ptrace::seize(child, TRACE_OPTIONS)
-        .map_err(|e| io::Error::other(format!("PTRACE_SEIZE: {e}")))?;
-    kill(child, Signal::SIGCONT)?;
+    // Refused only if the child has died since (its end of the pipe closed): traced, its end
+    // comes to the tracer's loop as any traced thread's.
+    let _ = nix::unistd::write(&go, &[1]);
     Ok(Spawned::Seized(child))
 }
 
-/// Forks the child, seizes it while it waits stopped, and lets it go on to install the filter
+/// Forks the child, seizes it while it waits on a pipe, and lets it go on to install the filter
 /// and exec. Must be called on the thread that will make every later ptrace call.
 pub fn spawn_seized(p: &Prepared) -> io::Result<Spawned> {
     let mut argv: Vec<*const libc::c_char> = p.argv.iter().map(|a| a.as_ptr()).collect();
@@ -352,8 +356,14 @@ pub fn spawn_seized(p: &Prepared) -> io::Result<Spawned> {
         filter: f.as_ptr() as *mut libc::sock_filter,
     });
 
-    // SAFETY: the child only makes async-signal-safe calls (dup2, signal, raise, setrlimit, prctl, execve,
-    // write, _exit) on memory prepared above, which fork copies.
+    // The child waits for one byte on `wait`, which the tracer writes once it has seized it.
+    // Both ends close at the exec; the child's end of `go` is closed at once, so that a tracer
+    // that dies first leaves it reading the end of the file, not waiting for ever.
+    let (wait, go) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)?;
+    let (wait_fd, go_fd) = (wait.as_raw_fd(), go.as_raw_fd());
+
+    // SAFETY: the child only makes async-signal-safe calls (dup2, signal, raise, setrlimit,
+    // close, read, prctl, execve, write, _exit) on memory prepared above, which fork copies.
     match unsafe { fork() }.map_err(io::Error::from)? {
         // SAFETY: the child of the fork above, alone in its copy of our memory: every pointer
         // passed (argv, env, the filter, the rlimit, the messages) is to memory prepared before
@@ -370,7 +380,17 @@ pub fn spawn_seized(p: &Prepared) -> io::Result<Spawned> {
             if p.nofile.rlim_cur != libc::RLIM_INFINITY {
                 libc::setrlimit(libc::RLIMIT_NOFILE, &p.nofile);
             }
-            libc::raise(libc::SIGSTOP);
+            libc::close(go_fd);
+            let mut byte = 0u8;
+            loop {
+                match libc::read(wait_fd, (&raw mut byte).cast(), 1) {
+                    1 => break,
+                    -1 if *libc::__errno_location() == libc::EINTR => continue,
+                    // The tracer is gone before it seized us: nothing to run traced.
+                    _ => libc::_exit(126),
+                }
+            }
+            libc::close(wait_fd);
             if let Some(fprog) = &fprog {
                 let install = || {
                     libc::prctl(
@@ -407,11 +427,14 @@ pub fn spawn_seized(p: &Prepared) -> io::Result<Spawned> {
             libc::write(2, why.as_ptr().cast(), why.len());
             libc::_exit(status);
         },
-        ForkResult::Parent { child } => seize_stopped(child).inspect_err(|_| {
-            // Never leave it stopped and untraced (EXITKILL does not cover it yet).
-            let _ = kill(child, Signal::SIGKILL);
-            let _ = waitpid(child, None);
-        }),
+        ForkResult::Parent { child } => {
+            drop(wait);
+            seize_waiting(child, go).inspect_err(|_| {
+                // Never leave it waiting and untraced (EXITKILL does not cover it yet).
+                let _ = kill(child, Signal::SIGKILL);
+                let _ = waitpid(child, None);
+            })
+        }
     }
 }
 
