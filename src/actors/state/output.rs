@@ -10,7 +10,6 @@
 use std::io::{self, BufWriter, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread::JoinHandle;
 
 use async_channel::{Receiver, Sender};
 use tokio::sync::Semaphore;
@@ -131,7 +130,10 @@ impl Writer {
 enum Sink {
     Thread {
         tx: Sender<ToWriter>,
-        thread: JoinHandle<()>,
+        /// Sent once the thread has written everything and closed the stream; dropped unsent
+        /// if it failed. Awaited rather than joined: a join would take a thread of tokio's
+        /// blocking pool, made for it at every run's end.
+        done: tokio::sync::oneshot::Receiver<()>,
     },
     /// No thread could be started: written here, on the worker, rather than not at all.
     Inline(Writer),
@@ -167,6 +169,7 @@ impl Output {
         // The writer goes to the thread once it runs, so that it is still ours if it cannot.
         let (hand, handed) = std::sync::mpsc::sync_channel::<Writer>(1);
         let given_back = room.clone();
+        let (finished, done) = tokio::sync::oneshot::channel();
         let spawned = std::thread::Builder::new()
             .name("mevi-actors-writer".into())
             .spawn(move || {
@@ -181,13 +184,15 @@ impl Output {
                 let _close = CloseOnExit(given_back.clone());
                 if let Ok(writer) = handed.recv() {
                     writer.serve(inbox, given_back, budget as usize);
+                    // The stream is closed (the writer dropped): the run may end.
+                    let _ = finished.send(());
                 }
             });
         let sink = match spawned {
-            Ok(thread) => {
+            Ok(_detached) => {
                 // Fails only if the thread is already gone, which `finish` reports.
                 let _ = hand.send(writer);
-                Sink::Thread { tx, thread }
+                Sink::Thread { tx, done }
             }
             Err(e) => {
                 crate::to_stderr!(
@@ -243,12 +248,11 @@ impl Output {
     pub(super) async fn finish(mut self) {
         self.dirty = true;
         self.flush().await;
-        let Sink::Thread { tx, thread } = self.sink else {
+        let Sink::Thread { tx, done } = self.sink else {
             return;
         };
         drop(tx);
-        let joined = tokio::task::spawn_blocking(move || thread.join()).await;
-        if !matches!(joined, Ok(Ok(()))) {
+        if done.await.is_err() {
             crate::to_stderr!(
                 "mevi-actors: the stream's writer thread failed; the stream may be cut short"
             );
