@@ -61,6 +61,17 @@ impl Hub {
 
     /// New record bytes (whole records), and a newer meta if there is one.
     pub fn publish(&self, records: &[u8], meta: Option<String>) {
+        self.add(records, meta, false);
+    }
+
+    /// The last bytes and the whole meta: nothing more will come.
+    pub fn end(&self, records: &[u8], meta: String) {
+        self.add(records, Some(meta), true);
+    }
+
+    /// `ended` is set with the last bytes and meta, under one lock: a browser that read it set
+    /// before them would end with the meta before the last (not `complete`).
+    fn add(&self, records: &[u8], meta: Option<String>, ended: bool) {
         // Copied before the lock is taken: browsers' streams take it too.
         let chunk: Option<Arc<[u8]>> = (!records.is_empty()).then(|| records.into());
         let meta: Option<Arc<str>> = meta.map(Into::into);
@@ -74,14 +85,9 @@ impl Hub {
                 shared.meta = meta;
                 shared.meta_version += 1;
             }
+            shared.ended |= ended;
         }
         self.published.send_modify(|v| *v += 1);
-    }
-
-    /// The last bytes and the whole meta: nothing more will come.
-    pub fn end(&self, records: &[u8], meta: String) {
-        self.shared().ended = true;
-        self.publish(records, Some(meta));
     }
 
     pub fn subscribe(&self) -> watch::Receiver<u64> {
@@ -155,5 +161,39 @@ mod tests {
         assert!(u.records.is_empty() && u.ended && u.meta.is_some());
         // Past the end: nothing, and the end.
         assert!(hub.since(1 << 40, 9, 1).ended);
+    }
+
+    /// A browser polling while the run ends never sees the end before the last meta: the
+    /// page would end without the summary (`complete` false).
+    #[test]
+    fn the_end_comes_with_the_last_meta_to_a_browser_polling_then() {
+        for _ in 0..1_000 {
+            let hub = Hub::new("{}".into());
+            hub.publish(&[1; 10], Some("{\"a\":1}".into()));
+            let started = Arc::new(std::sync::Barrier::new(2));
+            let polling = {
+                let (hub, started) = (hub.clone(), started.clone());
+                std::thread::spawn(move || {
+                    let (mut offset, mut seen) = (0, 0);
+                    started.wait();
+                    loop {
+                        let u = hub.since(offset, seen, 1 << 20);
+                        offset = u.offset;
+                        if let Some((version, _)) = u.meta {
+                            seen = version;
+                        }
+                        if u.ended {
+                            return seen;
+                        }
+                    }
+                })
+            };
+            // While the browser's thread polls.
+            started.wait();
+            std::thread::sleep(std::time::Duration::from_micros(20));
+            hub.end(&[2; 10], "{\"complete\":true}".into());
+            let seen = polling.join().expect("the browser's thread ran");
+            assert_eq!(seen, hub.meta().0, "the last meta, with the end");
+        }
     }
 }
