@@ -13,6 +13,8 @@
 //! - `state-panic`: the state actor panics at the first `exit` line;
 //! - `checkpoint-impatient`: a checkpoint waits 20 ms, not 2 s, for every thread to stop;
 //! - `killed-first`: the program is killed by SIGKILL before its first stop;
+//! - `interrupted-first`: the program's child gets a SIGINT before its exec (a Ctrl-C at the
+//!   start);
 //! - `thp-always`: the tracer takes the machine's transparent huge page policy to be `always`
 //!   (every private anonymous range followed by scans), whatever sysfs says;
 //! - `perf-kernel`: `--touch-stacks` may not sample kernel-mode faults, nor `--faults records`
@@ -37,6 +39,7 @@ pub enum Fault {
     StatePanic,
     CheckpointImpatient,
     KilledFirst,
+    InterruptedFirst,
     ThpAlways,
     PerfKernel,
     Bpf,
@@ -58,6 +61,7 @@ impl Fault {
             Fault::StatePanic => "state-panic",
             Fault::CheckpointImpatient => "checkpoint-impatient",
             Fault::KilledFirst => "killed-first",
+            Fault::InterruptedFirst => "interrupted-first",
             Fault::ThpAlways => "thp-always",
             Fault::PerfKernel => "perf-kernel",
             Fault::Bpf => "bpf",

@@ -248,6 +248,28 @@ fn a_program_killed_before_its_first_stop_exits_137() {
     );
 }
 
+/// A SIGINT that reaches the program's child before its exec (a Ctrl-C as the run starts) ends
+/// it as it would the program untraced: the child had mevi-actors' own handlers until its exec,
+/// which took the signal, and the program ran all the same.
+#[test]
+fn a_program_interrupted_before_its_exec_exits_130() {
+    let file = scratch("interrupted-first");
+    let (status, _, stderr) = run_within(
+        Command::new(bin())
+            .env("MEVI_TEST_FAULT", "interrupted-first")
+            .args(["run", "-o"])
+            .arg(&file)
+            .args(["--", "/bin/echo", "ran"]),
+        HANG,
+    );
+    assert_eq!(status, 130, "{stderr}");
+    let lines = parse_stream(&std::fs::read_to_string(&file).unwrap());
+    assert!(
+        matches!(lines.last().map(|l| &l.event), Some(Event::Summary { .. })),
+        "a complete stream: {lines:?}"
+    );
+}
+
 /// A syscall the kernel refuses up front changed nothing, so it writes nothing: 1,000 failed
 /// `madvise(p + 16, ...)` (EINVAL: unaligned) used to write 2,000 `unmap`/`map` lines starting
 /// at `p + 16`, counted as the program's maps and unmaps.

@@ -250,6 +250,8 @@ pub struct Prepared {
     /// Test hook `killed-first`: the child is killed before its first stop, as a `kill -9`
     /// sent the moment it appears would.
     killed_first: bool,
+    /// Test hook `interrupted-first`: the child sends itself SIGINT before its exec.
+    interrupted_first: bool,
     /// The descriptor limit mevi-actors was started with, which the program gets back: the
     /// tracer raises its own (see [`raise_descriptor_limit`]).
     nofile: libc::rlimit,
@@ -281,6 +283,7 @@ impl Prepared {
             stdout_to_stderr,
             filter,
             killed_first: test_hooks::fails(Fault::KilledFirst, None),
+            interrupted_first: test_hooks::fails(Fault::InterruptedFirst, None),
             nofile: ORIGINAL_NOFILE.get().copied().unwrap_or(libc::rlimit {
                 rlim_cur: libc::RLIM_INFINITY,
                 rlim_max: libc::RLIM_INFINITY,
@@ -362,8 +365,9 @@ pub fn spawn_seized(p: &Prepared) -> io::Result<Spawned> {
     let (wait, go) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)?;
     let (wait_fd, go_fd) = (wait.as_raw_fd(), go.as_raw_fd());
 
-    // SAFETY: the child only makes async-signal-safe calls (dup2, signal, raise, setrlimit,
-    // close, read, prctl, execve, write, _exit) on memory prepared above, which fork copies.
+    // SAFETY: the child only makes async-signal-safe calls (dup2, signal, sigaction, raise,
+    // setrlimit, close, read, prctl, execve, write, _exit) on memory prepared above, which fork
+    // copies.
     match unsafe { fork() }.map_err(io::Error::from)? {
         // SAFETY: the child of the fork above, alone in its copy of our memory: every pointer
         // passed (argv, env, the filter, the rlimit, the messages) is to memory prepared before
@@ -376,6 +380,22 @@ pub fn spawn_seized(p: &Prepared) -> io::Result<Spawned> {
             libc::signal(libc::SIGPIPE, libc::SIG_DFL);
             if p.killed_first {
                 libc::raise(libc::SIGKILL);
+            }
+            // Our handlers go now, as the exec would take them: a signal the child gets before
+            // its exec (a Ctrl-C as the run starts) acts as on the program, not on a copy of
+            // mevi-actors that would take it and run the program all the same. An ignored
+            // signal stays ignored, as across an exec (nohup's SIGHUP).
+            let mut was: libc::sigaction = std::mem::zeroed();
+            for signal in 1..=64 {
+                if libc::sigaction(signal, std::ptr::null(), &mut was) == 0
+                    && was.sa_sigaction != libc::SIG_DFL
+                    && was.sa_sigaction != libc::SIG_IGN
+                {
+                    libc::signal(signal, libc::SIG_DFL);
+                }
+            }
+            if p.interrupted_first {
+                libc::raise(libc::SIGINT);
             }
             if p.nofile.rlim_cur != libc::RLIM_INFINITY {
                 libc::setrlimit(libc::RLIMIT_NOFILE, &p.nofile);
