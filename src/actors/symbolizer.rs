@@ -221,9 +221,19 @@ struct ElfFacts {
 }
 
 impl ElfFacts {
-    /// None for a file that is not a 64-bit ELF one (a script, say). The file is closed after.
+    /// None for a file that is not a regular 64-bit ELF one (a script, say; a FIFO or a device,
+    /// which an open without `O_NONBLOCK` could wait on). The file is closed after.
     fn of(path: &Path) -> Option<Self> {
-        let cache = ReadCache::new(File::open(path).ok()?);
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = File::options()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path)
+            .ok()?;
+        if !file.metadata().ok()?.is_file() {
+            return None;
+        }
+        let cache = ReadCache::new(file);
         let elf = ElfFile64::<Endianness, _>::parse(&cache).ok()?;
         let endian = elf.endian();
         let loader = elf.elf_program_headers().iter().find_map(|header| {

@@ -130,7 +130,7 @@ impl Killed {
     /// (registers set at the exec stop itself would be overwritten: docs/kernel-facts.md).
     fn run_to_exec(&self) -> Result<(), Failed> {
         let trace_failed = |e: nix::errno::Errno| failed(Stage::Trace)(e.into());
-        // Its stops before the exec: the seize's, SIGCONT's delivery; a few at most.
+        // Its stops before the exec: its `execve`'s seccomp stop; a few at most.
         for _ in 0..64 {
             match inject::wait_for(self.0).map_err(trace_failed)? {
                 WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_EXEC) => {
