@@ -231,21 +231,7 @@ fn locked_memory_grown_by_mremap_does_not_hang() {
 /// traced".
 #[test]
 fn a_program_killed_before_its_first_stop_exits_137() {
-    let file = scratch("killed-first");
-    let (status, _, stderr) = run_within(
-        Command::new(bin())
-            .env("MEVI_TEST_FAULT", "killed-first")
-            .args(["run", "-o"])
-            .arg(&file)
-            .args(["--", "/bin/true"]),
-        HANG,
-    );
-    assert_eq!(status, 137, "{stderr}");
-    let lines = parse_stream(&std::fs::read_to_string(&file).unwrap());
-    assert!(
-        matches!(lines.last().map(|l| &l.event), Some(Event::Summary { .. })),
-        "a complete stream: {lines:?}"
-    );
+    ends_before_its_exec("killed-first", &["/bin/true"], 137);
 }
 
 /// A SIGINT that reaches the program's child before its exec (a Ctrl-C as the run starts) ends
@@ -253,16 +239,23 @@ fn a_program_killed_before_its_first_stop_exits_137() {
 /// which took the signal, and the program ran all the same.
 #[test]
 fn a_program_interrupted_before_its_exec_exits_130() {
-    let file = scratch("interrupted-first");
-    let (status, _, stderr) = run_within(
+    ends_before_its_exec("interrupted-first", &["/bin/echo", "ran"], 130);
+}
+
+/// Runs `program` with the test hook `fault`, which ends its child before the exec: the run's
+/// status is `status`, and its stream is whole all the same.
+fn ends_before_its_exec(fault: &str, program: &[&str], status: i32) {
+    let file = scratch(fault);
+    let (got, _, stderr) = run_within(
         Command::new(bin())
-            .env("MEVI_TEST_FAULT", "interrupted-first")
+            .env("MEVI_TEST_FAULT", fault)
             .args(["run", "-o"])
             .arg(&file)
-            .args(["--", "/bin/echo", "ran"]),
+            .arg("--")
+            .args(program),
         HANG,
     );
-    assert_eq!(status, 130, "{stderr}");
+    assert_eq!(got, status, "{stderr}");
     let lines = parse_stream(&std::fs::read_to_string(&file).unwrap());
     assert!(
         matches!(lines.last().map(|l| &l.event), Some(Event::Summary { .. })),
