@@ -276,7 +276,8 @@ pub fn run(options: RunOptions) -> RunOutcome {
             }
         }
         // Our own copy of stdout: the program's stdout goes to stderr, and the stream is ours.
-        None => match nix::unistd::dup(std::io::stdout()) {
+        // Closed at exec: the program must not find the stream among its descriptors.
+        None => match std::os::fd::AsFd::as_fd(&std::io::stdout()).try_clone_to_owned() {
             Ok(fd) => Box::new(WaitsForRoom(std::fs::File::from(fd))),
             Err(e) => return fail(1, format!("mevi-actors: stdout: {e}")),
         },

@@ -225,6 +225,23 @@ fn locked_memory_grown_by_mremap_does_not_hang() {
     ]);
 }
 
+/// The program finds no descriptor of ours among its own. With the stream on stdout (no `-o`),
+/// the copy of stdout it is written to used to be the program's fd 3.
+#[test]
+fn the_program_finds_no_descriptor_of_ours() {
+    let list = ["/bin/sh", "-c", "ls /proc/self/fd"];
+    let (_, untraced) = untraced(&list);
+    let (status, _, stderr) = run_within(
+        Command::new(bin())
+            .args(["run", "--no-summary", "--"])
+            .args(list),
+        HANG,
+    );
+    assert_eq!(status, 0, "{stderr}");
+    // Its stdout is our stderr: the stream has stdout.
+    assert_eq!(stderr, untraced, "the program's descriptors");
+}
+
 /// A program killed in the microseconds between its fork and its first stop (as a `kill -9`
 /// sent the moment it appears is) ends with 137, as it would untraced: nothing of it ran, and
 /// the stream says no process was followed. It used to be exit 1, "died before it could be
