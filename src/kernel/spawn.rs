@@ -373,15 +373,7 @@ pub fn spawn_seized(p: &Prepared) -> io::Result<Spawned> {
         // passed (argv, env, the filter, the rlimit, the messages) is to memory prepared before
         // the fork and live in the copy, and each call is async-signal-safe.
         ForkResult::Child => unsafe {
-            if p.stdout_to_stderr {
-                libc::dup2(2, 1);
-            }
-            // Rust ignores SIGPIPE; programs expect the default.
-            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-            if p.killed_first {
-                libc::raise(libc::SIGKILL);
-            }
-            // Our handlers go now, as the exec would take them: a signal the child gets before
+            // Our handlers go first, as the exec would take them: a signal the child gets before
             // its exec (a Ctrl-C as the run starts) acts as on the program, not on a copy of
             // mevi-actors that would take it and run the program all the same. An ignored
             // signal stays ignored, as across an exec (nohup's SIGHUP).
@@ -393,6 +385,14 @@ pub fn spawn_seized(p: &Prepared) -> io::Result<Spawned> {
                 {
                     libc::signal(signal, libc::SIG_DFL);
                 }
+            }
+            if p.stdout_to_stderr {
+                libc::dup2(2, 1);
+            }
+            // Rust ignores SIGPIPE; programs expect the default.
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            if p.killed_first {
+                libc::raise(libc::SIGKILL);
             }
             if p.interrupted_first {
                 libc::raise(libc::SIGINT);
