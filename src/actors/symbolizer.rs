@@ -25,6 +25,7 @@ use object::{Endianness, Object};
 
 use crate::actors::supervisor::{self, Supervisor};
 use crate::event::{Event, Frame};
+use crate::stacks::files::build_id_hex;
 use crate::stacks::jit_map::JitMaps;
 use crate::stacks::{NewSite, TakenFrame};
 
@@ -216,7 +217,8 @@ impl Names {
 
 /// What the read-ahead needs of an ELF file: its build-id, and its dynamic loader (`PT_INTERP`).
 struct ElfFacts {
-    build_id: Option<Vec<u8>>,
+    /// In hex, as `CodeFile::build_id`.
+    build_id: Option<String>,
     loader: Option<PathBuf>,
 }
 
@@ -241,28 +243,27 @@ impl ElfFacts {
             Some(PathBuf::from(OsStr::from_bytes(named)))
         });
         Some(Self {
-            build_id: elf.build_id().ok().flatten().map(<[u8]>::to_vec),
+            build_id: elf.build_id().ok().flatten().map(build_id_hex),
             loader,
         })
     }
 }
 
-/// The separate debug file of the build-id, where blazesym looks first (and by the same path,
-/// which is what its cache knows a file by): `.build-id/ab/cdef….debug` under its debug
-/// directories.
-fn debug_file(build_id: &[u8]) -> Option<PathBuf> {
-    // Shorter ones blazesym does not look up.
-    if build_id.len() < 8 {
+/// The separate debug file of the build-id (in hex), where blazesym looks first (and by the
+/// same path, which is what its cache knows a file by): `.build-id/ab/cdef….debug` under its
+/// debug directories.
+fn debug_file(build_id: &str) -> Option<PathBuf> {
+    // Shorter ones (under 8 bytes) blazesym does not look up.
+    if build_id.len() < 16 {
         return None;
     }
-    let (first, rest) = build_id.split_first()?;
-    let rest: String = rest.iter().map(|byte| format!("{byte:02x}")).collect();
+    let (first, rest) = build_id.split_at(2);
     ["/usr/lib/debug", "/lib/debug/"]
         .iter()
         .map(|dir| {
             Path::new(dir)
                 .join(".build-id")
-                .join(format!("{first:02x}"))
+                .join(first)
                 .join(format!("{rest}.debug"))
         })
         .find(|path| path.exists())

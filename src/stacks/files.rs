@@ -311,11 +311,7 @@ fn read_code_file(index: u32, name: String, open: File, copy: Option<Arc<File>>)
     let mut wanted = Vec::new();
     match object::File::parse(&cache) {
         Ok(elf) => {
-            file.build_id = elf
-                .build_id()
-                .ok()
-                .flatten()
-                .map(|id| id.iter().map(|b| format!("{b:02x}")).collect());
+            file.build_id = elf.build_id().ok().flatten().map(build_id_hex);
             file.loads = elf.segments().map(load_of).collect();
             let entry = elf.entry();
             file.entry_offset = file.loads.iter().find_map(|l| {
@@ -394,6 +390,11 @@ fn for_symbols<'a>(elf: &object::File<'a, &'a ReadCache<File>>) -> Vec<Range<u64
         ranges.extend(debug);
     }
     ranges
+}
+
+/// A GNU build-id as the stream and the debug directories write it: lowercase hex.
+pub fn build_id_hex(id: &[u8]) -> String {
+    id.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
 /// A copy of `ranges` of `file` in memory of ours (a memfd, as large as the file, holes
