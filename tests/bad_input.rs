@@ -275,10 +275,7 @@ fn replay_says_what_is_wrong_with_a_damaged_stream() {
 
     // Cut mid-line, as a SIGKILL of mevi-actors leaves it.
     let half = lines.len() / 2;
-    let cut = damaged(
-        "replay-cut",
-        format!("{}\n{}", lines[..half].join("\n"), &lines[half][..20]),
-    );
+    let cut = damaged("replay-cut", crate::util::cut_inside_line(&text, half));
     let cut_line = half + 1;
     let (status, _, stderr) = run_cli(&["replay", &cut]);
     assert_eq!(status, 2, "{stderr}");

@@ -391,6 +391,19 @@ pub fn replay_keeping_ends(lines: &[Line]) -> (Replay, BTreeMap<SpaceId, Address
     (replay, at_end)
 }
 
+/// A stream cut inside its line `at`, as a SIGKILL of mevi-actors leaves it: the whole lines before,
+/// then the first 20 bytes of that one (every stream line is longer). A cut at a line's end would be
+/// a trace that merely stops, which readers take with a warning, not the damage this stands for.
+pub fn cut_inside_line(text: &str, at: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(
+        lines[at].len() > 20,
+        "line {at} is too short to cut: {:?}",
+        lines[at]
+    );
+    format!("{}\n{}", lines[..at].join("\n"), &lines[at][..20])
+}
+
 pub fn parse_stream(text: &str) -> Vec<Line> {
     text.lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("bad line {l:?}: {e}")))
