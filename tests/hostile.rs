@@ -349,11 +349,16 @@ fn a_stopped_program_keeps_a_fatal_signal_pending_until_continued() {
     let file = scratch("stopped");
     let run = run_in_background_with(&[], &file, &[program.to_str().unwrap()], true);
     let pid = exec_pid(&wait_for_line(&file, "exec"));
+    // Stopped by its own `raise(SIGSTOP)`: traced, a group stop shows as `t`, as does a stop the
+    // tracer holds at one of the loader's layout syscalls; only the former is in `tgkill` (234).
     let stopped = |pid: i32| {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        let traced_stop = std::fs::read_to_string(format!("/proc/{pid}/stat"))
             .ok()
             .and_then(|s| Some(s[s.rfind(')')? + 2..].chars().next()? == 't'))
-            .unwrap_or(false)
+            .unwrap_or(false);
+        traced_stop
+            && std::fs::read_to_string(format!("/proc/{pid}/syscall"))
+                .is_ok_and(|s| s.starts_with("234 "))
     };
     let deadline = Instant::now() + Duration::from_secs(30);
     while !stopped(pid) {
