@@ -271,7 +271,8 @@ fn serve_sends_the_whole_run_then_serves_until_ctrl_c_with_the_programs_status()
 
 #[test]
 fn serve_answers_its_own_address_only() {
-    let mut served = Served::start(&["--serve", "--serve-linger", "0"], &["sleep", "1"]);
+    // The server ends with the program (no linger): the program outlives the asking by far.
+    let mut served = Served::start(&["--serve", "--serve-linger", "0"], &["sleep", "5"]);
     let addr = served.addr;
     assert!(addr.ip().is_loopback(), "loopback by default: {addr}");
     let (code, _) = get(addr, "/", "attacker.example");
@@ -287,13 +288,14 @@ fn serve_answers_its_own_address_only() {
 
 #[test]
 fn two_runs_serve_at_once_on_ports_of_their_own() {
-    let mut a = Served::start(&["--serve", "--serve-linger", "0"], &["sleep", "1"]);
-    let mut b = Served::start(&["--serve", "--serve-linger", "0"], &["sleep", "1"]);
+    // As above: `a` must still be serving once `b` has started beside it.
+    let mut a = Served::start(&["--serve", "--serve-linger", "0"], &["sleep", "5"]);
+    let mut b = Served::start(&["--serve", "--serve-linger", "0"], &["sleep", "5"]);
     assert_ne!(a.addr, b.addr);
     for s in [&a, &b] {
         let (code, page) = get(s.addr, "/", &s.addr.to_string());
         assert_eq!(code, 200);
-        assert!(page.contains("<title>sleep 1</title>"));
+        assert!(page.contains("<title>sleep 5</title>"));
     }
     assert_eq!(a.status(), 0);
     assert_eq!(b.status(), 0);
