@@ -333,6 +333,19 @@ pub fn run(options: RunOptions) -> RunOutcome {
         }
         None => None,
     };
+    let follow_by = match (options.faults, options.scan, options.records) {
+        (false, ..) => FollowBy::Nothing,
+        (true, false, _) => FollowBy::Faults,
+        (true, true, false) => FollowBy::Scans,
+        (true, true, true) => FollowBy::Records,
+    };
+    // The program starts now, on the tracer's thread, before the actors are made: its fork, its
+    // wait to be seized and its exec overlap their making, and the fork copies a process of two
+    // threads, not of seven. Until the tracer comes, its first stop waits.
+    let tracer_thread = match TracerThread::start(target.clone(), follow_by) {
+        Ok(thread) => thread,
+        Err(e) => return fail(1, format!("mevi-actors: starting the tracer thread: {e}")),
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("mevi-actors-io")
@@ -412,12 +425,6 @@ pub fn run(options: RunOptions) -> RunOutcome {
         ThpPolicy::Always
     } else {
         ThpPolicy::of_this_machine()
-    };
-    let follow_by = match (options.faults, options.scan, options.records) {
-        (false, ..) => FollowBy::Nothing,
-        (true, false, _) => FollowBy::Faults,
-        (true, true, false) => FollowBy::Scans,
-        (true, true, true) => FollowBy::Records,
     };
     if follow_by == FollowBy::Records {
         sequencer = sequencer.placing_records(placing_window(options.sample));
@@ -528,18 +535,7 @@ pub fn run(options: RunOptions) -> RunOutcome {
         signals,
         control.clone(),
     );
-    let traced = std::thread::Builder::new()
-        .name("mevi-actors-tracer".into())
-        .spawn(move || tracer.run())
-        .map_err(|e| format!("mevi-actors: starting the tracer thread: {e}"))
-        .and_then(|t| {
-            t.join().map_err(|panic| {
-                format!(
-                    "mevi-actors: the tracer failed: {}; the traced program was killed",
-                    supervisor::panic_message(panic.as_ref())
-                )
-            })
-        });
+    let traced = tracer_thread.run(tracer);
     // None: the state actor failed (the supervisor has it).
     let report = runtime.block_on(state_task).ok().and_then(Result::ok);
     // The trace is over, and so are the signal handlers of its run; `--serve` lingers on this
@@ -566,6 +562,64 @@ pub fn run(options: RunOptions) -> RunOutcome {
     }
     runtime.shutdown_background();
     outcome
+}
+
+/// The tracer's thread, started with the program before the actors are made, then given its
+/// [`Tracer`]. Dropped without one (the run failed to start), it kills and reaps the program.
+struct TracerThread {
+    hand: Option<std::sync::mpsc::SyncSender<Tracer>>,
+    thread: Option<std::thread::JoinHandle<Result<ProgramEnd, TraceError>>>,
+}
+
+impl TracerThread {
+    fn start(target: Target, follow_by: FollowBy) -> std::io::Result<Self> {
+        let (hand, handed) = std::sync::mpsc::sync_channel::<Tracer>(1);
+        let thread = std::thread::Builder::new()
+            .name("mevi-actors-tracer".into())
+            .spawn(move || {
+                // Every later ptrace call is this thread's: the program is seized here.
+                let started = Tracer::start_program(&target, follow_by);
+                match handed.recv() {
+                    Ok(tracer) => tracer.run(started),
+                    Err(_) => {
+                        if let Ok(Some(program)) = started {
+                            program.abandon();
+                        }
+                        Err(TraceError::Io(std::io::Error::other(
+                            "the run did not start",
+                        )))
+                    }
+                }
+            })?;
+        Ok(Self {
+            hand: Some(hand),
+            thread: Some(thread),
+        })
+    }
+
+    /// Hands the thread its tracer and waits for the trace's end.
+    fn run(mut self, tracer: Tracer) -> Result<Result<ProgramEnd, TraceError>, String> {
+        let (Some(hand), Some(thread)) = (self.hand.take(), self.thread.take()) else {
+            return Err("mevi-actors: the tracer thread is gone".into());
+        };
+        // Refused only if the thread has ended (a panic), which its join reports.
+        let _ = hand.send(tracer);
+        thread.join().map_err(|panic| {
+            format!(
+                "mevi-actors: the tracer failed: {}; the traced program was killed",
+                supervisor::panic_message(panic.as_ref())
+            )
+        })
+    }
+}
+
+impl Drop for TracerThread {
+    fn drop(&mut self) {
+        drop(self.hand.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
 }
 
 /// The stream's file when stdout is a terminal: a new file, never one that was there. Removed

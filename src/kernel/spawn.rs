@@ -327,6 +327,51 @@ pub enum Spawned {
     DiedFirst(Result<i32, Signal>),
 }
 
+impl Spawned {
+    /// Ends a program that is not to be traced after all (the run failed to start): killed
+    /// and reaped on the thread that seized it, never left running untraced or as a zombie.
+    pub fn abandon(self) {
+        let Spawned::Seized(child) = self else { return };
+        let _ = kill(child, Signal::SIGKILL);
+        loop {
+            match waitpid(child, Some(WaitPidFlag::__WALL)) {
+                Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) | Err(_) => return,
+                // A stop reached before the kill: let it go on to its death.
+                Ok(_) => {
+                    let _ = ptrace::cont(child, None);
+                }
+            }
+        }
+    }
+}
+
+/// Lets a program just seized past its first stop, its `execve`'s seccomp stop, as the tracer
+/// would (nothing of a process is followed before its first exec): the kernel's exec then runs
+/// while the tracer is still being made. Any other first stop (a signal, its death) is returned
+/// for the tracer to handle as the first of its loop.
+pub fn past_exec_entry(child: Pid) -> Option<WaitStatus> {
+    let status = loop {
+        match waitpid(child, Some(WaitPidFlag::__WALL)) {
+            Ok(status) => break status,
+            Err(nix::errno::Errno::EINTR) => continue,
+            // The tracer's own wait will find what became of it.
+            Err(e) => {
+                tracing::debug!(child = child.as_raw(), "waiting for the first stop: {e}");
+                return None;
+            }
+        }
+    };
+    if let WaitStatus::PtraceEvent(_, _, libc::PTRACE_EVENT_SECCOMP) = status
+        && let Ok(Some(entry)) = super::syscall::seccomp_entry(child.as_raw())
+        && entry.ret_data == u32::from(OUR_TRACE_DATA)
+        && matches!(entry.nr, libc::SYS_execve | libc::SYS_execveat)
+        && ptrace::cont(child, None).is_ok()
+    {
+        return None;
+    }
+    Some(status)
+}
+
 /// Seizes the child while it waits to read `go`, then writes it the byte it waits for. A seize
 /// does not stop a thread, so the child goes on untouched to its first stop, its `execve`'s:
 /// no stop of its own, no SIGCONT's delivery to pass on (three round trips with the tracer

@@ -84,7 +84,22 @@ use spaces::Space;
 use thread::{AtExit, BegunLayout, Phase, Thread};
 pub use untaken::ProgramSignals;
 
+/// The program as [`Tracer::start_program`] left it, for the tracer made after: seized (or
+/// already dead), and its first stop unless that was its `execve`'s, which it was let past.
+pub struct StartedProgram {
+    spawned: spawn::Spawned,
+    first_stop: Option<WaitStatus>,
+}
+
+impl StartedProgram {
+    /// Kills and reaps it: the run failed to start.
+    pub fn abandon(self) {
+        self.spawned.abandon();
+    }
+}
+
 /// What a trace follows.
+#[derive(Clone)]
 pub enum Target {
     /// A program started for the trace (`run`): its argv, and whether its stdout goes to stderr
     /// (the stream has stdout).
@@ -285,16 +300,52 @@ impl Tracer {
         }
     }
 
-    /// Runs the whole trace; returns when no traced task is left, or once detached (`attach`).
-    pub fn run(mut self) -> Result<ProgramEnd, TraceError> {
-        let waker = TracerWaker::install()?;
-        self.supervisor.set_tracer(waker);
+    /// `run`: starts the program seized, under the filter, on the thread that will be the
+    /// tracer's, before the tracer and its actors are made (their making overlaps the fork and
+    /// the exec); nothing for `attach`.
+    pub fn start_program(
+        target: &Target,
+        follow_by: FollowBy,
+    ) -> Result<Option<StartedProgram>, TraceError> {
+        let Target::Spawn {
+            program,
+            argv,
+            stdout_to_stderr,
+        } = target
+        else {
+            return Ok(None);
+        };
         if let Err(e) = spawn::raise_descriptor_limit() {
             tracing::debug!("raising the descriptor limit: {e}");
         }
+        // Execs stop where pages may be followed by scans (a collapse is, whatever the policy):
+        // their last ones are read there.
+        let filter = spawn::seccomp_filter(follow_by != FollowBy::Nothing)?;
+        let prepared = Prepared::new(program, argv, *stdout_to_stderr, Some(filter))?;
+        let spawned = spawn::spawn_seized(&prepared)?;
+        let first_stop = match spawned {
+            spawn::Spawned::Seized(child) => spawn::past_exec_entry(child),
+            spawn::Spawned::DiedFirst(_) => None,
+        };
+        Ok(Some(StartedProgram {
+            spawned,
+            first_stop,
+        }))
+    }
+
+    /// Runs the whole trace, of the program [`Tracer::start_program`] started on this thread
+    /// (`run`) or of the processes it attaches to; returns when no traced task is left, or once
+    /// detached (`attach`).
+    pub fn run(
+        mut self,
+        started: Result<Option<StartedProgram>, TraceError>,
+    ) -> Result<ProgramEnd, TraceError> {
+        let started = started?;
+        let waker = TracerWaker::install()?;
+        self.supervisor.set_tracer(waker);
         let attaching = match &self.config.target {
             Target::Spawn { .. } => {
-                if let Some(end) = self.start_program()? {
+                if let Some(end) = started.and_then(|started| self.adopt_program(started)) {
                     return Ok(end);
                 }
                 false
@@ -387,27 +438,14 @@ impl Tracer {
         Ok(self.lineage.root_end().unwrap_or(ProgramEnd::Exited(1)))
     }
 
-    /// `run`: starts the program seized, under the filter; its end if it died before anything
-    /// of it ran.
-    fn start_program(&mut self) -> Result<Option<ProgramEnd>, TraceError> {
-        let Target::Spawn {
-            program,
-            argv,
-            stdout_to_stderr,
-        } = &self.config.target
-        else {
-            return Ok(None);
-        };
-        // Execs stop where pages may be followed by scans (a collapse is, whatever the policy):
-        // their last ones are read there.
-        let filter = spawn::seccomp_filter(self.config.follow_by != FollowBy::Nothing)?;
-        let prepared = Prepared::new(program, argv, *stdout_to_stderr, Some(filter))?;
-        let child = match spawn::spawn_seized(&prepared)? {
+    /// Follows the program started for the trace; its end if it died before anything of it ran.
+    fn adopt_program(&mut self, started: StartedProgram) -> Option<ProgramEnd> {
+        let child = match started.spawned {
             spawn::Spawned::Seized(child) => child,
             // Nothing ran of it: nothing to trace, and its status is the run's.
-            spawn::Spawned::DiedFirst(Ok(code)) => return Ok(Some(ProgramEnd::Exited(code))),
+            spawn::Spawned::DiedFirst(Ok(code)) => return Some(ProgramEnd::Exited(code)),
             spawn::Spawned::DiedFirst(Err(signal)) => {
-                return Ok(Some(ProgramEnd::Signaled(signal as i32)));
+                return Some(ProgramEnd::Signaled(signal as i32));
             }
         };
         let root = child.as_raw();
@@ -428,7 +466,11 @@ impl Tracer {
                 memory_cgroup: None,
             },
         );
-        Ok(None)
+        // Its first stop, if it was not the one let past before the tracer was made.
+        if let Some(stop) = started.first_stop.and_then(|status| self.stop_of(status)) {
+            self.pending.push_back(stop);
+        }
+        None
     }
 
     /// The stop a wait status reports, told apart by what the tracer expects of the thread.
