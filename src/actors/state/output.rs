@@ -11,7 +11,8 @@ use std::io::{self, BufWriter, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use async_channel::{Receiver, Sender};
+use std::sync::mpsc::{Receiver, Sender};
+
 use tokio::sync::Semaphore;
 
 use crate::actors::control::RunControl;
@@ -114,7 +115,7 @@ impl Writer {
 
     /// Writes what arrives, giving each batch's bytes back to the queue's budget once written.
     fn serve(mut self, inbox: Receiver<ToWriter>, room: Arc<Semaphore>, budget: usize) {
-        while let Ok(message) = inbox.recv_blocking() {
+        while let Ok(message) = inbox.recv() {
             match message {
                 ToWriter::Bytes(bytes) => {
                     self.write(&bytes);
@@ -164,8 +165,11 @@ impl Output {
             control,
         };
         let room = Arc::new(Semaphore::new(budget as usize));
-        // Unbounded: the byte budget bounds it.
-        let (tx, inbox) = async_channel::unbounded();
+        // Unbounded: the byte budget bounds it. std's channel wakes the writer once a message:
+        // its receiver takes no lock the sender holds as it wakes it (async-channel's listener
+        // list made the two threads pass the CPU back and forth a few times a message when the
+        // writer was woken on the sender's CPU).
+        let (tx, inbox) = std::sync::mpsc::channel();
         // The writer goes to the thread once it runs, so that it is still ours if it cannot.
         let (hand, handed) = std::sync::mpsc::sync_channel::<Writer>(1);
         let given_back = room.clone();
@@ -237,25 +241,30 @@ impl Output {
         }
         self.dirty = false;
         match &mut self.sink {
+            // Refused only if the writer thread died, which `finish` reports.
             Sink::Thread { tx, .. } => {
-                let _ = tx.send(ToWriter::Flush).await;
+                let _ = tx.send(ToWriter::Flush);
             }
             Sink::Inline(writer) => writer.flush(),
         }
     }
 
-    /// Flushes, and waits until the writer has written everything and stopped.
+    /// Writes everything queued, and waits until the writer has stopped. The last bytes and
+    /// the queue's end go together: the writer flushes as the queue ends, so the stream's end is
+    /// one wake-up of its thread, not one a message.
     pub(super) async fn finish(mut self) {
-        self.dirty = true;
-        self.flush().await;
-        let Sink::Thread { tx, done } = self.sink else {
-            return;
-        };
-        drop(tx);
-        if done.await.is_err() {
-            crate::to_stderr!(
-                "mevi-actors: the stream's writer thread failed; the stream may be cut short"
-            );
+        self.hand_over().await;
+        match self.sink {
+            Sink::Thread { tx, done } => {
+                drop(tx);
+                if done.await.is_err() {
+                    crate::to_stderr!(
+                        "mevi-actors: the stream's writer thread failed; the stream may be cut \
+                         short"
+                    );
+                }
+            }
+            Sink::Inline(mut writer) => writer.flush(),
         }
     }
 
@@ -277,7 +286,7 @@ impl Output {
                     Err(_) => return,
                 }
                 // Closed only if the writer thread died, which `finish` reports.
-                let _ = tx.send(ToWriter::Bytes(bytes)).await;
+                let _ = tx.send(ToWriter::Bytes(bytes));
             }
             Sink::Inline(writer) => writer.write(&bytes),
         }
