@@ -342,9 +342,31 @@ pub fn run(options: RunOptions) -> RunOutcome {
     // The program starts now, on the tracer's thread, before the actors are made: its fork, its
     // wait to be seized and its exec overlap their making, and the fork copies a process of two
     // threads, not of seven. Until the tracer comes, its first stop waits.
+    supervisor::install_panic_hook();
+    let supervisor = Supervisor::new();
     let tracer_thread = match TracerThread::start(target.clone(), follow_by) {
         Ok(thread) => thread,
         Err(e) => return fail(1, format!("mevi-actors: starting the tracer thread: {e}")),
+    };
+    // `--stacks`, `--touch-stacks`: the symbolizer starts next, as the program does: reading
+    // ahead the debug files of the program and its loader (milliseconds of DWARF) is the run's
+    // longest task, and the run's end waits for the names it gives.
+    let stacks_wanted = options.stack_depth.is_some() || options.touch_stacks.is_some();
+    let symbolizer = if stacks_wanted {
+        let (actor, new_sites, sites) = SymbolizerActor::new();
+        let program = match &target {
+            Target::Spawn { program, .. } => Some(program.clone()),
+            Target::Attach { .. } => None,
+        };
+        if let Err(e) = actor.spawn(supervisor.clone(), program) {
+            return fail(
+                1,
+                format!("mevi-actors: starting the symbolizer thread: {e}"),
+            );
+        }
+        Some((new_sites, sites))
+    } else {
+        None
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -389,14 +411,15 @@ pub fn run(options: RunOptions) -> RunOutcome {
     };
     // `--stacks`, `--touch-stacks`: the tracer and the lanes take them, the symbolizer names
     // them, the state actor writes them.
-    let stacks_wanted = options.stack_depth.is_some() || options.touch_stacks.is_some();
-    let (symbolizer, shared, sites) = if stacks_wanted {
-        let (actor, new_sites, sites) = SymbolizerActor::new();
-        let depth = options.stack_depth.unwrap_or(DEFAULT_STACK_DEPTH);
-        let shared = StackShared::new(depth, page_size, new_sites);
-        (Some(actor), Some(shared), Some(sites))
-    } else {
-        (None, None, None)
+    let (shared, sites) = match symbolizer {
+        Some((new_sites, sites)) => {
+            let depth = options.stack_depth.unwrap_or(DEFAULT_STACK_DEPTH);
+            (
+                Some(StackShared::new(depth, page_size, new_sites)),
+                Some(sites),
+            )
+        }
+        None => (None, None),
     };
     let stacks = shared
         .clone()
@@ -481,25 +504,11 @@ pub fn run(options: RunOptions) -> RunOutcome {
         cgroup: cgroup.clone(),
         container: cgroup.as_deref().and_then(host::container_id),
     };
-    supervisor::install_panic_hook();
-    let supervisor = Supervisor::new();
     let watched = supervisor.clone();
     let state_task =
         runtime.spawn(async move { watched.watch("the state actor", state.run()).await });
     let watched = supervisor.clone();
     runtime.spawn(async move { watched.watch("the sequencer", sequencer.run(start)).await });
-    let spawned = match &target {
-        Target::Spawn { program, .. } => Some(program.clone()),
-        Target::Attach { .. } => None,
-    };
-    if let Some(symbolizer) = symbolizer
-        && let Err(e) = symbolizer.spawn(supervisor.clone(), spawned.clone())
-    {
-        return fail(
-            1,
-            format!("mevi-actors: starting the symbolizer thread: {e}"),
-        );
-    }
     let signals = Arc::new(ProgramSignals::default());
     let signal_handlers = on_signals(
         &runtime,
