@@ -339,9 +339,9 @@ pub fn run(options: RunOptions) -> RunOutcome {
         (true, true, false) => FollowBy::Scans,
         (true, true, true) => FollowBy::Records,
     };
-    // The program starts now, on the tracer's thread, before the actors are made: its fork, its
-    // wait to be seized and its exec overlap their making, and the fork copies a process of two
-    // threads, not of seven. Until the tracer comes, its first stop waits.
+    // The program starts now, on the tracer's thread, before the actors are made: its start,
+    // its wait to be seized and the kernel's work of its exec overlap their making. Until the
+    // tracer comes, its first stop after that waits.
     supervisor::install_panic_hook();
     let supervisor = Supervisor::new();
     let tracer_thread = match TracerThread::start(target.clone(), follow_by) {

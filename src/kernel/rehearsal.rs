@@ -95,7 +95,7 @@ pub fn rehearse(program: &Path) -> Result<(), Failed> {
     let argv = [program.as_os_str().to_owned()];
     let prepared =
         Prepared::new(program, &argv, false, Some(filter)).map_err(failed(Stage::Trace))?;
-    let pid = match spawn::spawn_seized(&prepared).map_err(failed(Stage::Trace))? {
+    let pid = match spawn::spawn_seized(prepared).map_err(failed(Stage::Trace))? {
         Spawned::Seized(pid) => pid,
         Spawned::DiedFirst(how) => {
             return Err(Failed {

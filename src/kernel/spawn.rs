@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use nix::sys::ptrace;
 use nix::sys::signal::{Signal, kill};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
-use nix::unistd::{ForkResult, Pid, fork};
+use nix::unistd::Pid;
 use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, TargetArch};
 
 use super::abi::{TRACE_OPTIONS, UFFDIO_MOVE, UFFDIO_REGISTER};
@@ -240,7 +240,7 @@ fn short(e: &io::Error) -> String {
     s.split(" (os error").next().unwrap_or(&s).to_lowercase()
 }
 
-/// Everything the child needs, prepared before `fork` (after it, only async-signal-safe calls).
+/// Everything the child needs, prepared before it starts (after, it makes raw syscalls only).
 pub struct Prepared {
     path: CString,
     argv: Vec<CString>,
@@ -320,7 +320,7 @@ pub fn raise_descriptor_limit() -> io::Result<()> {
 }
 
 /// The program's process, traced from its first instruction on, or how it ended before it
-/// could be (killed in the microseconds between its fork and its first stop).
+/// could be (killed in the microseconds between its start and its first stop).
 pub enum Spawned {
     Seized(Pid),
     /// Its exit code, or the signal that killed it.
@@ -392,9 +392,61 @@ fn seize_waiting(child: Pid, go: OwnedFd) -> io::Result<Spawned> {
     Ok(Spawned::Seized(child))
 }
 
-/// Forks the child, seizes it while it waits on a pipe, and lets it go on to install the filter
-/// and exec. Must be called on the thread that will make every later ptrace call.
-pub fn spawn_seized(p: &Prepared) -> io::Result<Spawned> {
+/// How much stack the child has until its `execve`: it runs a few calls deep, no more.
+const CHILD_STACK_BYTES: usize = 64 << 10;
+/// Below it, a page no access: an overflow faults instead of writing into whatever mapping the
+/// kernel put under the stack.
+const GUARD_BYTES: usize = 4096;
+
+/// What the child reads until its `execve` has replaced the memory it shares with us
+/// (`CLONE_VM`): its arguments, its environment, the filter, and the stack it runs on. Never
+/// freed: only the program's exec event or its death would say the kernel is done with them,
+/// and they are one program's arguments and 68 KiB of address space (a few pages touched),
+/// once a run (and once a `doctor`).
+struct ChildArgs {
+    prepared: Prepared,
+    argv: Vec<*const libc::c_char>,
+    env: Vec<*const libc::c_char>,
+    fprog: Option<libc::sock_fprog>,
+    wait_fd: libc::c_int,
+    go_fd: libc::c_int,
+    /// The signal mask the program starts with: the tracer thread's before the clone, as the
+    /// kernel's 64-bit set.
+    mask: u64,
+}
+
+/// Starts the child, seizes it while it waits on a pipe, and lets it go on to install the
+/// filter and exec. Must be called on the thread that will make every later ptrace call.
+///
+/// The child shares our memory until its `execve` (`CLONE_VM`, as `posix_spawn` does, without
+/// its `CLONE_VFORK`: this thread must seize it meanwhile): no page table of ours is copied,
+/// and no page of ours becomes copy-on-write, for the milliseconds until its exec, for every
+/// thread of ours that writes one (a fork of our threaded process cost about a millisecond of
+/// CPU that way, with TLB shootdowns). It runs on a stack of its own, with the signals blocked
+/// until it has reset our handlers, so that none of ours runs in it. Nothing of it may be read
+/// or written before its exec (its maps and pagemap are ours then): the tracer reads a process
+/// only once it has a space, which its first exec makes.
+pub fn spawn_seized(p: Prepared) -> io::Result<Spawned> {
+    use nix::sys::mman::{MapFlags, ProtFlags, mmap_anonymous, mprotect};
+    // The child waits for one byte on `wait`, which the tracer writes once it has seized it.
+    // Both ends close at the exec; the child's end of `go` is closed at once, so that a tracer
+    // that dies first leaves it reading the end of the file, not waiting for ever.
+    let (wait, go) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)?;
+    let mapped =
+        std::num::NonZeroUsize::new(GUARD_BYTES + CHILD_STACK_BYTES).expect("a stack has a size");
+    // SAFETY: a new private anonymous mapping, at an address the kernel chooses; never unmapped
+    // (ChildArgs).
+    let stack = unsafe {
+        mmap_anonymous(
+            None,
+            mapped,
+            ProtFlags::PROT_READ | ProtFlags::PROT_WRITE,
+            MapFlags::MAP_PRIVATE | MapFlags::MAP_STACK,
+        )
+    }
+    .map_err(io::Error::from)?;
+    // SAFETY: the lowest page of the mapping just made, which nothing uses.
+    unsafe { mprotect(stack, GUARD_BYTES, ProtFlags::PROT_NONE) }.map_err(io::Error::from)?;
     let mut argv: Vec<*const libc::c_char> = p.argv.iter().map(|a| a.as_ptr()).collect();
     argv.push(std::ptr::null());
     let mut env: Vec<*const libc::c_char> = p.env.iter().map(|a| a.as_ptr()).collect();
@@ -404,102 +456,235 @@ pub fn spawn_seized(p: &Prepared) -> io::Result<Spawned> {
         filter: f.as_ptr() as *mut libc::sock_filter,
     });
 
-    // The child waits for one byte on `wait`, which the tracer writes once it has seized it.
-    // Both ends close at the exec; the child's end of `go` is closed at once, so that a tracer
-    // that dies first leaves it reading the end of the file, not waiting for ever.
-    let (wait, go) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)?;
-    let (wait_fd, go_fd) = (wait.as_raw_fd(), go.as_raw_fd());
+    // SAFETY: sigfillset and pthread_sigmask write only into the live sets given; the mask is
+    // this thread's, put back right after the clone. glibc keeps its own two signals
+    // (SIGCANCEL, SIGSETXID) unblocked; their handlers act only on signals glibc sends to our
+    // own threads, never to the child.
+    let was = unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut was: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut was);
+        was
+    };
+    // SAFETY: a sigset_t starts with the kernel's 64-bit set of signals 1 to 64.
+    let mask = unsafe { std::ptr::read((&raw const was).cast::<u64>()) };
+    let args: &'static ChildArgs = Box::leak(Box::new(ChildArgs {
+        prepared: p,
+        argv,
+        env,
+        fprog,
+        wait_fd: wait.as_raw_fd(),
+        go_fd: go.as_raw_fd(),
+        mask,
+    }));
+    // SAFETY: the child runs `child_main` on the stack mapped above (its top, page-aligned),
+    // with a pointer to `args`, which is never freed nor changed (ChildArgs). It shares our
+    // memory, so it makes raw syscalls only, on that data and its own stack (see child_main).
+    let clone = unsafe {
+        let top = stack
+            .as_ptr()
+            .cast::<u8>()
+            .add(GUARD_BYTES + CHILD_STACK_BYTES);
+        libc::clone(
+            child_main,
+            top.cast(),
+            libc::CLONE_VM | libc::SIGCHLD,
+            (&raw const *args).cast_mut().cast(),
+        )
+    };
+    let cloned = (clone < 0).then(io::Error::last_os_error);
+    // SAFETY: as above: this thread's own mask back as it was.
+    unsafe {
+        libc::pthread_sigmask(libc::SIG_SETMASK, &was, std::ptr::null_mut());
+    }
+    if let Some(e) = cloned {
+        return Err(e);
+    }
+    let child = Pid::from_raw(clone);
+    drop(wait);
+    seize_waiting(child, go).inspect_err(|_| {
+        // Never leave it waiting and untraced (EXITKILL does not cover it yet).
+        let _ = kill(child, Signal::SIGKILL);
+        let _ = waitpid(child, None);
+    })
+}
 
-    // SAFETY: the child only makes async-signal-safe calls (dup2, signal, sigaction, raise,
-    // setrlimit, close, read, prctl, execve, write, _exit) on memory prepared above, which fork
-    // copies.
-    match unsafe { fork() }.map_err(io::Error::from)? {
-        // SAFETY: the child of the fork above, alone in its copy of our memory: every pointer
-        // passed (argv, env, the filter, the rlimit, the messages) is to memory prepared before
-        // the fork and live in the copy, and each call is async-signal-safe.
-        ForkResult::Child => unsafe {
-            // Our handlers go first, as the exec would take them: a signal the child gets before
-            // its exec (a Ctrl-C as the run starts) acts as on the program, not on a copy of
-            // mevi-actors that would take it and run the program all the same. An ignored
-            // signal stays ignored, as across an exec (nohup's SIGHUP).
-            let mut was: libc::sigaction = std::mem::zeroed();
-            for signal in 1..=64 {
-                if libc::sigaction(signal, std::ptr::null(), &mut was) == 0
-                    && was.sa_sigaction != libc::SIG_DFL
-                    && was.sa_sigaction != libc::SIG_IGN
-                {
-                    libc::signal(signal, libc::SIG_DFL);
-                }
-            }
-            if p.stdout_to_stderr {
-                libc::dup2(2, 1);
-            }
-            // Rust ignores SIGPIPE; programs expect the default.
-            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-            if p.killed_first {
-                libc::raise(libc::SIGKILL);
-            }
-            if p.interrupted_first {
-                libc::raise(libc::SIGINT);
-            }
-            if p.nofile.rlim_cur != libc::RLIM_INFINITY {
-                libc::setrlimit(libc::RLIMIT_NOFILE, &p.nofile);
-            }
-            libc::close(go_fd);
-            let mut byte = 0u8;
+/// A syscall with nothing in between: the child shares the tracer thread's thread-local
+/// storage, where libc's wrappers would write errno and their cancellation state. Returns what
+/// the kernel returns (`-errno` on failure).
+///
+/// # Safety
+/// As the syscall `nr` is with these arguments.
+#[inline(always)]
+unsafe fn raw_syscall(nr: libc::c_long, args: [usize; 6]) -> isize {
+    let ret: isize;
+    // SAFETY: the x86_64 syscall convention: the number in rax, the arguments in rdi, rsi, rdx,
+    // r10, r8, r9; the instruction overwrites rcx and r11 (the return address and flags), and
+    // nothing is pushed on our stack.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            inlateout("rax") nr as isize => ret,
+            in("rdi") args[0],
+            in("rsi") args[1],
+            in("rdx") args[2],
+            in("r10") args[3],
+            in("r8") args[4],
+            in("r9") args[5],
+            lateout("rcx") _,
+            lateout("r11") _,
+            options(nostack),
+        );
+    }
+    ret
+}
+
+/// The child, until its `execve`: on its own stack, in our memory (CLONE_VM), making raw
+/// syscalls only, so that it writes nothing of ours but its stack. It must stay free of panics
+/// (no indexing out of bounds, no allocation): a panic's hook would run on the tracer thread's
+/// thread-local state and our allocator, shared.
+extern "C" fn child_main(args: *mut libc::c_void) -> libc::c_int {
+    /// The kernel's `struct sigaction` (handler, flags, restorer, mask): what `rt_sigaction`
+    /// reads and writes, not libc's.
+    #[repr(C)]
+    #[derive(Default)]
+    struct KernelSigaction {
+        handler: usize,
+        flags: u64,
+        restorer: usize,
+        mask: u64,
+    }
+    const SIGSET_BYTES: usize = 8;
+    // SAFETY: `args` is the ChildArgs `spawn_seized` passed, never freed nor changed after the
+    // clone; every call below is a raw syscall on it, on the child's own stack, or on the
+    // child's own copies of the descriptor table, the signal handlers and the limits.
+    unsafe {
+        let a = &*(args as *const ChildArgs);
+        let p = &a.prepared;
+        let syscall = |nr, args| raw_syscall(nr, args);
+        let exit = |status: usize| -> ! {
+            syscall(libc::SYS_exit_group, [status, 0, 0, 0, 0, 0]);
+            // exit_group does not return.
             loop {
-                match libc::read(wait_fd, (&raw mut byte).cast(), 1) {
-                    1 => break,
-                    -1 if *libc::__errno_location() == libc::EINTR => continue,
-                    // The tracer is gone before it seized us: nothing to run traced.
-                    _ => libc::_exit(126),
-                }
+                std::hint::spin_loop();
             }
-            libc::close(wait_fd);
-            if let Some(fprog) = &fprog {
-                let install = || {
-                    libc::prctl(
-                        libc::PR_SET_SECCOMP,
-                        libc::SECCOMP_MODE_FILTER,
-                        fprog as *const libc::sock_fprog,
-                    )
-                };
-                // Without CAP_SYS_ADMIN a filter needs no_new_privs (which stops setuid).
-                if install() != 0 {
-                    libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-                    if install() != 0 {
-                        let msg = b"mevi-actors: cannot install the seccomp filter\n";
-                        libc::write(2, msg.as_ptr().cast(), msg.len());
-                        libc::_exit(126);
-                    }
-                }
+        };
+        let write = |bytes: &[u8]| {
+            syscall(
+                libc::SYS_write,
+                [2, bytes.as_ptr() as usize, bytes.len(), 0, 0, 0],
+            );
+        };
+        // Our handlers go first, as the exec would take them: a signal the child gets before
+        // its exec (a Ctrl-C as the run starts) acts as on the program, not on a copy of
+        // mevi-actors that would take it and run the program all the same. An ignored
+        // signal stays ignored, as across an exec (nohup's SIGHUP).
+        let default = KernelSigaction::default();
+        for signal in 1..=64usize {
+            let mut was = KernelSigaction::default();
+            let asked = [signal, 0, (&raw mut was) as usize, SIGSET_BYTES, 0, 0];
+            if syscall(libc::SYS_rt_sigaction, asked) == 0
+                && was.handler != libc::SIG_DFL
+                && was.handler != libc::SIG_IGN
+            {
+                let reset = [signal, (&raw const default) as usize, 0, SIGSET_BYTES, 0, 0];
+                syscall(libc::SYS_rt_sigaction, reset);
             }
-            libc::execve(p.path.as_ptr(), argv.as_ptr(), env.as_ptr());
-            // Only static strings and write(2) here: we are a forked copy of a threaded process.
-            let errno = *libc::__errno_location();
-            let (status, why): (i32, &[u8]) = match errno {
-                libc::ENOENT => (
-                    127,
-                    b": cannot execute: a required file (its interpreter?) was not found\n",
-                ),
-                libc::ENOEXEC => (126, b": cannot execute: exec format error\n"),
-                libc::EACCES => (126, b": cannot execute: permission denied\n"),
-                _ => (126, b": cannot execute\n"),
-            };
-            let path = p.path.as_bytes();
-            libc::write(2, b"mevi-actors: ".as_ptr().cast(), 13);
-            libc::write(2, path.as_ptr().cast(), path.len());
-            libc::write(2, why.as_ptr().cast(), why.len());
-            libc::_exit(status);
-        },
-        ForkResult::Parent { child } => {
-            drop(wait);
-            seize_waiting(child, go).inspect_err(|_| {
-                // Never leave it waiting and untraced (EXITKILL does not cover it yet).
-                let _ = kill(child, Signal::SIGKILL);
-                let _ = waitpid(child, None);
-            })
         }
+        // Rust ignores SIGPIPE; programs expect the default.
+        let pipe = [
+            libc::SIGPIPE as usize,
+            (&raw const default) as usize,
+            0,
+            SIGSET_BYTES,
+            0,
+            0,
+        ];
+        syscall(libc::SYS_rt_sigaction, pipe);
+        // Then the mask mevi-actors had: signals blocked for the clone arrive now, to defaults.
+        let mask = [
+            libc::SIG_SETMASK as usize,
+            (&raw const a.mask) as usize,
+            0,
+            SIGSET_BYTES,
+            0,
+            0,
+        ];
+        syscall(libc::SYS_rt_sigprocmask, mask);
+        if p.stdout_to_stderr {
+            syscall(libc::SYS_dup2, [2, 1, 0, 0, 0, 0]);
+        }
+        let raise = |signal: libc::c_int| {
+            let pid = syscall(libc::SYS_getpid, [0; 6]) as usize;
+            syscall(libc::SYS_kill, [pid, signal as usize, 0, 0, 0, 0]);
+        };
+        if p.killed_first {
+            raise(libc::SIGKILL);
+        }
+        if p.interrupted_first {
+            raise(libc::SIGINT);
+        }
+        if p.nofile.rlim_cur != libc::RLIM_INFINITY {
+            let limit = (&raw const p.nofile) as usize;
+            syscall(
+                libc::SYS_prlimit64,
+                [0, libc::RLIMIT_NOFILE as usize, limit, 0, 0, 0],
+            );
+        }
+        syscall(libc::SYS_close, [a.go_fd as usize, 0, 0, 0, 0, 0]);
+        let mut byte = 0u8;
+        loop {
+            let read = [a.wait_fd as usize, (&raw mut byte) as usize, 1, 0, 0, 0];
+            match syscall(libc::SYS_read, read) {
+                1 => break,
+                e if e == -(libc::EINTR as isize) => continue,
+                // The tracer is gone before it seized us: nothing to run traced.
+                _ => exit(126),
+            }
+        }
+        syscall(libc::SYS_close, [a.wait_fd as usize, 0, 0, 0, 0, 0]);
+        if let Some(fprog) = &a.fprog {
+            let filter = [
+                libc::PR_SET_SECCOMP as usize,
+                libc::SECCOMP_MODE_FILTER as usize,
+                fprog as *const libc::sock_fprog as usize,
+                0,
+                0,
+                0,
+            ];
+            // Without CAP_SYS_ADMIN a filter needs no_new_privs (which stops setuid).
+            if syscall(libc::SYS_prctl, filter) != 0 {
+                let no_new_privs = [libc::PR_SET_NO_NEW_PRIVS as usize, 1, 0, 0, 0, 0];
+                syscall(libc::SYS_prctl, no_new_privs);
+                if syscall(libc::SYS_prctl, filter) != 0 {
+                    write(b"mevi-actors: cannot install the seccomp filter\n");
+                    exit(126);
+                }
+            }
+        }
+        let exec = [
+            p.path.as_ptr() as usize,
+            a.argv.as_ptr() as usize,
+            a.env.as_ptr() as usize,
+            0,
+            0,
+            0,
+        ];
+        let errno = -syscall(libc::SYS_execve, exec) as i32;
+        let (status, why): (usize, &[u8]) = match errno {
+            libc::ENOENT => (
+                127,
+                b": cannot execute: a required file (its interpreter?) was not found\n",
+            ),
+            libc::ENOEXEC => (126, b": cannot execute: exec format error\n"),
+            libc::EACCES => (126, b": cannot execute: permission denied\n"),
+            _ => (126, b": cannot execute\n"),
+        };
+        write(b"mevi-actors: ");
+        write(p.path.as_bytes());
+        write(why);
+        exit(status)
     }
 }
 

@@ -301,8 +301,8 @@ impl Tracer {
     }
 
     /// `run`: starts the program seized, under the filter, on the thread that will be the
-    /// tracer's, before the tracer and its actors are made (their making overlaps the fork and
-    /// the exec); nothing for `attach`.
+    /// tracer's, before the tracer and its actors are made (their making overlaps the program's
+    /// start and exec); nothing for `attach`.
     pub fn start_program(
         target: &Target,
         follow_by: FollowBy,
@@ -322,7 +322,7 @@ impl Tracer {
         // their last ones are read there.
         let filter = spawn::seccomp_filter(follow_by != FollowBy::Nothing)?;
         let prepared = Prepared::new(program, argv, *stdout_to_stderr, Some(filter))?;
-        let spawned = spawn::spawn_seized(&prepared)?;
+        let spawned = spawn::spawn_seized(prepared)?;
         let first_stop = match spawned {
             spawn::Spawned::Seized(child) => spawn::past_exec_entry(child),
             spawn::Spawned::DiedFirst(_) => None,
