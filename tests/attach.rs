@@ -369,9 +369,7 @@ fn anon_in_memory(pid: i32) -> u64 {
 
 /// The state letter of process `pid` (`/proc/PID/stat`).
 fn state(pid: i32) -> char {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let after_name = &stat[stat.rfind(')').unwrap() + 1..];
-    after_name.trim_start().chars().next().unwrap()
+    crate::util::proc_state(format!("/proc/{pid}/stat")).expect("the process is there")
 }
 
 /// What the workload prints that is the same in every run of it: its answers, and its truth

@@ -262,10 +262,9 @@ fn ready_within(within: Duration, mut ready: impl FnMut() -> bool) -> bool {
 
 /// How many threads `pid` has (`num_threads` in `/proc/PID/stat`).
 fn thread_count(pid: i32) -> Option<usize> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat[stat.rfind(')')? + 1..]
-        .split_whitespace()
-        .nth(17)?
+    // Field 20, the 18th after the command name.
+    crate::util::proc_stat_fields(format!("/proc/{pid}/stat"))?
+        .get(17)?
         .parse()
         .ok()
 }
@@ -281,8 +280,7 @@ fn thread_states(pid: i32) -> Option<ThreadStates> {
         .ok()?
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .filter_map(|tid| {
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
-            let state = stat[stat.rfind(')')? + 1..].trim_start().chars().next()?;
+            let state = crate::util::proc_state(format!("/proc/{pid}/task/{tid}/stat"))?;
             Some((tid, state))
         })
         .collect();
@@ -655,11 +653,8 @@ fn still_there(token: &str) -> Vec<i32> {
         .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
         .filter(|pid| {
             let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
             String::from_utf8_lossy(&cmdline).contains(token)
-                && !stat
-                    .rsplit_once(')')
-                    .is_some_and(|(_, s)| s.starts_with(" Z"))
+                && crate::util::proc_state(format!("/proc/{pid}/stat")) != Some('Z')
         })
         .collect()
 }

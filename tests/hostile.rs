@@ -352,10 +352,7 @@ fn a_stopped_program_keeps_a_fatal_signal_pending_until_continued() {
     // Stopped by its own `raise(SIGSTOP)`: traced, a group stop shows as `t`, as does a stop the
     // tracer holds at one of the loader's layout syscalls; only the former is in `tgkill` (234).
     let stopped = |pid: i32| {
-        let traced_stop = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|s| Some(s[s.rfind(')')? + 2..].chars().next()? == 't'))
-            .unwrap_or(false);
+        let traced_stop = crate::util::proc_state(format!("/proc/{pid}/stat")) == Some('t');
         traced_stop
             && std::fs::read_to_string(format!("/proc/{pid}/syscall"))
                 .is_ok_and(|s| s.starts_with("234 "))

@@ -391,6 +391,21 @@ pub fn replay_keeping_ends(lines: &[Line]) -> (Replay, BTreeMap<SpaceId, Address
     (replay, at_end)
 }
 
+/// The fields of a `stat` file of /proc (`/proc/PID/stat`, `/proc/PID/task/TID/stat`) from the
+/// third on, the state letter first: after the command name, which a program may fill with
+/// spaces and parentheses, so counted from its last `)`. None once the task is gone.
+pub fn proc_stat_fields(path: impl AsRef<Path>) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(path).ok()?;
+    let fields = stat.get(stat.rfind(')')? + 1..)?;
+    Some(fields.split_whitespace().map(str::to_string).collect())
+}
+
+/// The state letter of a `stat` file of /proc (`R`, `S`, `t`, `Z`, ...); None once the task is
+/// gone.
+pub fn proc_state(path: impl AsRef<Path>) -> Option<char> {
+    proc_stat_fields(path)?.first()?.chars().next()
+}
+
 /// A stream cut inside its line `at`, as a SIGKILL of mevi-actors leaves it: the whole lines before,
 /// then the first 20 bytes of that one (every stream line is longer). A cut at a line's end would be
 /// a trace that merely stops, which readers take with a warning, not the damage this stands for.

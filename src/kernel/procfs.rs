@@ -385,7 +385,7 @@ fn status_number<T: std::str::FromStr>(pid: i32, key: &str) -> Option<T> {
 pub fn whereabouts(tid: i32) -> String {
     let state = text(format!("/proc/{tid}/stat"))
         .ok()
-        .and_then(|s| Some(s[s.rfind(')')? + 2..].chars().next()?.to_string()))
+        .and_then(|stat| Some(stat_fields(&stat)?.next()?.to_string()))
         .unwrap_or_else(|| "?".into());
     let wchan = text(format!("/proc/{tid}/wchan")).unwrap_or_default();
     let syscall = text(format!("/proc/{tid}/syscall")).unwrap_or_default();
@@ -431,11 +431,9 @@ pub fn io_workers(pid: i32, known: impl Fn(i32) -> bool) -> io::Result<Vec<IoWor
         let Ok(stat) = text(format!("/proc/{pid}/task/{tid}/stat")) else {
             continue;
         };
-        // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
-        let Some(rest) = stat.rfind(')').map(|at| &stat[at + 2..]) else {
+        let Some(mut fields) = stat_fields(&stat) else {
             continue;
         };
-        let mut fields = rest.split(' ');
         let state = fields.next().unwrap_or("?");
         let flags: u32 = fields.nth(9 - 4).and_then(|f| f.parse().ok()).unwrap_or(0);
         if flags & PF_IO_WORKER == 0 {
@@ -530,8 +528,7 @@ pub struct RunState {
 pub fn run_state(pid: i32, tid: i32) -> Option<RunState> {
     // Lossily: the command name may hold any bytes.
     let stat = text(format!("/proc/{pid}/task/{tid}/stat")).ok()?;
-    // Fields from the third on (the state): after the command name, which may hold anything.
-    let rest: Vec<&str> = stat.get(stat.rfind(')')? + 2..)?.split(' ').collect();
+    let rest: Vec<&str> = stat_fields(&stat)?.collect();
     let field = |n: usize| rest.get(n - 3).and_then(|v| v.parse::<u64>().ok());
     let runnable = rest.first()? == &"R";
     let faults = field(10)? + field(12)?;
@@ -590,11 +587,16 @@ pub fn off_cpu(pid: i32, tid: i32) -> Option<OffCpu> {
 /// Field `n` (from 1, as proc(5) numbers them) of `/proc/PID/stat`, as a number.
 fn stat_field(pid: i32, n: usize) -> Option<u64> {
     let stat = text(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    rest.split(' ')
+    stat_fields(&stat)?
         .nth(n.checked_sub(3)?)
         .and_then(|v| v.parse().ok())
+}
+
+/// The fields of a `stat` file (`/proc/PID/stat`, `/proc/PID/task/TID/stat`) from the third on,
+/// the state letter first: after the command name (field 2), which may hold spaces and
+/// parentheses, so counted from its last `)`. None for a file cut short.
+fn stat_fields(stat: &str) -> Option<std::str::Split<'_, char>> {
+    Some(stat.get(stat.rfind(')')? + 2..)?.split(' '))
 }
 
 /// A process's memory by the kernel's own count (`/proc/PID/status`), in bytes: its resident
@@ -1049,6 +1051,45 @@ fn below_user_top(range: Range<u64>) -> Range<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stat_file_is_read_past_a_name_of_parentheses_and_spaces() {
+        // A thread names itself as it likes: ") R 1 (" would fool a split at its first ')'.
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let named = std::thread::Builder::new()
+            .name(") R 1 (".into())
+            .spawn(move || {
+                tid_tx.send(nix::unistd::gettid().as_raw()).unwrap();
+                let _ = done_rx.recv();
+            })
+            .unwrap();
+        let tid = tid_rx.recv().unwrap();
+        let me = std::process::id();
+        let path = format!("/proc/{me}/task/{tid}/stat");
+        // Asleep in its recv, by the kernel's account, once it has got there.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let stat = loop {
+            let stat = text(&path).unwrap();
+            if stat_fields(&stat).unwrap().next() == Some("S") {
+                break stat;
+            }
+            assert!(std::time::Instant::now() < deadline, "never asleep: {stat}");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        };
+        assert!(stat.contains("() R 1 ()"), "{stat}");
+        // Field 4: the parent of the thread's process, ours.
+        let ppid = stat_fields(&stat).unwrap().nth(1).unwrap();
+        assert_eq!(
+            ppid,
+            std::os::unix::process::parent_id().to_string(),
+            "{stat}"
+        );
+        done_tx.send(()).unwrap();
+        named.join().unwrap();
+        // A file cut right after the name has no fields to give.
+        assert!(stat_fields("12 (x)").is_none());
+    }
 
     #[test]
     fn the_stack_limit_asked_is_the_one_proc_shows() {
