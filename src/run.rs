@@ -176,6 +176,8 @@ pub struct RunOutcome {
 /// Traces one program to the end. Errors that stop the trace from starting are printed as one
 /// line on stderr and returned as the status a shell would give.
 pub fn run(options: RunOptions) -> RunOutcome {
+    // Before any thread is made: each inherits the mask.
+    crate::kernel::signals::unblock_our_own();
     let fail = |status: i32, message: String| {
         crate::to_stderr!("{message}");
         RunOutcome {

@@ -911,6 +911,51 @@ fn pages_a_program_moves_with_its_own_userfaultfd_leave_the_stream() {
     assert_eq!(t.stdout, "moved 131072 source 32\n");
 }
 
+/// The signal mask mevi-actors was started with is the program's, as across any exec, and
+/// mevi-actors runs all the same: it unblocks in its own threads the two it needs (SIGURG wakes
+/// the tracer, SIGCHLD comes with the program's stops), which a parent that blocked both made
+/// it wait for good, every run with call stacks (the program's end never reached the tracer).
+/// Real-time signals and glibc's own two are kept too.
+#[test]
+fn the_signal_mask_the_parent_set_is_the_programs_and_mevi_actors_still_ends() {
+    let blocked_line = |stdout: &str| -> String {
+        stdout
+            .lines()
+            .find(|l| l.starts_with("SigBlk:"))
+            .unwrap_or_else(|| panic!("no SigBlk in {stdout}"))
+            .to_string()
+    };
+    let masked = workload("masked_exec");
+    let signals = "2,10,15,17,23,32,33,34,64";
+    let (status, stdout) = untraced(&[
+        masked.as_os_str(),
+        signals.as_ref(),
+        "grep".as_ref(),
+        "SigBlk".as_ref(),
+        "/proc/self/status".as_ref(),
+    ]);
+    assert_eq!(status, 0);
+    let expected = blocked_line(&stdout);
+    let mask = u64::from_str_radix(expected["SigBlk:".len()..].trim(), 16).unwrap();
+    // glibc unblocks its own two (32, 33) as the program starts, traced or not.
+    for n in [2, 10, 15, 17, 23, 34, 64] {
+        assert!(
+            mask & 1 << (n - 1) != 0,
+            "{n} is not blocked untraced: {expected}"
+        );
+    }
+    for flags in [&[][..], &["--no-stacks"][..]] {
+        let file = scratch("stream");
+        let mut traced = Command::new(&masked);
+        traced.args([signals, bin(), "run", "-o"]);
+        traced.arg(&file).args(flags);
+        traced.args(["--", "grep", "SigBlk", "/proc/self/status"]);
+        let (status, stdout, stderr) = run_within(&mut traced, HANG);
+        assert_eq!(status, 0, "{flags:?}: {stderr}");
+        assert_eq!(blocked_line(&stdout), expected, "{flags:?}: {stdout}");
+    }
+}
+
 /// Signals the program's parent ignored stay ignored in it, as across any exec (`nohup`'s
 /// SIGHUP; SIGINT and SIGQUIT of a job a shell starts with `&`): mevi-actors installs no handler
 /// of its own for them. SIGPIPE is the exception the README names: Rust programs start with it

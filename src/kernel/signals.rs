@@ -3,7 +3,51 @@
 //! a shell started with `&`, stays ignored in it), and whether a traced process would be ended by
 //! a signal pending for it (tracer/untaken.rs).
 
+use std::sync::OnceLock;
+
 use nix::sys::signal::Signal;
+
+/// The signal mask mevi-actors was started with (the kernel's 64-bit set): the program starts
+/// with it, as it would untraced.
+static STARTED_WITH: OnceLock<u64> = OnceLock::new();
+
+/// The signals mevi-actors itself needs to receive, whatever mask it was started with: SIGURG
+/// wakes the tracer out of `waitpid` (kernel/tick.rs), and SIGCHLD, which the kernel sends for
+/// the program's stops and exits. A caller that blocked both (a mask is inherited across exec)
+/// left the tracer waiting for good.
+const OURS: [Signal; 2] = [Signal::SIGURG, Signal::SIGCHLD];
+
+/// Notes the mask this thread has (mevi-actors' first, before any other thread is made, which
+/// inherits the mask) and unblocks [`OURS`] in it. Called once, at the start of a run.
+pub fn unblock_our_own() {
+    use nix::sys::signal::{SigSet, SigmaskHow, pthread_sigmask};
+    let _ = STARTED_WITH.set(blocked_now());
+    let mut ours = SigSet::empty();
+    for signal in OURS {
+        ours.add(signal);
+    }
+    if let Err(e) = pthread_sigmask(SigmaskHow::SIG_UNBLOCK, Some(&ours), None) {
+        tracing::warn!("unblocking SIGURG and SIGCHLD: {e}");
+    }
+}
+
+/// The mask mevi-actors was started with, for the program; this thread's now if it was not
+/// noted.
+pub fn started_with() -> u64 {
+    STARTED_WITH.get().copied().unwrap_or_else(blocked_now)
+}
+
+/// This thread's blocked signals, as the kernel's 64-bit set.
+fn blocked_now() -> u64 {
+    let mut now = std::mem::MaybeUninit::<libc::sigset_t>::zeroed();
+    // SAFETY: with no new set, pthread_sigmask only writes the current one into `now`, a
+    // buffer of the right type that lives through the call; a zeroed sigset_t is valid (empty).
+    // A sigset_t starts with the kernel's 64-bit set of signals 1 to 64.
+    unsafe {
+        libc::pthread_sigmask(libc::SIG_SETMASK, std::ptr::null(), now.as_mut_ptr());
+        std::ptr::read(now.as_ptr().cast::<u64>())
+    }
+}
 
 /// Whether `signal` is ignored (`SIG_IGN`) in this process now. Asked before the runtime installs
 /// any handler of its own.

@@ -255,6 +255,9 @@ pub struct Prepared {
     /// The descriptor limit mevi-actors was started with, which the program gets back: the
     /// tracer raises its own (see [`raise_descriptor_limit`]).
     nofile: libc::rlimit,
+    /// The signal mask mevi-actors was started with, which the program gets back: mevi-actors
+    /// unblocks the signals it needs itself (kernel/signals.rs).
+    mask: u64,
 }
 
 impl Prepared {
@@ -288,6 +291,7 @@ impl Prepared {
                 rlim_cur: libc::RLIM_INFINITY,
                 rlim_max: libc::RLIM_INFINITY,
             }),
+            mask: super::signals::started_with(),
         })
     }
 }
@@ -410,9 +414,6 @@ struct ChildArgs {
     fprog: Option<libc::sock_fprog>,
     wait_fd: libc::c_int,
     go_fd: libc::c_int,
-    /// The signal mask the program starts with: the tracer thread's before the clone, as the
-    /// kernel's 64-bit set.
-    mask: u64,
 }
 
 /// Starts the child, seizes it while it waits on a pipe, and lets it go on to install the
@@ -467,8 +468,6 @@ pub fn spawn_seized(p: Prepared) -> io::Result<Spawned> {
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut was);
         was
     };
-    // SAFETY: a sigset_t starts with the kernel's 64-bit set of signals 1 to 64.
-    let mask = unsafe { std::ptr::read((&raw const was).cast::<u64>()) };
     let args: &'static ChildArgs = Box::leak(Box::new(ChildArgs {
         prepared: p,
         argv,
@@ -476,7 +475,6 @@ pub fn spawn_seized(p: Prepared) -> io::Result<Spawned> {
         fprog,
         wait_fd: wait.as_raw_fd(),
         go_fd: go.as_raw_fd(),
-        mask,
     }));
     // SAFETY: the child runs `child_main` on the stack mapped above (its top, page-aligned),
     // with a pointer to `args`, which is never freed nor changed (ChildArgs). It shares our
@@ -602,10 +600,11 @@ extern "C" fn child_main(args: *mut libc::c_void) -> libc::c_int {
             0,
         ];
         syscall(libc::SYS_rt_sigaction, pipe);
-        // Then the mask mevi-actors had: signals blocked for the clone arrive now, to defaults.
+        // Then the mask mevi-actors was started with: signals blocked for the clone arrive now,
+        // to defaults.
         let mask = [
             libc::SIG_SETMASK as usize,
-            (&raw const a.mask) as usize,
+            (&raw const p.mask) as usize,
             0,
             SIGSET_BYTES,
             0,
