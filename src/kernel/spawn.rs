@@ -339,6 +339,7 @@ impl Spawned {
         let _ = kill(child, Signal::SIGKILL);
         loop {
             match waitpid(child, Some(WaitPidFlag::__WALL)) {
+                Err(nix::errno::Errno::EINTR) => {}
                 Ok(WaitStatus::Exited(..) | WaitStatus::Signaled(..)) | Err(_) => return,
                 // A stop reached before the kill: let it go on to its death.
                 Ok(_) => {

@@ -302,11 +302,15 @@ impl Tracer {
 
     /// `run`: starts the program seized, under the filter, on the thread that will be the
     /// tracer's, before the tracer and its actors are made (their making overlaps the program's
-    /// start and exec); nothing for `attach`.
+    /// start and exec); no program for `attach`. Raises the descriptor limit either way.
     pub fn start_program(
         target: &Target,
         follow_by: FollowBy,
     ) -> Result<Option<StartedProgram>, TraceError> {
+        // For `attach` too: two descriptors per live space, whoever made it.
+        if let Err(e) = spawn::raise_descriptor_limit() {
+            tracing::debug!("raising the descriptor limit: {e}");
+        }
         let Target::Spawn {
             program,
             argv,
@@ -315,9 +319,6 @@ impl Tracer {
         else {
             return Ok(None);
         };
-        if let Err(e) = spawn::raise_descriptor_limit() {
-            tracing::debug!("raising the descriptor limit: {e}");
-        }
         // Execs stop where pages may be followed by scans (a collapse is, whatever the policy):
         // their last ones are read there.
         let filter = spawn::seccomp_filter(follow_by != FollowBy::Nothing)?;
