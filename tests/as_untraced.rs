@@ -911,6 +911,23 @@ fn pages_a_program_moves_with_its_own_userfaultfd_leave_the_stream() {
     assert_eq!(t.stdout, "moved 131072 source 32\n");
 }
 
+/// The environment is the program's entry by entry, byte for byte, as untraced: an entry with
+/// no `=` too (std's `vars_os`, which the program's environment was once made from, leaves it
+/// out), in its place.
+#[test]
+fn an_environment_entry_with_no_equals_sign_reaches_the_program() {
+    let raw = workload("raw_env_exec");
+    let (status, stdout) = untraced(&[raw.as_os_str(), "/usr/bin/env".as_ref()]);
+    assert_eq!((status, stdout.as_str()), (0, "A=1\nNOEQUALS\nB=2\n"));
+    let file = scratch("stream");
+    let mut traced = Command::new(&raw);
+    traced.args([bin(), "run", "-o"]).arg(&file);
+    traced.args(["--", "/usr/bin/env"]);
+    let (status, traced_stdout, stderr) = run_within(&mut traced, HANG);
+    assert_eq!(status, 0, "{stderr}");
+    assert_eq!(traced_stdout, stdout);
+}
+
 /// The signal mask mevi-actors was started with is the program's, as across any exec, and
 /// mevi-actors runs all the same: it unblocks in its own threads the two it needs (SIGURG wakes
 /// the tracer, SIGCHLD comes with the program's stops), which a parent that blocked both made

@@ -275,14 +275,7 @@ impl Prepared {
                 .iter()
                 .map(|a| cstr(a.as_bytes()))
                 .collect::<io::Result<_>>()?,
-            env: std::env::vars_os()
-                .map(|(k, v)| {
-                    let mut kv = k.as_bytes().to_vec();
-                    kv.push(b'=');
-                    kv.extend_from_slice(v.as_bytes());
-                    cstr(&kv)
-                })
-                .collect::<io::Result<_>>()?,
+            env: environment()?,
             stdout_to_stderr,
             filter,
             killed_first: test_hooks::fails(Fault::KilledFirst, None),
@@ -294,6 +287,32 @@ impl Prepared {
             mask: super::signals::started_with(),
         })
     }
+}
+
+/// The environment mevi-actors was started with, entry by entry and byte for byte, for the
+/// program: `/proc/self/environ` (mevi-actors changes none of its own), since std's `vars_os`
+/// leaves out an entry with no `=`, which a program may be given and read. std's view if the
+/// file cannot be read.
+fn environment() -> io::Result<Vec<CString>> {
+    let entries = match std::fs::read("/proc/self/environ") {
+        Ok(block) => block
+            .split(|&b| b == 0)
+            .filter(|entry| !entry.is_empty())
+            .map(<[u8]>::to_vec)
+            .collect(),
+        Err(_) => std::env::vars_os()
+            .map(|(k, v)| {
+                let mut kv = k.as_bytes().to_vec();
+                kv.push(b'=');
+                kv.extend_from_slice(v.as_bytes());
+                kv
+            })
+            .collect::<Vec<_>>(),
+    };
+    entries
+        .into_iter()
+        .map(|entry| CString::new(entry).map_err(|_| io::Error::other("a NUL in the environment")))
+        .collect()
 }
 
 /// The descriptor limit mevi-actors was started with, saved by [`raise_descriptor_limit`].
