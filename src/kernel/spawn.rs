@@ -351,8 +351,9 @@ pub enum Spawned {
 }
 
 impl Spawned {
-    /// Ends a program that is not to be traced after all (the run failed to start): killed
-    /// and reaped on the thread that seized it, never left running untraced or as a zombie.
+    /// Ends a program that is not to be traced after all (it could not be seized, or the run
+    /// failed to start): killed and reaped on the thread that started it, never left running
+    /// untraced or as a zombie.
     pub fn abandon(self) {
         let Spawned::Seized(child) = self else { return };
         let _ = kill(child, Signal::SIGKILL);
@@ -521,11 +522,8 @@ pub fn spawn_seized(p: Prepared) -> io::Result<Spawned> {
     }
     let child = Pid::from_raw(clone);
     drop(wait);
-    seize_waiting(child, go).inspect_err(|_| {
-        // Never leave it waiting and untraced (EXITKILL does not cover it yet).
-        let _ = kill(child, Signal::SIGKILL);
-        let _ = waitpid(child, None);
-    })
+    // Never leave it waiting and untraced (EXITKILL does not cover it yet).
+    seize_waiting(child, go).inspect_err(|_| Spawned::Seized(child).abandon())
 }
 
 /// A syscall with nothing in between: the child shares the tracer thread's thread-local

@@ -10,7 +10,6 @@
 use std::io::{self, BufWriter, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-
 use std::sync::mpsc::{Receiver, Sender};
 
 use tokio::sync::Semaphore;
